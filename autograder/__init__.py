@@ -1,0 +1,15 @@
+"""
+hw1-autograder: grades a student's mingpt/model.py (RoPE, GQA, sliding-window attention)
+against the staff reference. The trusted harness lives here; student code only ever runs
+in a sandboxed child process (see sandbox.py and probes.py).
+"""
+
+import os
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(PACKAGE_DIR)
+REFERENCE_DIR = os.path.join(REPO_ROOT, 'reference')
+TEMPLATE_DIR = os.path.join(REPO_ROOT, 'student_template', 'hw1')
+FIXTURES_DIR = os.path.join(PACKAGE_DIR, 'fixtures')
+GRADING_YAML = os.path.join(REPO_ROOT, 'grading.yaml')
+DATA_FILE = os.path.join(REPO_ROOT, 'data', 'input.txt')

@@ -1,0 +1,37 @@
+"""
+Command line of the autograder: `python -m autograder COMMAND ...`.
+
+    grade PATH            grade a model.py, a folder or a zip and print the table
+    regenerate            rebuild fixtures from the reference (staff; --device cuda on the grader's GPU)
+    build-template        regenerate student_template/hw1 from the reference
+    build-handout         write dist/hw1_handout.zip
+    build-zip             write dist/autograder.zip for Gradescope
+    batch EXPORT_DIR      regrade a Gradescope export in parallel
+    evaluate DIR          discrimination report over a corpus of submissions
+"""
+
+import importlib
+import sys
+
+COMMANDS = {
+    'grade': 'autograder.grade',
+    'regenerate': 'autograder.regenerate',
+    'build-template': 'autograder.handout',
+    'build-handout': 'autograder.handout',
+    'build-zip': 'autograder.build_zip',
+    'batch': 'autograder.batch',
+    'evaluate': 'autograder.evaluate',
+}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ('-h', '--help') or argv[0] not in COMMANDS:
+        print(__doc__.strip())
+        return 0 if argv and argv[0] in ('-h', '--help') else 2
+    module = importlib.import_module(COMMANDS[argv[0]])
+    return module.main(argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
