@@ -1,0 +1,25 @@
+"""
+pytest setup for the tests of the staff reference (reference/): puts reference/ first on
+sys.path so that `import mingpt.model` and `import chargpt` load the staff solution, and
+this folder too so that the independent formulas in ref_formulas.py can be imported.
+
+student_template/hw1 holds another package called `mingpt`; both must never be imported
+in one process, so we refuse to run if a different `mingpt` is already loaded.
+"""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+REFERENCE = os.path.join(REPO, 'reference')
+
+for path in (HERE, REFERENCE):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+_loaded = sys.modules.get('mingpt')
+if _loaded is not None:
+    _where = os.path.dirname(os.path.abspath(getattr(_loaded, '__file__', None) or next(iter(_loaded.__path__))))
+    assert os.path.dirname(_where) == REFERENCE, \
+        "another mingpt (%s) is already imported in this process; run tests/reference on its own" % _where
