@@ -46,7 +46,8 @@ class RotaryPositionalEmbeddings(nn.Module):
     def __init__(self, d: int, base: int = 10_000):
         super().__init__()
         # BEGIN PROMPT
-        # # TODO (handout 5, RoPE): store d and base, and prepare an empty cache.
+        # # TODO (handout 5, RoPE): store d and base, and prepare an empty cos/sin cache
+        # # (it is filled on the first forward).
         # raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings.__init__ (handout section 5, 'Rotary Position Embeddings')")
         # END PROMPT
         # BEGIN SOLUTION
@@ -60,7 +61,8 @@ class RotaryPositionalEmbeddings(nn.Module):
 
     def _build_cache(self, x: torch.Tensor):
         # BEGIN PROMPT
-        # # TODO (handout 5, RoPE): build cos(C) and sin(C) for positions 1..T of x.
+        # # TODO (handout 5, RoPE): build cos(C) and sin(C) for positions m = 1..T, where
+        # # T = x.shape[-2], on x's device and in x's dtype.
         # raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings._build_cache (handout section 5, 'Rotary Position Embeddings')")
         # END PROMPT
         # BEGIN SOLUTION
@@ -77,7 +79,10 @@ class RotaryPositionalEmbeddings(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         # BEGIN PROMPT
-        # # TODO (handout 5, RoPE): build the cache if needed, then return g(x).
+        # # TODO (handout 5, RoPE): (re)build the cache when it is missing, too short, or on
+        # # another device or dtype than x; then return g(x), of the same shape as x.
+        # # `offset` shifts the positions to offset+1 .. offset+T: generation with a KV cache
+        # # passes the number of tokens already cached (it is 0 otherwise).
         # raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings.forward (handout section 5, 'Rotary Position Embeddings')")
         # END PROMPT
         # BEGIN SOLUTION
@@ -253,7 +258,8 @@ class CausalSelfAttention(_AttentionBase):
             v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
             if self.rope:
                 # BEGIN PROMPT
-                # # TODO (handout 5, RoPE): rotate q and k with query_rotary_pe and key_rotary_pe.
+                # # TODO (handout 5, RoPE): rotate q and k with self.query_rotary_pe and
+                # # self.key_rotary_pe, passing offset=past.
                 # raise NotImplementedError("TODO: apply RoPE to q and k in CausalSelfAttention.forward (handout section 5, 'Rotary Position Embeddings')")
                 # END PROMPT
                 # BEGIN SOLUTION
@@ -308,8 +314,9 @@ class GroupedQueryAttention(_AttentionBase):
     def forward(self, x, kv_cache=None):
         # BEGIN PROMPT
         # # TODO (handout 5, GQA): grouped scaled dot-product attention with a causal mask,
-        # # measured like CausalSelfAttention.forward (wrap the whole computation in
-        # # AttentionMemory). Return (y, memory in bytes).
+        # # following CausalSelfAttention.forward: the whole computation inside AttentionMemory
+        # # (it measures the memory), RoPE on q and k when self.rope (offset=past), kv_cache
+        # # handled as there. Return (y, memory in bytes).
         # raise NotImplementedError("TODO: implement GroupedQueryAttention.forward (handout section 5, 'Grouped Query Attention')")
         # END PROMPT
         # BEGIN SOLUTION
