@@ -50,4 +50,16 @@ if [[ $(id -u) == 0 ]] && ! id "$user" >/dev/null 2>&1; then
         run useradd --no-create-home --shell /usr/sbin/nologin "$user"
     fi
 fi
+# the sandbox user must be able to run the interpreter: grant traverse-only (o+x) access on the
+# folders above it (e.g. /root/.pyenv on a developer machine; /usr/bin on Gradescope needs nothing)
+if [[ $(id -u) == 0 ]] && id "$user" >/dev/null 2>&1; then
+    for target in "$("$PY" -c 'import os,sys; print(os.path.realpath(sys.executable))')" \
+                  "$("$PY" -c 'import importlib.util as u; print(u.find_spec("torch").origin)' 2>/dev/null || true)"; do
+        d=$(dirname "$target")
+        while [[ -n "$target" && "$d" != / ]]; do
+            if [[ $(stat -c %A "$d") != *x ]]; then run chmod o+x "$d"; fi
+            d=$(dirname "$d")
+        done
+    done
+fi
 echo "setup complete"

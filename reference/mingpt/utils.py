@@ -47,14 +47,16 @@ class _CpuAllocationTracker(TorchDispatchMode):
       - a storage stays live until torch really frees it, including tensors that autograd
         saved for backward (a weakref on the storage fires only when the C++ storage dies);
       - tensors created before the region (inputs, weights) are never counted.
-    `net` = bytes still live when the region ends, `peak` = the largest live total seen.
-    Both depend only on the sequence of ops, so repeated runs give identical numbers.
+    `net` = bytes still live when the region ends, `peak` = the largest live total seen,
+    `total` = every byte allocated in the region, freed or not. All three depend only on the
+    sequence of ops, so repeated runs give identical numbers.
     """
 
     def __init__(self):
         super().__init__()
         self.live = 0
         self.peak = 0
+        self.total = 0
         self._counted = {}  # storage data_ptr -> nbytes, for storages allocated in the region
         self._closed = False
 
@@ -78,6 +80,7 @@ class _CpuAllocationTracker(TorchDispatchMode):
                 continue  # a view, an in-place result, or an alias of something counted
             self._counted[key] = nbytes
             self.live += nbytes
+            self.total += nbytes
             self.peak = max(self.peak, self.live)
             weakref.finalize(storage, self._release, key)
         return out
@@ -93,18 +96,22 @@ class AttentionMemory:
 
     On CUDA it reads the caching allocator (the handout's torch.cuda.memory_allocated
     before/after); elsewhere it uses the deterministic CPU tracker above. `net_bytes` is
-    what is still allocated at the end of the region, `peak_bytes` the high-water mark.
+    what is still allocated at the end of the region, `peak_bytes` the high-water mark and
+    `allocated_bytes` everything allocated inside it (GQA's smaller K/V projections show up
+    here even when the repeated K/V make net and peak equal to multi-head attention's).
     """
 
     def __init__(self, device):
         self.device = torch.device(device)
         self.net_bytes = 0
         self.peak_bytes = 0
+        self.allocated_bytes = 0
 
     def __enter__(self):
         if self.device.type == 'cuda':
             torch.cuda.synchronize(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
+            self._start_total = torch.cuda.memory_stats(self.device).get('allocated_bytes.all.allocated', 0)
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             self._tracker = _CpuAllocationTracker()
@@ -116,11 +123,13 @@ class AttentionMemory:
             torch.cuda.synchronize(self.device)
             self.net_bytes = torch.cuda.memory_allocated(self.device) - self._start
             self.peak_bytes = torch.cuda.max_memory_allocated(self.device) - self._start
+            self.allocated_bytes = torch.cuda.memory_stats(self.device).get('allocated_bytes.all.allocated', 0) - self._start_total
         else:
             self._tracker.__exit__(*exc)
             self._tracker._closed = True  # late frees must not touch a finished count
             self.net_bytes = self._tracker.live
             self.peak_bytes = self._tracker.peak
+            self.allocated_bytes = self._tracker.total
         return False
 
 # -----------------------------------------------------------------------------

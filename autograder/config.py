@@ -1,0 +1,211 @@
+"""
+Loads and validates grading.yaml, the single source of truth for every number of the grading.
+Unknown keys, missing tolerances and values of the wrong type are refused with the line of
+the file they are on, so a typo never silently changes a grade.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import yaml
+
+from autograder import GRADING_YAML
+
+VISIBILITIES = ('hidden', 'after_due_date', 'after_published', 'visible')
+TAGS = ('submission', 'rope', 'mha-rope', 'gqa', 'gqa-rope', 'dropout', 'causality', 'model',
+        'memory', 'loss-curve', 'sliding-window')
+# tests that compare numbers and therefore must say how close is close enough
+NEEDS_TOLERANCE = ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope', 'dropout', 'causality', 'model',
+                   'memory', 'loss-curve', 'sliding-window', 'sliding-window-memory')
+TEST_IDS = ('submission', 'generate') + NEEDS_TOLERANCE
+
+
+class GradingConfigError(ValueError):
+    """grading.yaml is malformed; the message names the file and line."""
+
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float
+    why: str
+
+
+@dataclass
+class TestSpec:
+    id: str
+    name: str
+    number: str
+    weight: float
+    visibility: str
+    tags: List[str]
+    timeout: float
+    tolerance: Optional[Tolerance] = None
+    optional_part: Optional[str] = None
+
+
+@dataclass
+class Grading:
+    path: str
+    version: int
+    handout: dict
+    sandbox: dict
+    profiles: Dict[str, dict]
+    tests: List[TestSpec] = field(default_factory=list)
+
+    def test(self, test_id):
+        for t in self.tests:
+            if t.id == test_id:
+                return t
+        raise KeyError(test_id)
+
+    def enabled_tests(self):
+        """Tests of optional parts that staff switched off are not graded."""
+        parts = self.handout.get('optional_parts', {})
+        return [t for t in self.tests if t.optional_part is None or parts.get(t.optional_part, False)]
+
+    def profile_hash(self, profile):
+        """What the fixtures of `profile` depend on: its sizes and seeds, not weights or tolerances."""
+        blob = json.dumps(self.profiles[profile], sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+# ----------------------------------------------------------------------------- validation
+
+SANDBOX_KEYS = {'user': str, 'address_space_mb': int, 'cpu_seconds': int, 'max_processes': int,
+                'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int}
+PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
+                'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict}
+TEST_KEYS = {'id': str, 'name': str, 'number': str, 'weight': (int, float), 'visibility': str,
+             'tags': list, 'timeout': (int, float), 'tolerance': dict, 'optional_part': str}
+TOLERANCE_KEYS = {'atol': (int, float), 'rtol': (int, float), 'why': str}
+
+
+class _Validator:
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, node, message):
+        line = node.start_mark.line + 1 if node is not None else '?'
+        raise GradingConfigError("%s:%s: %s" % (self.path, line, message))
+
+    def mapping(self, node, what):
+        if not isinstance(node, yaml.MappingNode):
+            self.fail(node, "%s must be a mapping" % what)
+        out = {}
+        for key_node, value_node in node.value:
+            if key_node.value in out:
+                self.fail(key_node, "duplicate key %r in %s" % (key_node.value, what))
+            out[key_node.value] = (key_node, value_node)
+        return out
+
+    def check_keys(self, entries, allowed, what, required=()):
+        for key, (key_node, _) in entries.items():
+            if key not in allowed:
+                self.fail(key_node, "unknown key %r in %s (allowed: %s)" % (key, what, ', '.join(sorted(allowed))))
+        for key in required:
+            if key not in entries:
+                first = next(iter(entries.values()))[0] if entries else None
+                self.fail(first, "%s is missing %r" % (what, key))
+
+    def typed(self, value_node, expected, what):
+        value = yaml.safe_load(yaml.serialize(value_node))
+        if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
+            self.fail(value_node, "%s must be %s, not a boolean" % (what, _name(expected)))
+        if not isinstance(value, expected):
+            self.fail(value_node, "%s must be %s, got %r" % (what, _name(expected), value))
+        return value
+
+
+def _name(expected):
+    types = expected if isinstance(expected, tuple) else (expected,)
+    return ' or '.join({int: 'an integer', float: 'a number', str: 'a string', list: 'a list',
+                        dict: 'a mapping', bool: 'true/false'}[t] for t in types)
+
+
+def load(path=GRADING_YAML):
+    with open(path) as f:
+        text = f.read()
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        raise GradingConfigError("%s: not valid YAML: %s" % (path, e))
+    v = _Validator(path)
+    top = v.mapping(root, 'grading.yaml')
+    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests'}, 'grading.yaml',
+                 required=('version', 'handout', 'sandbox', 'profiles', 'tests'))
+
+    version = v.typed(top['version'][1], int, 'version')
+    if version != 1:
+        v.fail(top['version'][1], "version %d is not supported (expected 1)" % version)
+
+    handout = v.typed(top['handout'][1], dict, 'handout')
+    handout_entries = v.mapping(top['handout'][1], 'handout')
+    v.check_keys(handout_entries, {'optional_parts'}, 'handout')
+    parts = handout.get('optional_parts', {}) or {}
+    for key, (key_node, value_node) in v.mapping(handout_entries['optional_parts'][1], 'optional_parts').items():
+        if key != 'sliding_window':
+            v.fail(key_node, "unknown optional part %r (known: sliding_window)" % key)
+        v.typed(value_node, bool, 'optional_parts.%s' % key)
+
+    sandbox_entries = v.mapping(top['sandbox'][1], 'sandbox')
+    v.check_keys(sandbox_entries, SANDBOX_KEYS, 'sandbox', required=tuple(SANDBOX_KEYS))
+    sandbox = {k: v.typed(n, SANDBOX_KEYS[k], 'sandbox.%s' % k) for k, (_, n) in sandbox_entries.items()}
+
+    profiles = {}
+    for name, (key_node, value_node) in v.mapping(top['profiles'][1], 'profiles').items():
+        entries = v.mapping(value_node, 'profile %r' % name)
+        v.check_keys(entries, PROFILE_KEYS, 'profile %r' % name, required=tuple(PROFILE_KEYS))
+        profiles[name] = {k: v.typed(n, PROFILE_KEYS[k], 'profiles.%s.%s' % (name, k)) for k, (_, n) in entries.items()}
+        if profiles[name]['device'] not in ('cpu', 'cuda'):
+            v.fail(entries['device'][1], "device must be cpu or cuda")
+    for required in ('cpu', 'gpu'):
+        if required not in profiles:
+            v.fail(top['profiles'][1], "profile %r is required" % required)
+
+    tests, seen = [], set()
+    if not isinstance(top['tests'][1], yaml.SequenceNode):
+        v.fail(top['tests'][1], "tests must be a list")
+    for node in top['tests'][1].value:
+        entries = v.mapping(node, 'a test')
+        v.check_keys(entries, TEST_KEYS, 'a test',
+                     required=('id', 'name', 'number', 'weight', 'visibility', 'tags', 'timeout'))
+        values = {k: v.typed(n, TEST_KEYS[k], k) for k, (_, n) in entries.items() if k != 'tolerance'}
+        tid = values['id']
+        if tid not in TEST_IDS:
+            v.fail(entries['id'][1], "unknown test id %r (known: %s)" % (tid, ', '.join(TEST_IDS)))
+        if tid in seen:
+            v.fail(entries['id'][1], "test id %r appears twice" % tid)
+        seen.add(tid)
+        if values['weight'] < 0:
+            v.fail(entries['weight'][1], "weight must be >= 0")
+        if values['timeout'] <= 0:
+            v.fail(entries['timeout'][1], "timeout must be > 0 seconds")
+        if values['visibility'] not in VISIBILITIES:
+            v.fail(entries['visibility'][1], "visibility must be one of %s" % ', '.join(VISIBILITIES))
+        for tag in values['tags']:
+            if tag not in TAGS:
+                v.fail(entries['tags'][1], "unknown tag %r (known: %s)" % (tag, ', '.join(TAGS)))
+        if values.get('optional_part') not in (None,) + tuple(parts):
+            v.fail(entries['optional_part'][1], "optional_part %r is not listed under handout.optional_parts"
+                   % values['optional_part'])
+        tolerance = None
+        if 'tolerance' in entries:
+            tol_entries = v.mapping(entries['tolerance'][1], 'tolerance of %s' % tid)
+            v.check_keys(tol_entries, TOLERANCE_KEYS, 'tolerance of %s' % tid, required=('atol', 'rtol', 'why'))
+            tol = {k: v.typed(n, TOLERANCE_KEYS[k], 'tolerance.%s' % k) for k, (_, n) in tol_entries.items()}
+            if tol['atol'] < 0 or tol['rtol'] < 0:
+                v.fail(entries['tolerance'][1], "tolerances must be >= 0")
+            if not tol['why'].strip():
+                v.fail(tol_entries['why'][1], "every tolerance needs its reason in `why`")
+            tolerance = Tolerance(float(tol['atol']), float(tol['rtol']), tol['why'])
+        elif tid in NEEDS_TOLERANCE:
+            v.fail(node, "test %r compares numbers and needs a tolerance (atol, rtol, why)" % tid)
+        tests.append(TestSpec(id=tid, name=values['name'], number=values['number'], weight=float(values['weight']),
+                              visibility=values['visibility'], tags=list(values['tags']),
+                              timeout=float(values['timeout']), tolerance=tolerance,
+                              optional_part=values.get('optional_part')))
+    return Grading(path=path, version=version, handout={'optional_parts': parts}, sandbox=sandbox,
+                   profiles=profiles, tests=tests)

@@ -1,0 +1,116 @@
+"""
+The inputs every probe runs on, generated with numpy from the profile's seed, so the
+harness needs no torch and the reference (at regenerate time) and the student (at grade time)
+see bit-identical tensors. Weights use std ~ 1/sqrt(fan_in) so that attention scores are O(1):
+with minGPT's 0.02 init the softmax is nearly uniform and many bugs would hide.
+
+Keys are flat strings `<group>/<name>`; weight sets are `w/<config>/<parameter name>`, using
+the handout's parameter names (q_proj, k_proj, v_proj, out_proj, ...).
+"""
+
+import numpy as np
+
+
+def _rng(seed, label):
+    """An independent stream per label, so adding an input never shifts the others."""
+    return np.random.default_rng([seed, sum((i + 1) * ord(c) for i, c in enumerate(label)) % (2 ** 31)])
+
+
+def attention_weights(seed, label, n_embd, n_head, n_kv_head):
+    rng = _rng(seed, 'w/' + label)
+    hd = n_embd // n_head
+    kv = n_kv_head * hd
+    out = {}
+    for name, rows in (('q_proj', n_embd), ('k_proj', kv), ('v_proj', kv), ('out_proj', n_embd)):
+        out[name + '.weight'] = (rng.standard_normal((rows, n_embd)) / np.sqrt(n_embd)).astype(np.float32)
+        out[name + '.bias'] = (0.1 * rng.standard_normal(rows)).astype(np.float32)
+    return out
+
+
+def gpt_state(seed, label, m, n_kv_head, rope):
+    """A state_dict (reference names) for GPT with the profile's `model` sizes."""
+    rng = _rng(seed, 'gpt/' + label)
+    C, V = m['n_embd'], m['vocab_size']
+
+    def normal(shape, std):
+        return (std * rng.standard_normal(shape)).astype(np.float32)
+
+    state = {'transformer.wte.weight': normal((V, C), 1.0)}
+    if not rope:
+        state['transformer.wpe.weight'] = normal((m['block_size'], C), 0.5)
+    for i in range(m['n_layer']):
+        p = 'transformer.h.%d.' % i
+        for ln in ('ln_1', 'ln_2'):
+            state[p + ln + '.weight'] = (1.0 + normal((C,), 0.1)).astype(np.float32)
+            state[p + ln + '.bias'] = normal((C,), 0.1)
+        for k, val in attention_weights(seed, '%s/h%d' % (label, i), C, m['n_query_head'], n_kv_head).items():
+            state[p + 'attn.' + k] = val
+        state[p + 'mlp.c_fc.weight'] = normal((4 * C, C), 1 / np.sqrt(C))
+        state[p + 'mlp.c_fc.bias'] = normal((4 * C,), 0.1)
+        state[p + 'mlp.c_proj.weight'] = normal((C, 4 * C), 1 / np.sqrt(4 * C))
+        state[p + 'mlp.c_proj.bias'] = normal((C,), 0.1)
+    state['transformer.ln_f.weight'] = (1.0 + normal((C,), 0.1)).astype(np.float32)
+    state['transformer.ln_f.bias'] = normal((C,), 0.1)
+    state['lm_head.weight'] = normal((V, C), 1 / np.sqrt(C))
+    return state
+
+
+# the attention configurations probed: name -> (n_kv_head or None for n_query_head, rope)
+def attention_configs(profile):
+    nh = profile['module']['n_query_head']
+    configs = {'mha': (nh, False), 'mha-rope': (nh, True)}
+    for kv in profile['kv_heads']:
+        configs['gqa-kv%d' % kv] = (kv, False)
+        configs['gqa-rope-kv%d' % kv] = (kv, True)
+    return configs
+
+
+# full-model configurations: name -> (n_kv_head, rope)
+def model_configs(profile):
+    nh = profile['model']['n_query_head']
+    return {'vanilla': (nh, False), 'rope': (nh, True), 'gqa': (2, False), 'rope-gqa': (3, True)}
+
+
+def build(profile):
+    """Every input array of a profile, as {key: np.ndarray}."""
+    seed = profile['seed']
+    out = {}
+
+    for i, (B, nh, T, d) in enumerate(profile['rope_cases']):
+        out['rope/x%d' % i] = _rng(seed, 'rope%d' % i).standard_normal((B, nh, T, d)).astype(np.float32)
+    rng = _rng(seed, 'rope-cache')
+    out['rope-cache/x8'] = rng.standard_normal((1, 2, 8, 8)).astype(np.float32)
+    out['rope-cache/x24'] = rng.standard_normal((1, 2, 24, 8)).astype(np.float32)
+    out['rope-cache/x8_f64'] = rng.standard_normal((1, 2, 8, 8)).astype(np.float64)
+
+    mod = profile['module']
+    for label, (kv, _rope) in attention_configs(profile).items():
+        for k, val in attention_weights(seed, label, mod['n_embd'], mod['n_query_head'], kv).items():
+            out['w/%s/%s' % (label, k)] = val
+    rng = _rng(seed, 'attn-x')
+    x = rng.standard_normal((mod['batch'], mod['seq'], mod['n_embd'])).astype(np.float32)
+    future = x.copy()
+    cut = mod['seq'] // 2
+    future[:, cut:] = rng.standard_normal(future[:, cut:].shape).astype(np.float32)
+    out['attn/x'], out['attn/x_future'] = x, future
+
+    m = profile['model']
+    for label, (kv, rope) in model_configs(profile).items():
+        for k, val in gpt_state(seed, label, m, kv, rope).items():
+            out['model/%s/%s' % (label, k)] = val
+    rng = _rng(seed, 'model-idx')
+    idx = rng.integers(0, m['vocab_size'], (m['batch'], m['seq'] + 1)).astype(np.int64)
+    out['model/idx'], out['model/targets'] = idx[:, :-1].copy(), idx[:, 1:].copy()
+    idx_future = out['model/idx'].copy()
+    idx_future[:, m['seq'] // 2:] = rng.integers(0, m['vocab_size'], idx_future[:, m['seq'] // 2:].shape)
+    out['model/idx_future'] = idx_future
+    out['generate/prompt'] = rng.integers(0, m['vocab_size'], (2, 5)).astype(np.int64)
+
+    mem = profile['memory']
+    out['memory/x'] = _rng(seed, 'memory').standard_normal((mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
+
+    sw = profile['sliding_window']
+    out['sw/x'] = _rng(seed, 'sw').standard_normal((mod['batch'], sw['seq'], mod['n_embd'])).astype(np.float32)
+    for n in sw['memory_seqs']:
+        out['swmem/x%d' % n] = _rng(seed, 'swmem%d' % n).standard_normal((1, n, mod['n_embd'])).astype(np.float32)
+    return out

@@ -1,0 +1,162 @@
+"""
+`python -m autograder regenerate [--device cuda] [--skip-reference-tests]`: the only way
+fixtures are made. Runs the reference through the same sandboxed probes students get, runs
+every fingerprint (known bug) the same way, trains the reference on several seeds for the
+loss band, and writes autograder/fixtures/<profile>/ with a manifest and a diff report
+against the fixtures it replaces. Refuses when the reference fails its own tests.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+
+import numpy as np
+
+from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, config, fingerprints, fixtures, inputs
+from autograder.sandbox import Sandbox
+
+ALL_PROBES = ['rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope', 'dropout', 'causality', 'model', 'generate',
+              'memory', 'loss-curve', 'sliding-window', 'sliding-window-memory']
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def run_reference_tests():
+    log("[1/4] running the reference's own tests (tests/reference) ...")
+    proc = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-x', os.path.join('tests', 'reference')],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    tail = '\n'.join(proc.stdout.strip().splitlines()[-3:])
+    if proc.returncode != 0:
+        raise SystemExit("the reference fails its own tests; fixtures were NOT overwritten:\n%s" % proc.stdout[-3000:])
+    log("      " + tail.replace('\n', '\n      '))
+
+
+def run_probes(sandbox, model_py, profile, probes, inp, seeds=None):
+    job = {'profile': profile}
+    if seeds is not None:
+        job['loss_curve_seeds'] = seeds
+    timeouts = {p: 900 for p in probes}
+    result = sandbox.run(model_py, job, probes, inp, timeouts, import_timeout=300, need_data='loss-curve' in probes)
+    if result.import_result.status != 'ok':
+        raise RuntimeError("import failed: %s" % result.import_result.message)
+    return result
+
+
+def flatten(result):
+    out = {}
+    for pid, r in result.probes.items():
+        for key, value in r.arrays.items():
+            out['%s/%s' % (pid, key)] = value
+    return out
+
+
+def diff_report(old, new):
+    """Which arrays changed and by how much, and how the loss band moved."""
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if key not in old:
+            lines.append("  + %s (new)" % key)
+        elif key not in new:
+            lines.append("  - %s (removed)" % key)
+        elif old[key].shape != new[key].shape:
+            lines.append("  ~ %s shape %s -> %s" % (key, old[key].shape, new[key].shape))
+        elif old[key].dtype.kind in 'fc':
+            d = float(np.max(np.abs(old[key].astype(np.float64) - new[key].astype(np.float64)))) if old[key].size else 0.0
+            if d > 0:
+                lines.append("  ~ %s max |change| %.3g" % (key, d))
+        elif not np.array_equal(old[key], new[key]):
+            lines.append("  ~ %s changed (%d of %d entries)" % (key, int(np.sum(old[key] != new[key])), old[key].size))
+
+    def band(arrays):
+        finals = [v[-20:].mean() for k, v in arrays.items() if k.startswith('loss-curve/')]
+        return (min(finals), max(finals)) if finals else None
+    ob, nb = band(old), band(new)
+    if ob and nb:
+        lines.append("  loss band (mean of last 20 iterations): [%.4f, %.4f] -> [%.4f, %.4f]" % (ob + nb))
+    return lines or ["  no array changed"]
+
+
+def regenerate(profile_name, skip_tests=False):
+    grading = config.load()
+    profile = grading.profiles[profile_name]
+    if not skip_tests:
+        run_reference_tests()
+    sandbox = Sandbox(grading.sandbox)
+    inp = inputs.build(profile)
+    ref_model = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
+
+    log("[2/4] reference through the probes (profile %s, device %s, %d loss-curve seeds) ..."
+        % (profile_name, profile['device'], len(profile['loss_curve']['reference_seeds'])))
+    t0 = time.time()
+    result = run_probes(sandbox, ref_model, profile, ALL_PROBES, inp, seeds=profile['loss_curve']['reference_seeds'])
+    bad = {pid: (r.status, r.message, r.info.get('case_errors')) for pid, r in result.probes.items()
+           if r.status != 'ok' or r.info.get('case_errors')}
+    if bad:
+        raise SystemExit("the reference failed probes; fixtures were NOT overwritten: %s" % bad)
+    expected = flatten(result)
+    log("      %d arrays in %.1f s" % (len(expected), time.time() - t0))
+
+    log("[3/4] %d fingerprints (known bugs) ..." % len(fingerprints.FINGERPRINTS))
+    with open(ref_model) as f:
+        source = f.read()
+    fp_outputs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, fp in enumerate(fingerprints.FINGERPRINTS, 1):
+            path = os.path.join(tmp, 'model.py')
+            with open(path, 'w') as f:
+                f.write(fingerprints.apply(fp, source))
+            r = run_probes(sandbox, path, profile, fingerprints.FINGERPRINT_PROBES, inp)
+            arrays = flatten(r)
+            differing = {k: v for k, v in arrays.items()
+                         if k in expected and (v.shape != expected[k].shape or not np.allclose(v, expected[k], atol=1e-4))}
+            fp_outputs[fp.id] = differing
+            log("      %2d/%d %-24s differs from the reference on %d of %d arrays"
+                % (i, len(fingerprints.FINGERPRINTS), fp.id, len(differing), len(arrays)))
+            if not differing:
+                raise SystemExit("fingerprint %s is indistinguishable from the reference on every probe" % fp.id)
+
+    log("[4/4] writing %s" % fixtures.folder(profile_name))
+    try:
+        old = fixtures.load(grading, profile_name, check=False).expected
+    except fixtures.StaleFixtures:
+        old = {}
+    manifest = {
+        'profile': profile_name,
+        'profile_hash': grading.profile_hash(profile_name),
+        'device': profile['device'],
+        'torch': metadata.version('torch'),
+        'python': sys.version.split()[0],
+        'seeds': {'inputs': profile['seed'], 'loss_curve_reference': profile['loss_curve']['reference_seeds'],
+                  'loss_curve_student': profile['loss_curve']['student_seed']},
+        'corpus_sha256': fixtures.sha256_file(DATA_FILE),
+        'grading_yaml_sha256': fixtures.sha256_file(grading.path),
+        'probe_code_sha256': fixtures.sha256_files(fixtures.PROBE_CODE),
+        'reference_sha256': fixtures.sha256_files(fixtures.REFERENCE_CODE),
+        'handout_sha256': fixtures.sha256_files(fixtures.HANDOUT_CODE),
+        'fingerprints': sorted(fp_outputs),
+        'sandboxed_as': result.sandboxed_as,
+    }
+    fixtures.write(profile_name, expected, fp_outputs, manifest)
+    report = diff_report(old, expected)
+    log("diff against the previous fixtures:")
+    for line in report:
+        log(line)
+    return expected
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog='python -m autograder regenerate', description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--device', choices=('cpu', 'cuda'), default='cpu',
+                    help='cpu regenerates the cpu profile, cuda the gpu profile (run it on the grader\'s GPU)')
+    ap.add_argument('--skip-reference-tests', action='store_true',
+                    help='do not run tests/reference first (for iterating; never for fixtures you commit)')
+    args = ap.parse_args(argv[1:])
+    regenerate('gpu' if args.device == 'cuda' else 'cpu', skip_tests=args.skip_reference_tests)
+    return 0

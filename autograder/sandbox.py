@@ -1,0 +1,367 @@
+"""
+Runs untrusted student code in a child process and brings back only plain data.
+
+The scratch folder holds the handout (chargpt.py, mingpt/{__init__,trainer,utils}.py), the
+submission as mingpt/model.py, the probe runner, the job and its inputs: nothing of the
+reference, the fixtures or the hidden tests. Under root the child runs as an unprivileged
+user who owns only the folder results go to. Limits: address space, CPU seconds, file size,
+processes, and a wall-clock deadline per probe enforced here. A probe that hangs or kills
+the process is recorded and the child is restarted for the probes after it.
+
+Results are read back without following links, as .npz with allow_pickle=False and JSON of
+capped size; anything else is refused.
+"""
+
+import io
+import json
+import os
+import pwd
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import numpy as np
+
+from autograder import DATA_FILE, PACKAGE_DIR, TEMPLATE_DIR
+
+HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
+RUNNER_FILES = ('probes.py', 'adapter.py')
+NUMERIC_KINDS = 'biuf'  # bool, int, unsigned, float: nothing else comes back
+
+
+@dataclass
+class ProbeResult:
+    status: str                      # ok | error | not_implemented | timeout | crashed | missing | invalid
+    message: str = ''
+    arrays: Dict[str, np.ndarray] = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class RunResult:
+    import_result: ProbeResult
+    probes: Dict[str, ProbeResult]
+    stdout_tail: str = ''
+    sandboxed_as: Optional[str] = None
+    wall_seconds: float = 0.0
+
+
+def _sandbox_user(name):
+    """
+    (uid, gid) of the unprivileged user, or None with the reason: not root, no such user (run
+    setup.sh), or the user cannot reach the Python installation.
+    """
+    if os.geteuid() != 0:
+        return None, 'the grader is not running as root, so student code runs as the same user'
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        return None, 'user %r does not exist (./setup.sh creates it); student code runs as root' % name
+    import importlib.util
+    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
+    if not _user_can_access(pw.pw_uid, pw.pw_gid, [(os.path.realpath(sys.executable), os.X_OK), (torch_dir, os.R_OK)]):
+        return None, ('user %r cannot run %s or read torch (./setup.sh grants traverse access); '
+                      'student code runs as root' % (name, sys.executable))
+    return (pw.pw_uid, pw.pw_gid), None
+
+
+def _user_can_access(uid, gid, checks):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            os._exit(0 if all(os.access(p, mode) for p, mode in checks) else 1)
+        except BaseException:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def protect_source(paths):
+    """Make the grader's own files unreadable to the sandbox user (root keeps access)."""
+    for path in paths:
+        if os.path.exists(path):
+            os.chmod(path, 0o700)
+
+
+def _kill_user_processes(uid):
+    """Kill every process of the sandbox user, including ones that escaped the process group."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)  # as that user, -1 reaches exactly its processes
+        except BaseException:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+class Sandbox:
+    def __init__(self, sandbox_cfg, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE):
+        self.cfg = sandbox_cfg
+        self.handout_dir = handout_dir
+        self.data_file = data_file
+        self.user, self.user_note = _sandbox_user(sandbox_cfg['user'])
+
+    # ------------------------------------------------------------------ scratch
+
+    def _prepare(self, model_py, job, inputs, need_data):
+        scratch = tempfile.mkdtemp(prefix='hw1-sandbox-')
+        os.chmod(scratch, 0o755)
+        os.makedirs(os.path.join(scratch, 'mingpt'))
+        for rel in HANDOUT_FILES:
+            src = os.path.join(self.handout_dir, rel)
+            if not os.path.isfile(src):
+                raise FileNotFoundError("handout file %s is missing: run `python -m autograder build-template`" % src)
+            shutil.copyfile(src, os.path.join(scratch, rel))
+        shutil.copyfile(model_py, os.path.join(scratch, 'mingpt', 'model.py'))
+        os.makedirs(os.path.join(scratch, '_grader'))
+        for rel in RUNNER_FILES:
+            shutil.copyfile(os.path.join(PACKAGE_DIR, rel), os.path.join(scratch, '_grader', rel))
+        if need_data:
+            if not os.path.isfile(self.data_file):
+                raise FileNotFoundError("corpus %s is missing: run ./setup.sh" % self.data_file)
+            shutil.copyfile(self.data_file, os.path.join(scratch, 'input.txt'))
+        job_dir = os.path.join(scratch, 'job')
+        os.makedirs(job_dir)
+        with open(os.path.join(job_dir, 'inputs.npz'), 'wb') as f:
+            np.savez(f, **inputs)
+        for sub in ('out', 'home'):
+            os.makedirs(os.path.join(job_dir, sub))
+        # everything readable, nothing writable by the child except out/ and home/
+        for root, dirs, files in os.walk(scratch):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o755)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o644)
+        if self.user:
+            for sub in ('out', 'home'):
+                os.chown(os.path.join(job_dir, sub), *self.user)
+        return scratch, job_dir
+
+    def _write_job(self, job_dir, job, probes):
+        with open(os.path.join(job_dir, 'job.json'), 'w') as f:
+            json.dump(dict(job, probes=probes), f)
+        os.chmod(os.path.join(job_dir, 'job.json'), 0o644)
+
+    # ------------------------------------------------------------------ child
+
+    def _preexec(self):
+        cfg = self.cfg
+        mb = 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cfg['address_space_mb'] * mb,) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (cfg['cpu_seconds'], cfg['cpu_seconds'] + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cfg['max_file_mb'] * mb,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if self.user:
+            resource.setrlimit(resource.RLIMIT_NPROC, (cfg['max_processes'],) * 2)
+            uid, gid = self.user
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+
+    def _env(self, job_dir):
+        home = os.path.join(job_dir, 'home')
+        env = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'HOME': home, 'TMPDIR': home, 'LANG': 'C.UTF-8',
+               'PYTHONHASHSEED': '0', 'PYTHONDONTWRITEBYTECODE': '1', 'PYTHONUNBUFFERED': '1',
+               'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1'}
+        if 'CUDA_VISIBLE_DEVICES' in os.environ:  # the gpu profile needs to see the staff's GPU choice
+            env['CUDA_VISIBLE_DEVICES'] = os.environ['CUDA_VISIBLE_DEVICES']
+        return env
+
+    def _launch(self, scratch, job_dir):
+        log = open(os.path.join(scratch, 'child.log'), 'ab')
+        cmd = [sys.executable, '-I', os.path.join(scratch, '_grader', 'probes.py'), job_dir]
+        proc = subprocess.Popen(cmd, cwd=os.path.join(job_dir, 'home'), env=self._env(job_dir),
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=self._preexec, start_new_session=True, close_fds=True)
+        log.close()
+        return proc
+
+    def _kill(self, proc):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        if self.user:
+            _kill_user_processes(self.user[0])
+
+    # ------------------------------------------------------------------ reading back
+
+    def _open_out(self, job_dir):
+        return os.open(os.path.join(job_dir, 'out'), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+
+    def _read_file(self, dir_fd, name, limit):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        except (FileNotFoundError, OSError):
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("%s is not a regular file" % name)
+            if st.st_size > limit:
+                raise ValueError("%s is %d bytes, more than the %d allowed" % (name, st.st_size, limit))
+            with os.fdopen(fd, 'rb') as f:
+                fd = None
+                return f.read(limit + 1)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _progress(self, job_dir):
+        try:
+            dir_fd = self._open_out(job_dir)
+        except OSError:
+            return []
+        try:
+            data = self._read_file(dir_fd, 'progress', 1 << 20) or b''
+        except ValueError:
+            data = b''
+        finally:
+            os.close(dir_fd)
+        return [line.split(' ', 1) for line in data.decode('utf-8', 'replace').splitlines() if ' ' in line]
+
+    def _collect(self, job_dir, probe_id):
+        """The probe's JSON and arrays, validated; None when the probe left nothing."""
+        dir_fd = self._open_out(job_dir)
+        try:
+            raw = self._read_file(dir_fd, probe_id + '.json', self.cfg['max_json_kb'] * 1024)
+            if raw is None:
+                return None
+            info = json.loads(raw.decode('utf-8'))
+            if not isinstance(info, dict):
+                raise ValueError("report is not a JSON object")
+            arrays = {}
+            blob = self._read_file(dir_fd, probe_id + '.npz', self.cfg['max_file_mb'] * 1024 * 1024)
+            if blob:
+                with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+                    for key in npz.files:
+                        a = npz[key]
+                        if a.dtype.kind not in NUMERIC_KINDS:
+                            raise ValueError("array %s has dtype %s" % (key, a.dtype))
+                        arrays[key] = a
+        except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError) as e:
+            return ProbeResult('invalid', "the probe's output could not be read safely: %s" % e)
+        finally:
+            os.close(dir_fd)
+        status = info.get('status') if info.get('status') in ('ok', 'error', 'not_implemented') else 'invalid'
+        return ProbeResult(status, str(info.get('message', ''))[:4000], arrays, info, float(info.get('seconds', 0) or 0))
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False):
+        """
+        Run the probes named in `probes` on `model_py`. `timeouts` maps probe id -> seconds.
+        Returns a RunResult; never raises for anything the student's code does.
+        """
+        started = time.time()
+        scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
+        results, remaining = {}, list(probes)
+        import_result = None
+        try:
+            while remaining:
+                ended, current = self._run_child(scratch, job_dir, job, remaining, timeouts, import_timeout)
+                if import_result is None:
+                    import_result = self._collect(job_dir, 'import') or self._import_failure(ended)
+                    if import_result.status != 'ok':
+                        break
+                before = len(results)
+                for pid in remaining:
+                    got = self._collect(job_dir, pid)
+                    if got is not None:
+                        results[pid] = got
+                if current in remaining and current not in results:
+                    results[current] = self._probe_failure(ended)  # the probe that hung or killed the child
+                if len(results) == before:
+                    # the child ended without finishing anything new: do not relaunch forever
+                    for pid in remaining:
+                        results[pid] = ProbeResult('crashed', 'not run: the process ended early, %s'
+                                                   % self._describe_end(ended))
+                remaining = [p for p in remaining if p not in results]
+            stdout_tail = self._child_log(scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        for pid in probes:
+            results.setdefault(pid, ProbeResult('missing', 'this test did not run because the submission '
+                                                           'could not be imported'))
+        return RunResult(import_result, results, stdout_tail,
+                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started)
+
+    def _run_child(self, scratch, job_dir, job, probes, timeouts, import_timeout):
+        """One child over `probes`. Returns (how it ended, the probe in progress when it ended or None)."""
+        self._write_job(job_dir, job, probes)
+        dir_fd = self._open_out(job_dir)
+        try:
+            os.unlink('progress', dir_fd=dir_fd)  # a fresh progress file for each child
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(dir_fd)
+        proc = self._launch(scratch, job_dir)
+        current, current_start, deadline, seen = 'import', time.time(), import_timeout, 0
+        while True:
+            code = proc.poll()
+            lines = self._progress(job_dir)
+            for kind, pid in lines[seen:]:
+                if kind == 'start':
+                    current, current_start = pid, time.time()
+                    deadline = import_timeout if pid == 'import' else timeouts.get(pid, 60)
+                elif kind == 'end' and pid == current:
+                    current = None
+            seen = len(lines)
+            if code is not None:
+                ended = ('exit', code)
+                break
+            if current is not None and time.time() - current_start > deadline:
+                self._kill(proc)
+                ended = ('timeout', deadline)
+                break
+            time.sleep(0.05)
+        if self.user:
+            _kill_user_processes(self.user[0])
+        return ended, current
+
+    @staticmethod
+    def _describe_end(ended):
+        kind, value = ended
+        if kind == 'timeout':
+            return 'it ran longer than the %g s allowed (infinite loop?) and was stopped' % value
+        if value < 0:
+            sig = signal.Signals(-value).name if -value in signal.Signals._value2member_map_ else str(-value)
+            hint = {'SIGKILL': ' (out of memory, or a limit was hit)', 'SIGXCPU': ' (CPU time limit)',
+                    'SIGXFSZ': ' (wrote or printed more than the file-size limit)',
+                    'SIGSEGV': ' (crashed)'}.get(sig, '')
+            return 'the process was killed by %s%s' % (sig, hint)
+        return 'the process exited with code %d (sys.exit or os._exit in your code?)' % value
+
+    def _import_failure(self, ended):
+        status = 'timeout' if ended[0] == 'timeout' else 'crashed'
+        return ProbeResult(status, 'importing your model.py did not finish: %s' % self._describe_end(ended))
+
+    def _probe_failure(self, ended):
+        status = 'timeout' if ended[0] == 'timeout' else 'crashed'
+        return ProbeResult(status, self._describe_end(ended))
+
+    @staticmethod
+    def _child_log(scratch):
+        path = os.path.join(scratch, 'child.log')
+        try:
+            with open(path, 'rb') as f:
+                f.seek(max(0, os.path.getsize(path) - 4000))
+                return f.read().decode('utf-8', 'replace')
+        except OSError:
+            return ''
