@@ -1,0 +1,229 @@
+"""
+Helpers shared by chargpt.py, the model and the trainer: seeding, run-folder logging,
+the CfgNode configuration object with strict `--section.key=value` overrides, and the
+attention memory meter that works on CUDA (allocator) and on CPU (a deterministic tracker).
+"""
+
+import json
+import os
+import random
+import sys
+import weakref
+from ast import literal_eval
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+# -----------------------------------------------------------------------------
+
+
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+
+
+def setup_logging(config):
+    """ monotonous bookkeeping """
+    work_dir = config.system.work_dir
+    os.makedirs(work_dir, exist_ok=True)
+    with open(os.path.join(work_dir, 'args.txt'), 'w') as f:
+        f.write(' '.join(sys.argv))
+    with open(os.path.join(work_dir, 'config.json'), 'w') as f:
+        f.write(json.dumps(config.to_dict(), indent=4))
+
+# -----------------------------------------------------------------------------
+# memory measurement for the attention computation
+
+
+class _CpuAllocationTracker(TorchDispatchMode):
+    """
+    Counts the bytes of tensor storage that ops inside the region allocate, on any device
+    without an allocator we can ask (CPU). What is counted:
+      - every new storage an aten op returns (views and in-place results are not new);
+      - a storage stays live until torch really frees it, including tensors that autograd
+        saved for backward (a weakref on the storage fires only when the C++ storage dies);
+      - tensors created before the region (inputs, weights) are never counted.
+    `net` = bytes still live when the region ends, `peak` = the largest live total seen,
+    `total` = every byte allocated in the region, freed or not. All three depend only on the
+    sequence of ops, so repeated runs give identical numbers.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self.total = 0
+        self._counted = {}  # storage data_ptr -> nbytes, for storages allocated in the region
+        self._closed = False
+
+    def _release(self, key):
+        nbytes = self._counted.pop(key, None)
+        if nbytes is not None:
+            self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self._closed:
+            return out
+        seen_inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
+                       if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key, nbytes = storage.data_ptr(), storage.nbytes()
+            if nbytes == 0 or key in seen_inputs or key in self._counted:
+                continue  # a view, an in-place result, or an alias of something counted
+            self._counted[key] = nbytes
+            self.live += nbytes
+            self.total += nbytes
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._release, key)
+        return out
+
+
+class AttentionMemory:
+    """
+    Context manager measuring the memory an attention computation allocates.
+
+        with AttentionMemory(x.device) as mem:
+            ... attention ...
+        mem_bytes = mem.net_bytes
+
+    On CUDA it reads the caching allocator (the handout's torch.cuda.memory_allocated
+    before/after); elsewhere it uses the deterministic CPU tracker above. `net_bytes` is
+    what is still allocated at the end of the region, `peak_bytes` the high-water mark and
+    `allocated_bytes` everything allocated inside it (GQA's smaller K/V projections show up
+    here even when the repeated K/V make net and peak equal to multi-head attention's).
+    """
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.net_bytes = 0
+        self.peak_bytes = 0
+        self.allocated_bytes = 0
+
+    def __enter__(self):
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+            self._start_total = torch.cuda.memory_stats(self.device).get('allocated_bytes.all.allocated', 0)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._tracker = _CpuAllocationTracker()
+            self._tracker.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
+            self.net_bytes = torch.cuda.memory_allocated(self.device) - self._start
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.device) - self._start
+            self.allocated_bytes = torch.cuda.memory_stats(self.device).get('allocated_bytes.all.allocated', 0) - self._start_total
+        else:
+            self._tracker.__exit__(*exc)
+            self._tracker._closed = True  # late frees must not touch a finished count
+            self.net_bytes = self._tracker.live
+            self.peak_bytes = self._tracker.peak
+            self.allocated_bytes = self._tracker.total
+        return False
+
+# -----------------------------------------------------------------------------
+
+
+class ConfigError(ValueError):
+    """A command-line override that names no known key or carries a value of the wrong type."""
+
+
+def _parse_value(text):
+    """Python literal if it is one (True, 3, 0.1, None, 'x'), the raw string otherwise."""
+    try:
+        return literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _compatible(old, new, declared=None):
+    if new is None:
+        return True
+    if old is None:
+        # an optional setting takes None or a value of its declared type
+        return declared is None or _compatible(declared(), new)
+    if isinstance(old, bool) or isinstance(new, bool):
+        return isinstance(old, bool) and isinstance(new, bool)
+    if isinstance(old, float):
+        return isinstance(new, (int, float))
+    return isinstance(new, type(old))
+
+
+class CfgNode:
+    """ a lightweight configuration class inspired by yacs """
+
+    def __init__(self, **kwargs):
+        self.__dict__['_types'] = {}
+        self.__dict__.update(kwargs)
+
+    def declare(self, key, default, type_):
+        """Add a setting whose default is None but whose values must be of `type_`."""
+        self._types[key] = type_
+        setattr(self, key, default)
+
+    def _items(self):
+        return [(k, v) for k, v in self.__dict__.items() if not k.startswith('_')]
+
+    def __str__(self):
+        return self._str_helper(0)
+
+    def _str_helper(self, indent):
+        """ need to have a helper to support nested indentation for pretty printing """
+        parts = []
+        for k, v in self._items():
+            if isinstance(v, CfgNode):
+                parts.append("%s:\n" % k)
+                parts.append(v._str_helper(indent + 1))
+            else:
+                parts.append("%s: %s\n" % (k, v))
+        parts = [' ' * (indent * 4) + p for p in parts]
+        return "".join(parts)
+
+    def to_dict(self):
+        """ return a dict representation of the config """
+        return {k: v.to_dict() if isinstance(v, CfgNode) else v for k, v in self._items()}
+
+    def merge_from_dict(self, d):
+        self.__dict__.update(d)
+
+    def merge_from_args(self, args):
+        """
+        update the configuration from a list of strings such as `--model.rope=True`.
+        Unknown keys and values whose type does not match the default are refused with a
+        ConfigError that says which argument was wrong and what was expected.
+        """
+        for arg in args:
+            keyval = arg.split('=', maxsplit=1)
+            if len(keyval) != 2 or not keyval[0].startswith('--'):
+                raise ConfigError("argument %r is not of the form --section.key=value" % arg)
+            key, val = keyval[0][2:], _parse_value(keyval[1])
+            *path, leaf = key.split('.')
+            obj = self
+            for name in path:
+                obj = getattr(obj, name, None)
+                if not isinstance(obj, CfgNode):
+                    raise ConfigError("unknown config section %r in %r" % (name, arg))
+            settings = dict(obj._items())
+            if leaf not in settings or isinstance(settings[leaf], CfgNode):
+                known = ', '.join(k for k, v in settings.items() if not isinstance(v, CfgNode))
+                raise ConfigError("unknown config key %r in %r (known keys here: %s)" % (key, arg, known))
+            old, declared = settings[leaf], obj._types.get(leaf)
+            if not _compatible(old, val, declared):
+                expected = (declared or type(old)).__name__
+                raise ConfigError("value %r for --%s does not parse as %s (default is %r)"
+                                  % (keyval[1], key, expected, old))
+            if isinstance(old, float) and isinstance(val, int):
+                val = float(val)
+            print("command line overwriting config attribute %s with %s" % (key, val))
+            setattr(obj, leaf, val)
