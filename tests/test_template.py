@@ -1,0 +1,258 @@
+"""
+The student handout as a build product of the reference (autograder/handout.py):
+the committed student_template/hw1 is what the generator makes, no solution text leaks,
+marker mistakes are reported with file and line, the public tests pass on the reference
+and report every TODO on the untouched template, vanilla training works out of the box,
+and the handout zip is complete and reproducible.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from autograder import DATA_FILE, REFERENCE_DIR, TEMPLATE_DIR
+from autograder import handout
+from autograder.handout import MarkerError, strip_markers
+
+TINY = ['--trainer.max_iters=5', '--trainer.device=cpu', '--model.n_layer=1', '--model.n_embd=48',
+        '--trainer.batch_size=8', '--data.block_size=16']
+SUMMARY = re.compile(r'(\d+) passed, (\d+) failed, (\d+) not implemented yet, (\d+) errors \(of (\d+)\)')
+
+
+@pytest.fixture(scope='module')
+def generated():
+    return handout.generate()
+
+
+def _run(args, cwd, timeout=300, **env):
+    full_env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'HW1_DATA')}
+    full_env.update(PYTHONDONTWRITEBYTECODE='1', **env)
+    return subprocess.run(args, cwd=str(cwd), env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=timeout)
+
+
+def _template_copy(tmp_path, model=None, with_data=True):
+    """A copy of the committed template, optionally with another model.py and input.txt beside chargpt.py."""
+    hw1 = tmp_path / 'hw1'
+    shutil.copytree(TEMPLATE_DIR, str(hw1), ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+    if model is not None:
+        shutil.copy(model, str(hw1 / 'mingpt' / 'model.py'))
+    if with_data:
+        os.symlink(DATA_FILE, str(hw1 / 'input.txt'))
+    return hw1
+
+# ----------------------------------------------------------------------------- generation
+
+
+def test_committed_template_is_up_to_date(generated):
+    # the committed tree was written by an earlier process: equal bytes also show determinism
+    stale = handout.diff_files(generated, TEMPLATE_DIR)
+    assert stale == [], 'student_template/hw1 is stale (%s): run `python -m autograder build-template`' % stale
+
+
+def test_shipped_files(generated):
+    assert sorted(generated) == ['README.md', 'chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py',
+                                 'mingpt/trainer.py', 'mingpt/utils.py', 'requirements.txt', 'test_model.py']
+    with open(os.path.join(REFERENCE_DIR, 'mingpt', 'utils.py')) as f:
+        assert generated['mingpt/utils.py'] == f.read(), 'the grader provides utils.py: ship it unchanged'
+    requirements = [l for l in generated['requirements.txt'].splitlines() if l and not l.startswith('#')]
+    assert {'torch', 'einops'} <= set(requirements)
+    assert 'upload only `mingpt/model.py`' in generated['README.md'].replace('Upload', 'upload')
+
+
+def test_no_solution_text_or_markers_leak(generated):
+    for rel in handout.REFERENCE_FILES:
+        with open(os.path.join(REFERENCE_DIR, rel)) as f:
+            text = f.read()
+        solution = set(handout.solution_lines(text))
+        outside = {l.strip() for l in strip_markers(text, rel, {'sliding_window': True}).splitlines()}
+        secret = solution - outside
+        for out_rel, out_text in generated.items():
+            leaked = sorted(secret & {l.strip() for l in out_text.splitlines()})
+            assert leaked == [], 'solution lines of reference/%s appear in %s: %s' % (rel, out_rel, leaked[:5])
+    for rel, text in generated.items():
+        assert not re.search(r'\b(BEGIN|END) (SOLUTION|PROMPT|OPTIONAL)\b', text), rel
+        assert not any(re.search(r'#\s*SOLUTION\s*$', l) for l in text.splitlines()), rel
+
+
+def test_model_stubs_read_well(generated):
+    model = generated['mingpt/model.py']
+    stubs = re.findall(r'raise NotImplementedError\("(TODO[^"]*)"\)', model)
+    # RoPE x3, RoPE in CausalSelfAttention x2, GroupedQueryAttention x2, sliding window x2
+    assert len(stubs) == 9, stubs
+    for name in ('q_proj', 'k_proj', 'v_proj', 'out_proj', 'query_rotary_pe', 'key_rotary_pe'):
+        assert any(name in l and 'Do NOT rename' in l for l in model.splitlines()), name
+    assert all('handout' in s for s in stubs)
+    assert model.startswith('"""'), 'model.py keeps its docstring first: students edit this file'
+
+
+def test_optional_part_off(tmp_path):
+    files = handout.generate({'sliding_window': False})
+    for rel in ('mingpt/model.py', 'test_model.py', 'README.md'):
+        assert 'banded_attention' not in files[rel] and 'sliding_window_mask' not in files[rel], rel
+    assert 'TODO (optional' not in files['mingpt/model.py']
+    assert '\n\n\n\n' not in files['mingpt/model.py']
+    handout.write_tree(files, str(tmp_path / 'hw1'))
+    # trains vanilla minGPT a few steps with the shipped Trainer (sampling is tested below)
+    script = ('from mingpt.model import GPT\n'
+              'from mingpt.trainer import Trainer\n'
+              'import torch\n'
+              'c = GPT.get_default_config(); c.model_type = None; c.n_layer = 1; c.n_query_head = 6\n'
+              'c.n_embd = 48; c.vocab_size = 11; c.block_size = 8\n'
+              'data = [(torch.arange(8) % 11, (torch.arange(8) + 1) % 11)] * 16\n'
+              't = Trainer.get_default_config(); t.max_iters = 3; t.device = "cpu"; t.batch_size = 4\n'
+              'trainer = Trainer(t, GPT(c), data)\n'
+              'trainer.run()\n'
+              'assert len(trainer.losses) == 3\n')
+    proc = _run([sys.executable, '-c', script], tmp_path / 'hw1', timeout=120)
+    assert proc.returncode == 0, proc.stdout
+
+# ----------------------------------------------------------------------------- markers
+
+
+def test_markers_are_processed():
+    source = ('def f(x):\n'
+              '    # BEGIN PROMPT\n'
+              '    # # TODO: write f\n'
+              '    # raise NotImplementedError("TODO: f")\n'
+              '    #\n'
+              '    # END PROMPT\n'
+              '    # BEGIN SOLUTION\n'
+              '    return x + 1\n'
+              '    # END SOLUTION\n'
+              'SECRET = 1  # SOLUTION\n'
+              '\n'
+              '\n'
+              '# BEGIN OPTIONAL sliding_window\n'
+              'def g():\n'
+              '    # BEGIN SOLUTION\n'
+              '    return 2\n'
+              '    # END SOLUTION\n'
+              '# END OPTIONAL\n'
+              '\n'
+              '\n'
+              'h = 3\n')
+    on = strip_markers(source, 'x.py', {'sliding_window': True})
+    # the PROMPT's bare "#" became a blank line; blank runs around removals keep at most two
+    assert on == 'def f(x):\n    # TODO: write f\n    raise NotImplementedError("TODO: f")\n\n\ndef g():\n\n\nh = 3\n'
+    off = strip_markers(source, 'x.py', {'sliding_window': False})
+    assert off == 'def f(x):\n    # TODO: write f\n    raise NotImplementedError("TODO: f")\n\n\nh = 3\n'
+
+
+@pytest.mark.parametrize('source, line, words', [
+    ('a\n# BEGIN SOLUTION\nb\n', 2, 'never closed'),
+    ('a\n# END SOLUTION\n', 2, 'without BEGIN'),
+    ('# BEGIN SOLUTION\n# BEGIN SOLUTION\n# END SOLUTION\n# END SOLUTION\n', 2, 'do not nest'),
+    ('# BEGIN PROMPT\n# BEGIN SOLUTION\n# END SOLUTION\n# END PROMPT\n', 2, 'do not nest'),
+    ('# BEGIN PROMPT\n# x = 1  # SOLUTION\n# END PROMPT\n', 2, 'inside the PROMPT'),
+    ('# BEGIN SOLUTION\nx\n# END PROMPT\n', 3, 'without BEGIN'),
+    ('# BEGIN OPTIONAL sliding_window\n# BEGIN OPTIONAL sliding_window\n', 2, 'do not nest'),
+    ('# BEGIN OPTIONAL nonsense\n# END OPTIONAL\n', 1, 'unknown optional part'),
+    ('x = 1  # BEGIN SOLUTION\n', 1, 'malformed marker'),
+    ('    # BEGIN PROMPT\n    raise ValueError\n    # END PROMPT\n', 2, 'must be a comment'),
+])
+def test_marker_errors_name_file_and_line(source, line, words):
+    with pytest.raises(MarkerError) as info:
+        strip_markers(source, 'reference/mingpt/model.py', {'sliding_window': True})
+    assert str(info.value).startswith('reference/mingpt/model.py:%d: ' % line)
+    assert words in str(info.value)
+
+# ----------------------------------------------------------------------------- public tests
+
+
+def test_public_tests_pass_on_the_reference(tmp_path):
+    hw1 = _template_copy(tmp_path, model=os.path.join(REFERENCE_DIR, 'mingpt', 'model.py'), with_data=False)
+    proc = _run([sys.executable, 'test_model.py'], hw1)
+    summary = SUMMARY.search(proc.stdout)
+    assert proc.returncode == 0 and summary, proc.stdout[-3000:]
+    passed, failed, todo, errors, total = map(int, summary.groups())
+    assert (passed, failed, todo, errors) == (total, 0, 0, 0) and total >= 13
+    proc = _run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_model.py'], hw1)
+    assert proc.returncode == 0 and '%d passed' % total in proc.stdout, proc.stdout[-3000:]
+
+
+def test_public_tests_report_each_todo_on_the_untouched_template(tmp_path):
+    hw1 = _template_copy(tmp_path, with_data=False)
+    proc = _run([sys.executable, 'test_model.py'], hw1)
+    summary = SUMMARY.search(proc.stdout)
+    assert proc.returncode != 0 and summary, proc.stdout[-3000:]
+    passed, failed, todo, errors, total = map(int, summary.groups())
+    assert (passed, failed, errors, todo) == (0, 0, 0, total), proc.stdout[-3000:]
+    assert 'Traceback' not in proc.stdout
+    messages = re.findall(r'not implemented yet: (TODO[^\n]*)', proc.stdout.split('Summary of the public tests')[1])
+    assert len(messages) == total and all('handout section' in m for m in messages)
+
+# ----------------------------------------------------------------------------- chargpt out of the box
+
+# chargpt samples 500 characters at the end of a run; the driver keeps the whole path but
+# shortens the sample to 20, so the test fits CI's time (the real command is the slow test)
+SHORT_SAMPLE = ('import sys, mingpt.model as m\n'
+                'full = m.GPT.generate\n'
+                'm.GPT.generate = lambda self, idx, n, **kw: full(self, idx, min(n, 20), **kw)\n'
+                'import chargpt\n'
+                'sys.exit(chargpt.main(sys.argv[1:]))\n')
+
+
+def test_vanilla_training_out_of_the_box(tmp_path):
+    hw1 = _template_copy(tmp_path)
+    proc = _run([sys.executable, '-c', SHORT_SAMPLE] + TINY + ['--system.work_dir=%s' % (tmp_path / 'out')], hw1)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert 'saving model' in proc.stdout and (tmp_path / 'out' / 'train_logs.json').is_file()
+
+
+@pytest.mark.parametrize('flag, message', [
+    ('--model.rope=True', 'TODO: create query_rotary_pe and key_rotary_pe in CausalSelfAttention.__init__'),
+    ('--model.n_kv_head=2', 'TODO: implement GroupedQueryAttention.__init__'),
+])
+def test_rope_and_gqa_flags_name_their_todo(tmp_path, flag, message):
+    hw1 = _template_copy(tmp_path)
+    proc = _run([sys.executable, 'chargpt.py'] + TINY + [flag, '--system.work_dir=%s' % (tmp_path / 'out')], hw1)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert 'error: ' + message in proc.stdout and 'Traceback' not in proc.stdout
+
+
+@pytest.mark.slow
+def test_real_chargpt_command_out_of_the_box(tmp_path):
+    hw1 = _template_copy(tmp_path)
+    proc = _run([sys.executable, 'chargpt.py', '--trainer.max_iters=50', '--trainer.device=cpu',
+                 '--system.work_dir=%s' % (tmp_path / 'out')], hw1, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+# ----------------------------------------------------------------------------- handout zip
+
+
+def test_build_handout_zip(tmp_path, generated, monkeypatch):
+    assert os.path.isfile(DATA_FILE), 'data/input.txt is missing: CI runs ./setup.sh first'
+    monkeypatch.setattr(handout, 'generate', lambda optional_parts=None: generated)
+    first, second = tmp_path / 'a.zip', tmp_path / 'b.zip'
+    names = handout.build_handout(str(first))
+    handout.build_handout(str(second))
+    assert first.read_bytes() == second.read_bytes(), 'the zip must be byte-for-byte reproducible'
+    expected = sorted(['hw1/' + rel for rel in generated] + ['hw1/input.txt'])
+    with zipfile.ZipFile(str(first)) as zf:
+        assert zf.namelist() == expected == names
+        with open(DATA_FILE, 'rb') as f:
+            assert zf.read('hw1/input.txt') == f.read()
+        assert zf.read('hw1/mingpt/model.py').decode() == generated['mingpt/model.py']
+
+
+def test_build_handout_without_corpus_says_run_setup(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r'run \./setup\.sh'):
+        handout.build_handout(str(tmp_path / 'x.zip'), data_file=str(tmp_path / 'missing.txt'))
+
+
+def test_check_lists_differing_files(tmp_path, generated, monkeypatch, capsys):
+    monkeypatch.setattr(handout, 'generate', lambda optional_parts=None: generated)
+    hw1 = tmp_path / 'hw1'
+    handout.write_tree(generated, str(hw1))
+    assert handout.main(['build-template', '--check', '--output', str(hw1)]) == 0
+    (hw1 / 'mingpt' / 'model.py').write_text('edited by hand\n')
+    (hw1 / 'stray.txt').write_text('x')
+    assert handout.main(['build-template', '--check', '--output', str(hw1)]) == 1
+    err = capsys.readouterr().err
+    assert 'mingpt/model.py' in err and 'stray.txt' in err and 'README.md' not in err
