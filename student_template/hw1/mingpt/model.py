@@ -184,6 +184,7 @@ class GroupedQueryAttention(_AttentionBase):
         # TODO (handout 5, GQA): projections q_proj, k_proj, v_proj, out_proj, dropouts
         # attn_dropout and resid_dropout, and query_rotary_pe / key_rotary_pe when config.rope
         # is on. Keep these attribute names (Do NOT rename): the autograder loads weights by them.
+        # Call self._init_mask(config) too if you use the shared self._attend in forward.
         raise NotImplementedError("TODO: implement GroupedQueryAttention.__init__ (handout section 5, 'Grouped Query Attention')")
 
     def forward(self, x, kv_cache=None):
