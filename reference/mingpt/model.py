@@ -135,8 +135,8 @@ def sliding_window_mask(T, window, device=None):
 def banded_attention(q, k, v, window, dropout):
     """
     Causal sliding-window attention computed only on the band: the same result as
-    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but the scores are
-    (B, nh, T, w') instead of (B, nh, T, T), so time and memory are O(T * w).
+    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but no (T, T) tensor
+    is ever built: the scores cover a band O(w) wide, so time and memory are O(T * w).
     """
     # BEGIN PROMPT
     # # TODO (optional, handout 4.2): attention on the band only, never a (T, T) tensor.
@@ -145,17 +145,26 @@ def banded_attention(q, k, v, window, dropout):
     # BEGIN SOLUTION
     B, nh, T, hs = q.shape
     w = window // 2 + 1
-    # key/value windows: window j covers tokens j-w+1 .. j; the padding marks positions < 0
-    k_pad = F.pad(k, (0, 0, w - 1, 0))               # (B, nh, T+w-1, hs)
-    v_pad = F.pad(v, (0, 0, w - 1, 0))               # (B, nh, T+w-1, hs)
-    k_win = k_pad.unfold(2, w, 1)                    # (B, nh, T, hs, w) view, no copy
-    v_win = v_pad.unfold(2, w, 1)                    # (B, nh, T, hs, w) view, no copy
-    att = torch.einsum('bhtd,bhtdw->bhtw', q, k_win) * (1.0 / math.sqrt(hs))  # (B, nh, T, w)
-    valid = torch.arange(T, device=q.device)[:, None] - (w - 1) + torch.arange(w, device=q.device) >= 0  # (T, w)
+    # Queries in blocks of w: block n (tokens nw .. nw+w-1) only needs the keys of blocks n-1
+    # and n. A per-query window (T, hs, w) would be copied whole by einsum, hs times the band;
+    # blocks keep every tensor at O(T * w) or O(T * hs).
+    n = -(-T // w)                                                    # number of blocks, ceil(T / w)
+    pad = n * w - T                                                   # fills the last block
+    q_blk = F.pad(q, (0, 0, 0, pad)).view(B, nh, n, w, hs)            # (B, nh, n, w, hs)
+    k_blk = F.pad(k, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view: blocks n-1, n
+    v_blk = F.pad(v, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view
+    att = torch.einsum('bhnqd,bhndk->bhnqk', q_blk, k_blk) * (1.0 / math.sqrt(hs))  # (B, nh, n, w, 2w)
+    # query i of block n is token nw+i and key j is token nw-w+j: inside the window iff
+    # i < j <= i+w, and a real token (not the front padding) iff nw-w+j >= 0
+    i = torch.arange(w, device=q.device)[:, None]                     # (w, 1)
+    j = torch.arange(2 * w, device=q.device)                          # (2w,)
+    blk = torch.arange(n, device=q.device)[:, None, None]             # (n, 1, 1)
+    valid = (j > i) & (j <= i + w) & (blk * w - w + j >= 0)           # (n, w, 2w)
     att = att.masked_fill(~valid, float('-inf'))
     att = F.softmax(att, dim=-1)
     att = dropout(att)
-    return torch.einsum('bhtw,bhtdw->bhtd', att, v_win)  # (B, nh, T, hs)
+    y = torch.einsum('bhnqk,bhndk->bhnqd', att, v_blk)               # (B, nh, n, w, hs)
+    return y.reshape(B, nh, n * w, hs)[:, :, :T]                      # (B, nh, T, hs)
     # END SOLUTION
 
 
