@@ -90,9 +90,9 @@ def test_window_hides_old_tokens():
     assert d[3:].max() < 1e-6, "positions >= 3 must not see token 0: %s" % d
 
 
-def _peak(fn, N, w=16):
+def _peak(fn, N, w=16, hs=8):
     gen = torch.Generator().manual_seed(N)
-    q, k, v = (torch.randn(1, 2, N, 8, generator=gen) for _ in range(3))  # (B, nh, N, hs)
+    q, k, v = (torch.randn(1, 2, N, hs, generator=gen) for _ in range(3))  # (B, nh, N, hs)
     with AttentionMemory('cpu') as mem:
         fn(q, k, v, w)
     return mem.peak_bytes
@@ -109,3 +109,13 @@ def test_banded_memory_linear_dense_quadratic():
         # the (N, N) scores and mask dominate: 4x per doubling
         assert 3.6 < big / small < 4.4, "dense peak should quadruple with N: %s" % dense
     assert dense[-1] > 8 * banded[-1], "at N=1024, w=16 the band must be far smaller than N x N"
+
+
+def test_banded_memory_far_below_dense_at_handout_sizes():
+    # N=2048, w=128, head dim 32: the (N, N) scores take 16 MiB per head, the band
+    # (N x 65 scores) 0.5 MiB; a band that copies a (hs, w') window per query would
+    # need 17 MiB per head for K and again for V, no better than dense
+    banded = _peak(lambda q, k, v, w: banded_attention(q, k, v, w, NO_DROPOUT), 2048, w=128, hs=32)
+    dense = _peak(lambda q, k, v, w: causal_attention(q, k, v, sliding_window_mask(q.size(-2), w), NO_DROPOUT),
+                  2048, w=128, hs=32)
+    assert dense >= 8 * banded, "banded peak %d B should be >= 8x below dense %d B" % (banded, dense)
