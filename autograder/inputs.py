@@ -68,7 +68,7 @@ def attention_configs(profile):
 # full-model configurations: name -> (n_kv_head, rope)
 def model_configs(profile):
     nh = profile['model']['n_query_head']
-    return {'vanilla': (nh, False), 'rope': (nh, True), 'gqa': (2, False), 'rope-gqa': (3, True)}
+    return {'rope': (nh, True), 'gqa': (2, False), 'rope-gqa': (3, True)}
 
 
 def build(profile):

@@ -1,0 +1,105 @@
+"""
+Judges of behaviour rather than values: dropout in train vs eval mode, causality of the
+student's own model, and GPT.generate (shapes, greedy tokens, top_k sampling).
+"""
+
+import numpy as np
+
+from autograder.checks import Verdict, case_error_line, compare
+from autograder.checks.values import judge_cases
+
+DROPOUT_HINTS = {
+    'attn_p1_train': 'with attn_pdrop=1 in train mode every attention weight is dropped, so the output must be '
+                     'out_proj.bias: is attn_dropout applied to the attention weights?',
+    'resid_p1_train': 'with resid_pdrop=1 in train mode the output must be all zeros: is resid_dropout applied '
+                      'after out_proj?',
+    'both_p1_eval': 'in eval mode dropout must do nothing: use nn.Dropout modules (or pass training=self.training)',
+}
+
+
+def judge_dropout(test, result, fixtures, grading):
+    return judge_cases(test, result, fixtures, hint=lambda case: DROPOUT_HINTS.get(case.split('/')[-1]))
+
+
+def judge_causality(test, result, fixtures, grading):
+    tol = test.tolerance
+    errors = result.info.get('case_errors', {})
+    cut = grading.profiles[fixtures.profile]['module']['seq'] // 2
+    cut_model = grading.profiles[fixtures.profile]['model']['seq'] // 2
+    lines, passed, cases = [], 0, ('mha', 'gqa', 'gpt')
+    for case in cases:
+        if case in errors:
+            lines.append('FAIL ' + case_error_line(case, errors[case]))
+            continue
+        base, future = result.arrays.get(case + '/base'), result.arrays.get(case + '/future')
+        c = cut_model if case == 'gpt' else cut
+        if base is None or future is None or base.shape != future.shape or base.ndim < 2:
+            lines.append('FAIL %s: outputs missing or of different shapes' % case)
+            continue
+        ok, desc = compare(future[:, :c], base[:, :c], tol.atol, tol.rtol)
+        if not ok:
+            lines.append('FAIL %s: tokens from position %d on were changed, and outputs at positions < %d changed '
+                         'too (%s): the model looks at future tokens; check the causal mask' % (case, c, c, desc))
+        elif np.array_equal(base[:, c:], future[:, c:]):
+            lines.append('FAIL %s: outputs did not change even where the inputs did' % case)
+        else:
+            passed += 1
+            lines.append('ok   %s: earlier outputs unchanged when later tokens change' % case)
+    return Verdict(passed / len(cases), ['%d of %d modules are causal.' % (passed, len(cases))] + lines)
+
+
+def judge_generate(test, result, fixtures, grading):
+    errors = result.info.get('case_errors', {})
+    expected = fixtures.probe('generate')
+    greedy_exp = expected['greedy']
+    prompt_len = greedy_exp.shape[1] - 12
+    lines, passed = [], 0
+    greedy = result.arrays.get('greedy')
+
+    # 1. shapes and greedy tokens
+    if 'greedy' in errors:
+        lines.append('FAIL ' + case_error_line('greedy decoding', errors['greedy']))
+    elif greedy is None or greedy.shape != greedy_exp.shape:
+        lines.append('FAIL greedy decoding: returned shape %s, expected %s (prompt + max_new_tokens)'
+                     % (None if greedy is None else tuple(greedy.shape), tuple(greedy_exp.shape)))
+    elif not np.array_equal(greedy, greedy_exp):
+        first = np.argwhere(greedy != greedy_exp)[0]
+        lines.append('FAIL greedy decoding: tokens differ from the reference first at %s (expected %d, got %d)'
+                     % (list(first), greedy_exp[tuple(first)], greedy[tuple(first)]))
+    else:
+        passed += 1
+        lines.append('ok   greedy decoding: shape %s and tokens match' % (tuple(greedy.shape),))
+
+    # 2. top_k=1 sampling must be greedy
+    top1 = result.arrays.get('top_k=1/tokens')
+    if 'top_k=1' in errors:
+        lines.append('FAIL ' + case_error_line('do_sample=True, top_k=1', errors['top_k=1']))
+    elif top1 is None or greedy is None or top1.shape != greedy.shape or not np.array_equal(top1, greedy):
+        lines.append('FAIL do_sample=True, top_k=1 must always pick the most likely token (same as greedy): '
+                     'is top_k applied before sampling?')
+    else:
+        passed += 1
+        lines.append('ok   do_sample=True, top_k=1 equals greedy decoding')
+
+    # 3. top_k=5 samples lie in the top 5 of the model's own logits
+    tokens, logits = result.arrays.get('top_k=5/tokens'), result.arrays.get('top_k=5/logits')
+    if 'top_k=5' in errors:
+        lines.append('FAIL ' + case_error_line('do_sample=True, top_k=5', errors['top_k=5']))
+    elif tokens is None or logits is None or tokens.ndim != 2 or logits.shape[:2] != (tokens.shape[0], tokens.shape[1] - 1):
+        lines.append('FAIL do_sample=True, top_k=5: output shape %s is not (batch, prompt + new tokens)'
+                     % (None if tokens is None else tuple(tokens.shape),))
+    else:
+        outside = []
+        for b in range(tokens.shape[0]):
+            for t in range(prompt_len, tokens.shape[1]):
+                top5 = np.argsort(-logits[b, t - 1])[:5]
+                if tokens[b, t] not in top5:
+                    outside.append((b, t))
+        if outside:
+            lines.append('FAIL do_sample=True, top_k=5: %d of %d sampled tokens are not among the 5 most likely '
+                         '(first at batch %d, position %d): top_k is ignored?' % (
+                             len(outside), tokens.shape[0] * (tokens.shape[1] - prompt_len), *outside[0]))
+        else:
+            passed += 1
+            lines.append('ok   do_sample=True, top_k=5 samples only among the 5 most likely tokens')
+    return Verdict(passed / 3, ['%d of 3 generation checks pass.' % passed] + lines)

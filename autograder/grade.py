@@ -1,0 +1,156 @@
+"""
+`python -m autograder grade PATH [--profile cpu|gpu] [--results FILE]`: grades a model.py,
+a folder or a zip, prints a table and writes results.json (default ./results/results.json).
+Exits 0 whenever grading completed, whatever the score. run_autograder calls the same code.
+
+The pipeline: locate the file, check it statically, run the probes in the sandbox, judge
+each test against the fixtures, and report through gradescope-utils. Any failure of the
+grader itself still produces a valid results.json.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, results, submission
+from autograder.checks import Verdict, judge
+from autograder.sandbox import Sandbox, protect_source
+
+DEFAULT_RESULTS = os.path.join('results', 'results.json')
+
+
+def _probe_ids(specs):
+    return [s.id for s in specs if s.id != 'submission']
+
+
+def _submission_verdict(located, problems, run, sandbox):
+    lines = [located.note] if located.note else []
+    if located.problem or problems:
+        return Verdict(0.0, lines + (problems or [located.problem]))
+    imp = run.import_result
+    if imp.status != 'ok':
+        detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
+        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail)
+    notes = []
+    for r in run.probes.values():
+        notes += [n for n in r.info.get('notes', []) if n not in notes]
+    lines += ['Note: ' + n for n in notes]
+    printed = imp.info.get('stdout', '')
+    if printed.strip():
+        lines.append('model.py printed at import:\n' + printed[:1000])
+    return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
+
+
+def verdicts_for(grading, profile, located, fx, workdir=None):
+    """Run the submission in the sandbox and judge every enabled test. Returns ({id: Verdict}, run info)."""
+    specs = grading.enabled_tests()
+    problems = submission.static_problems(located.path) if located.path else []
+    sandbox = Sandbox(grading.sandbox)
+    if located.problem or problems:
+        reason = located.problem or problems[0]
+        verdicts = {s.id: Verdict(0.0, ['not graded: %s' % reason]) for s in specs}
+        verdicts['submission'] = _submission_verdict(located, problems, None, sandbox)
+        return verdicts, {'sandbox': 'not run'}
+    prof = grading.profiles[profile]
+    probe_ids = _probe_ids(specs)
+    timeouts = {s.id: s.timeout for s in specs}
+    job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
+    run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
+                      import_timeout=grading.test('submission').timeout, need_data='loss-curve' in probe_ids)
+    verdicts = {'submission': _submission_verdict(located, [], run, sandbox)}
+    for spec in specs:
+        if spec.id == 'submission':
+            continue
+        if run.import_result.status != 'ok':
+            verdicts[spec.id] = Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
+                                              % run.import_result.message])
+        else:
+            verdicts[spec.id] = judge(spec, run.probes[spec.id], fx, grading)
+    info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
+            'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
+            'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:]}
+    return verdicts, info
+
+
+def lockdown(grading, results_path):
+    """Under root with a sandbox user: nothing of the grader is readable by student code."""
+    sandbox = Sandbox(grading.sandbox)
+    if not sandbox.user:
+        return
+    paths = [os.path.dirname(os.path.abspath(results_path))]
+    if not os.path.realpath(sys.executable).startswith(os.path.realpath(REPO_ROOT) + os.sep):
+        paths.append(REPO_ROOT)
+    else:  # a virtual environment inside the checkout must stay reachable: lock the secrets one by one
+        paths += [fixtures.folder(''), os.path.join(REPO_ROOT, 'reference'), os.path.join(REPO_ROOT, 'tests')]
+    protect_source(paths)
+
+
+def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML):
+    """Grade and write results.json. Returns the results dict. Never raises for a bad submission."""
+    started = time.time()
+    upload_scratch = tempfile.mkdtemp(prefix='hw1-upload-')
+    try:
+        grading = config.load(grading_path)
+        if profile not in grading.profiles:
+            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
+        os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
+        lockdown(grading, results_path)
+        fx = fixtures.load(grading, profile)
+        located = submission.locate(path, upload_scratch)
+        verdicts, info = verdicts_for(grading, profile, located, fx)
+        specs = grading.enabled_tests()
+        out = results.run_suite(specs, verdicts, grading.sandbox['max_output_chars'])
+        out['execution_time'] = round(time.time() - started, 2)
+        out['output'] = '%s. Profile %s.' % (located.note or 'no model.py found', profile)
+        summary = verdicts.get('loss-curve')
+        if summary is not None and summary.summary:
+            out['output'] += ' ' + summary.summary + '.'
+        out['extra_data'] = dict(info, profile=profile, fixtures_torch=fx.manifest.get('torch'))
+    except Exception as e:  # the grader's own failure: still a valid results.json
+        staff = traceback.format_exc()
+        message = ('Grading could not run: %s' % e) if isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError)) \
+            else 'The autograder failed internally (%s).' % type(e).__name__
+        out = results.error_results(message, staff, time.time() - started)
+    finally:
+        shutil.rmtree(upload_scratch, ignore_errors=True)
+    try:
+        results.write(out, results_path)
+    except (ValueError, TypeError) as e:
+        out = results.error_results('The autograder produced an invalid results.json.', repr(e), time.time() - started)
+        results.write(out, results_path)
+    return out
+
+
+def table(out):
+    rows = [('#', 'test', 'score', 'status', 'message')]
+    for t in out['tests']:
+        first = next((l for l in t.get('output', '').splitlines() if l.strip()), '')
+        rows.append((t.get('number', ''), t['name'][:58], '%g/%g' % (t['score'], t['max_score']), t['status'], first[:70]))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    lines = ['  '.join(str(r[i]).ljust(widths[i]) for i in range(4)) + '  ' + r[4] for r in rows]
+    lines.insert(1, '-' * min(160, sum(widths) + 80))
+    total = sum(t['score'] for t in out['tests'])
+    possible = sum(t['max_score'] for t in out['tests'])
+    lines.append('total: %g / %g   (%.1f s)   %s' % (total, possible, out['execution_time'], out.get('output', '')))
+    return '\n'.join(lines)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog='python -m autograder grade', description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('path', help='a model.py, a folder holding one, or a zip')
+    ap.add_argument('--profile', default='cpu', help='cpu (default, Gradescope) or gpu (the handout sizes)')
+    ap.add_argument('--results', default=DEFAULT_RESULTS, help='where to write results.json')
+    ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
+    args = ap.parse_args(argv[1:])
+    out = grade(args.path, args.profile, args.results)
+    print(table(out))
+    if args.verbose:
+        for t in out['tests']:
+            print('\n== %s %s (%g/%g)\n%s' % (t.get('number', ''), t['name'], t['score'], t['max_score'], t.get('output', '')))
+    print('results written to %s' % args.results)
+    return 0
