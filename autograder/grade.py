@@ -9,6 +9,7 @@ grader itself still produces a valid results.json.
 """
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -73,6 +74,11 @@ def verdicts_for(grading, profile, located, fx, workdir=None):
     info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
             'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
             'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:]}
+    # the student's per-iteration losses, for staff pictures (autograder/plots.py)
+    curve = run.probes['loss-curve'].arrays.get('seed%d' % prof['loss_curve']['student_seed']) \
+        if 'loss-curve' in run.probes else None
+    if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
+        info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
     return verdicts, info
 
 
@@ -81,7 +87,11 @@ def lockdown(grading, results_path):
     sandbox = Sandbox(grading.sandbox)
     if not sandbox.user:
         return
-    paths = [os.path.dirname(os.path.abspath(results_path))]
+    paths = []
+    results_dir = os.path.dirname(os.path.abspath(results_path))
+    # only a folder of its own (Gradescope's /autograder/results); never a shared one such as /tmp
+    if os.path.basename(results_dir) == 'results':
+        paths.append(results_dir)
     if not os.path.realpath(sys.executable).startswith(os.path.realpath(REPO_ROOT) + os.sep):
         paths.append(REPO_ROOT)
     else:  # a virtual environment inside the checkout must stay reachable: lock the secrets one by one
@@ -146,9 +156,13 @@ def main(argv):
     ap.add_argument('--profile', default='cpu', help='cpu (default, Gradescope) or gpu (the handout sizes)')
     ap.add_argument('--results', default=DEFAULT_RESULTS, help='where to write results.json')
     ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
+    ap.add_argument('--png', metavar='FILE', help='also draw the loss curve over the reference band (needs matplotlib)')
     args = ap.parse_args(argv[1:])
     out = grade(args.path, args.profile, args.results)
     print(table(out))
+    if args.png:
+        from autograder import plots
+        plots.loss_curve_png(out, args.png, args.profile, title=os.path.basename(os.path.normpath(args.path)))
     if args.verbose:
         for t in out['tests']:
             print('\n== %s %s (%g/%g)\n%s' % (t.get('number', ''), t['name'], t['score'], t['max_score'], t.get('output', '')))
