@@ -41,14 +41,18 @@ if [[ "${HW1_SKIP_DATA:-0}" != 1 ]]; then
     run "$PY" data/build_corpus.py
 fi
 
-# the unprivileged user student code runs as (only possible, and only needed, as root)
+# the unprivileged users student code runs as (only possible, and only needed, as root):
+# hw1student, plus hw1student1..3 so that parallel regrades (batch --jobs) never share one
 user=${HW1_SANDBOX_USER:-hw1student}
-if [[ $(id -u) == 0 ]] && ! id "$user" >/dev/null 2>&1; then
-    if command -v adduser >/dev/null 2>&1; then
-        run adduser --quiet --disabled-password --gecos "" --no-create-home "$user"
-    else
-        run useradd --no-create-home --shell /usr/sbin/nologin "$user"
-    fi
+if [[ $(id -u) == 0 ]]; then
+    for u in "$user" "${user}1" "${user}2" "${user}3"; do
+        id "$u" >/dev/null 2>&1 && continue
+        if command -v adduser >/dev/null 2>&1; then
+            run adduser --quiet --disabled-password --gecos "" --no-create-home "$u"
+        else
+            run useradd --no-create-home --shell /usr/sbin/nologin "$u"
+        fi
+    done
 fi
 # the sandbox user must be able to run the interpreter: grant traverse-only (o+x) access on the
 # folders above it (e.g. /root/.pyenv on a developer machine; /usr/bin on Gradescope needs nothing)

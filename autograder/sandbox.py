@@ -72,7 +72,14 @@ def _sandbox_user(name):
     if not _user_can_access(pw.pw_uid, pw.pw_gid, [(os.path.realpath(sys.executable), os.X_OK), (torch_dir, os.R_OK)]):
         return None, ('user %r cannot run %s or read torch (./setup.sh grants traverse access); '
                       'student code runs as root' % (name, sys.executable))
-    return (pw.pw_uid, pw.pw_gid), None
+    pool = [(pw.pw_uid, pw.pw_gid)]
+    for i in range(1, POOL_SIZE):
+        try:
+            extra = pwd.getpwnam('%s%d' % (name, i))
+        except KeyError:
+            break
+        pool.append((extra.pw_uid, extra.pw_gid))
+    return pool, None
 
 
 def _user_can_access(uid, gid, checks):
@@ -95,20 +102,40 @@ def protect_source(paths):
             os.chmod(path, 0o700)
 
 
-def _lock_user(uid):
+POOL_SIZE = 4  # sandbox users hw1student, hw1student1..3: parallel gradings (batch --jobs) each get their own
+
+
+def _lock_path(uid):
+    for folder in ('/run', tempfile.gettempdir()):
+        if os.access(folder, os.W_OK):
+            return os.path.join(folder, 'hw1-sandbox-uid%d.lock' % uid)
+    return None
+
+
+def _try_lock(uid, blocking):
     """
     An exclusive lock per sandbox user, held for a whole run: after each child every process of
-    that user is killed, so two gradings on one machine (parallel tests, a batch regrade) would
-    otherwise kill each other's children. The lock lives in a folder only root can write.
+    that user is killed, so two gradings must never share a user at the same time.
     """
-    for folder in ('/run', tempfile.gettempdir()):
-        try:
-            fd = os.open(os.path.join(folder, 'hw1-sandbox-uid%d.lock' % uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        except OSError:
-            continue
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
-    return None
+    path = _lock_path(uid)
+    if path is None:
+        return None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _claim_user(users):
+    """The first free (uid, gid) of the pool and its lock; waits for the first one if all are busy."""
+    for user in users:
+        fd = _try_lock(user[0], blocking=False)
+        if fd is not None:
+            return user, fd
+    return users[0], _try_lock(users[0][0], blocking=True)
 
 
 def _kill_user_processes(uid):
@@ -130,7 +157,9 @@ class Sandbox:
         self.cfg = sandbox_cfg
         self.handout_dir = handout_dir
         self.data_file = data_file
-        self.user, self.user_note = _sandbox_user(sandbox_cfg['user'])
+        # self.user is the (uid, gid) in use, claimed from the pool for the length of one run
+        self.pool, self.user_note = _sandbox_user(sandbox_cfg['user'])
+        self.user = self.pool[0] if self.pool else None
 
     # ------------------------------------------------------------------ scratch
 
@@ -285,7 +314,9 @@ class Sandbox:
         Run the probes named in `probes` on `model_py`. `timeouts` maps probe id -> seconds.
         Returns a RunResult; never raises for anything the student's code does.
         """
-        lock = _lock_user(self.user[0]) if self.user else None
+        lock = None
+        if self.pool:
+            self.user, lock = _claim_user(self.pool)
         try:
             return self._run_locked(model_py, job, probes, inputs, timeouts, import_timeout, need_data)
         finally:
