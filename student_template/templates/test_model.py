@@ -96,46 +96,108 @@ def describe(config):
         config.n_query_head, config.n_kv_head, config.n_embd, config.rope)
 
 
-def load_projections(module, kv_dim, seed):
+PROJECTIONS = ('q_proj', 'k_proj', 'v_proj', 'out_proj')
+
+
+def projection_weights(kv_dim, seed):
+    """{q_proj.weight: ..., q_proj.bias: ..., ...}: fixed values for one attention module."""
+    weights = {}
+    for i, (name, out_f) in enumerate(zip(PROJECTIONS, (N_EMBD, kv_dim, kv_dim, N_EMBD))):
+        weights[name + '.weight'] = fixed_weight(seed + 2 * i, out_f, N_EMBD)
+        weights[name + '.bias'] = fixed(seed + 2 * i + 1, out_f, scale=0.1)
+    return weights
+
+
+def _copy_linear(cls, name, linear, weight, bias):
+    out_f, in_f = weight.shape
+    if tuple(linear.weight.shape) != (out_f, in_f):
+        raise CheckFailed('%s.%s is Linear(%d -> %d); expected Linear(%d -> %d) for n_embd=%d, head_dim=%d.'
+                          % (cls, name, linear.in_features, linear.out_features, in_f, out_f, N_EMBD, HEAD_DIM))
+    if linear.bias is None:
+        raise CheckFailed('%s.%s has no bias: create it as nn.Linear(%d, %d) (bias=True, as in CausalSelfAttention).'
+                          % (cls, name, in_f, out_f))
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        linear.bias.copy_(bias)
+
+
+def load_attention_weights(module, weights):
     """
-    Fixed weights and biases into module.q_proj, k_proj, v_proj and out_proj; returns the
-    sentence the failure messages use to say where the weights went.
+    Load `weights` into the handout's q_proj, k_proj, v_proj and out_proj. Without those names
+    (older starter code fused them, e.g. c_attn) the layers are matched by shape, as the
+    autograder does. Returns the sentence the failure messages use to say where weights went.
     """
     cls = type(module).__name__
-    shapes = [('q_proj', N_EMBD, N_EMBD), ('k_proj', kv_dim, N_EMBD),
-              ('v_proj', kv_dim, N_EMBD), ('out_proj', N_EMBD, N_EMBD)]
-    used = []
-    for i, (name, out_f, in_f) in enumerate(shapes):
-        linear = getattr(module, name, None)
-        if linear is None:
-            raise CheckFailed('%s has no attribute %r. Keep the handout\'s names q_proj, k_proj, v_proj and out_proj '
-                              '(Do NOT rename): the tests and the autograder load weights by them.' % (cls, name))
-        weight, bias = getattr(linear, 'weight', None), getattr(linear, 'bias', None)
-        if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (out_f, in_f):
-            raise CheckFailed('%s.%s.weight has shape %s; expected (%d, %d), i.e. nn.Linear(%d, %d) for n_embd=%d, '
-                              'n_kv_head=%d, head_dim=%d.' % (cls, name, tuple(getattr(weight, 'shape', ())), out_f, in_f,
-                                                              in_f, out_f, N_EMBD, kv_dim // HEAD_DIM, HEAD_DIM))
-        if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (out_f,):
-            raise CheckFailed('%s.%s has no bias of shape (%d,): create it as nn.Linear(%d, %d) (bias=True, as in '
-                              'CausalSelfAttention).' % (cls, name, out_f, in_f, out_f))
-        with torch.no_grad():
-            weight.copy_(fixed_weight(seed + 2 * i, out_f, in_f))
-            bias.copy_(fixed(seed + 2 * i + 1, out_f, scale=0.1))
-        used.append('%s.%s (Linear %d->%d)' % (cls, name, in_f, out_f))
+    if all(isinstance(getattr(module, name, None), nn.Linear) for name in PROJECTIONS):
+        for name in PROJECTIONS:
+            _copy_linear(cls, name, getattr(module, name), weights[name + '.weight'], weights[name + '.bias'])
+        used = ['%s.%s (Linear %d->%d)' % (cls, name, N_EMBD, weights[name + '.weight'].shape[0]) for name in PROJECTIONS]
+    else:
+        used = _load_by_shape(module, weights)
     note = 'Fixed weights were loaded into ' + ', '.join(used) + '.'
-    names = {name for name, _, _ in shapes}
-    others = [n for n, _ in module.named_parameters() if n.split('.')[0] not in names]
+    loaded = {n.split(' ')[0].split('.', 1)[1] for n in used}
+    others = [n for n, _ in module.named_parameters() if n.rsplit('.', 1)[0] not in loaded]
     if others:
         note += ' These other parameters kept their random initialisation: %s.' % ', '.join(others)
     return note
 
 
+def _load_by_shape(module, weights):
+    cls = type(module).__name__
+    kv_dim = weights['k_proj.weight'].shape[0]
+    linears = [(n, m) for n, m in module.named_modules() if n and isinstance(m, nn.Linear) and m.in_features == N_EMBD]
+    width = lambda w: [(n, m) for n, m in linears if m.out_features == w]
+    missing = [name for name in PROJECTIONS if not isinstance(getattr(module, name, None), nn.Linear)]
+    hint = ('%s has no nn.Linear named %s. Keep the handout\'s names q_proj, k_proj, v_proj and out_proj '
+            '(Do NOT rename): ' % (cls, ', '.join(missing)))
+    square = width(N_EMBD)
+    if not square:
+        raise CheckFailed(hint + 'no Linear(%d -> %d) output projection was found either.' % (N_EMBD, N_EMBD))
+    named_out = [(n, m) for n, m in square if 'out' in n.lower() or n.split('.')[-1].lower() in ('c_proj', 'o_proj', 'wo', 'o')]
+    out = named_out[0] if named_out else square[-1]
+    rest = [(n, m) for n, m in square if n != out[0]]
+    cat = lambda *names: (torch.cat([weights[n + '.weight'] for n in names]), torch.cat([weights[n + '.bias'] for n in names]))
+    plan = []
+    fused_kv = width(2 * kv_dim) if 2 * kv_dim != N_EMBD else []
+    if 2 * kv_dim == N_EMBD and not width(kv_dim) and len(rest) >= 2:
+        # a fused [K; V] layer is then square too: take the one named like it, else the second
+        fused_kv = [next((l for l in rest if 'kv' in l[0].lower()), rest[1])]
+        rest = [l for l in rest if l[0] != fused_kv[0][0]]
+    if width(N_EMBD + 2 * kv_dim):
+        plan.append((width(N_EMBD + 2 * kv_dim)[0], 'q_proj+k_proj+v_proj', cat('q_proj', 'k_proj', 'v_proj')))
+    else:
+        if not rest:
+            raise CheckFailed(hint + 'no query projection Linear(%d -> %d) was found either.' % (N_EMBD, N_EMBD))
+        plan.append((rest[0], 'q_proj', cat('q_proj')))
+        if fused_kv:
+            plan.append((fused_kv[0], 'k_proj+v_proj', cat('k_proj', 'v_proj')))
+        else:
+            kv = rest[1:] if kv_dim == N_EMBD else width(kv_dim)
+            if len(kv) < 2:
+                raise CheckFailed(hint + 'no key and value projections Linear(%d -> %d) were found either.'
+                                  % (N_EMBD, kv_dim))
+            plan += [(kv[0], 'k_proj', cat('k_proj')), (kv[1], 'v_proj', cat('v_proj'))]
+    plan.append((out, 'out_proj', cat('out_proj')))
+    used = []
+    for (name, linear), role, (weight, bias) in plan:
+        _copy_linear(cls, name, linear, weight, bias)
+        used.append('%s.%s (Linear %d->%d, as %s, matched by shape)' % (cls, name, N_EMBD, weight.shape[0], role))
+    return used
+
+
+def load_projections(module, kv_dim, seed):
+    return load_attention_weights(module, projection_weights(kv_dim, seed))
+
+
 def attention_output(module, x):
+    """y of forward(x); the given modules return (y, memory in bytes), a bare y is accepted too."""
     out = module(x)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise CheckFailed('%s.forward must return a pair (y, memory in bytes), as CausalSelfAttention.forward does '
-                          '(Block unpacks it); got %s.' % (type(module).__name__, type(out).__name__))
-    return out[0]
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    if isinstance(out, torch.Tensor):
+        return out
+    raise CheckFailed('%s.forward should return (y, memory in bytes) as CausalSelfAttention.forward does; got %s.'
+                      % (type(module).__name__, type(out).__name__))
 
 # ----------------------------------------------------------------------------- cases
 # Each case builds modules, loads fixed weights and returns {name: (output, note)}. The
@@ -169,23 +231,35 @@ def build_gpt(dtype=torch.float32):
         model = student.GPT(config)
     own = dict(model.named_parameters())
     spec = GPT_PARAMETERS or [(n, tuple(p.shape)) for n, p in sorted(own.items())]
+    attention = {}  # 'transformer.h.0.attn' -> {'q_proj.weight': ...}
     for i, (name, shape) in enumerate(spec):
-        if name not in own:
-            raise CheckFailed('GPT(%s) has no parameter %s of shape %s; the given code names it so, keep the '
-                              'handout\'s names.' % (describe(config), name, shape))
-        if tuple(own[name].shape) != tuple(shape):
-            raise CheckFailed('GPT(%s) parameter %s has shape %s, expected %s.'
-                              % (describe(config), name, tuple(own[name].shape), tuple(shape)))
         if len(shape) == 2:
             value = fixed_weight(1000 + i, *shape)
         elif name.endswith('bias'):
             value = fixed(1000 + i, *shape, scale=0.1)
         else:  # LayerNorm gains stay near 1
             value = fixed(1000 + i, *shape, scale=0.1, shift=1.0)
+        if '.attn.' in name:
+            prefix, rest = name.split('.attn.')
+            attention.setdefault(prefix + '.attn', {})[rest] = value
+            continue
+        if name not in own:
+            raise CheckFailed('GPT(%s) has no parameter %s of shape %s; it is part of the given code, keep its name.'
+                              % (describe(config), name, tuple(shape)))
+        if tuple(own[name].shape) != tuple(shape):
+            raise CheckFailed('GPT(%s) parameter %s has shape %s, expected %s.'
+                              % (describe(config), name, tuple(own[name].shape), tuple(shape)))
         with torch.no_grad():
             own[name].copy_(value)
-    extra = sorted(set(own) - set(n for n, _ in spec))
+    notes = []
+    for prefix, weights in attention.items():
+        note = load_attention_weights(model.get_submodule(prefix), weights)
+        if 'by shape' in note or 'random' in note:  # say so only when the handout's names were not used
+            notes.append(note.replace('Fixed weights were loaded into ', prefix + ': '))
+    extra = sorted(n for n in own if n not in dict(spec) and '.attn.' not in n)
     note = 'GPT(%s, n_layer=2) with fixed weights loaded by parameter name' % describe(config)
+    if notes:
+        note += ' (%s)' % ' '.join(notes)
     if extra:
         note += '; these parameters of yours are not in the staff model and kept random values: %s' % ', '.join(extra)
     return model.to(dtype).eval(), config, note + '.'
@@ -337,11 +411,6 @@ class PublicTests(unittest.TestCase):
     def test_04_mha_rope(self):
         """CausalSelfAttention with rope=True on fixed weights"""
         self.check_case('mha_rope')
-        module = student.CausalSelfAttention(make_config(rope=True))
-        for name in ('query_rotary_pe', 'key_rotary_pe'):
-            if not isinstance(getattr(module, name, None), student.RotaryPositionalEmbeddings):
-                raise CheckFailed('CausalSelfAttention with rope=True has no RotaryPositionalEmbeddings attribute %r '
-                                  '(Do NOT rename: the handout names it so).' % name)
 
     @student_code
     def test_05_gqa_kv1(self):
@@ -379,7 +448,8 @@ class PublicTests(unittest.TestCase):
             y = attention_output(module.train(), x)
             if attn_pdrop == 1.0:
                 # every attention weight dropped: the heads output 0, out_proj adds only its bias
-                want, what = module.out_proj.bias.detach().expand(BATCH, SEQ, N_EMBD), 'out_proj.bias at every position'
+                bias = projection_weights(2 * HEAD_DIM, 300)['out_proj.bias']
+                want, what = bias.expand(BATCH, SEQ, N_EMBD), 'out_proj.bias at every position'
             else:
                 want, what = torch.zeros(BATCH, SEQ, N_EMBD), 'all zeros'
             error = float((y.detach() - want).abs().max())

@@ -89,8 +89,8 @@ def sliding_window_mask(T, window, device=None):
 def banded_attention(q, k, v, window, dropout):
     """
     Causal sliding-window attention computed only on the band: the same result as
-    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but the scores are
-    (B, nh, T, w') instead of (B, nh, T, T), so time and memory are O(T * w).
+    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but no (T, T) tensor
+    is ever built: the scores cover a band O(w) wide, so time and memory are O(T * w).
     """
     # TODO (optional, handout 4.2): attention on the band only, never a (T, T) tensor.
     raise NotImplementedError("TODO (optional): implement banded_attention (handout section 4.2)")
