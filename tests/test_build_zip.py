@@ -1,0 +1,139 @@
+"""
+dist/autograder.zip as Gradescope sees it: the golden listing, setup.sh and run_autograder at
+the root with their exec bits, byte-for-byte reproducible, refused when the fixtures are stale
+or the listing differs, and, unpacked into a temporary AUTOGRADER_ROOT, a setup.sh --dry-run
+that changes nothing and a run_autograder that gives the reference 100 and the untouched
+template 0 on every test with points.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, build_zip, config
+
+
+@pytest.fixture(scope='module')
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp('dist') / 'autograder.zip'
+    proc = subprocess.run([sys.executable, '-m', 'autograder', 'build-zip', '--no-verify', '--out', str(out)],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return str(out)
+
+
+def test_zip_matches_golden_listing_and_gradescope_layout(built):
+    with zipfile.ZipFile(built) as z:
+        infos = z.infolist()
+    names = [i.filename for i in infos]
+    assert names == build_zip.read_listing(), 'run `python -m autograder build-zip --update-listing` after an intended change'
+    assert names == sorted(names)
+    # Gradescope: both scripts at the root of the zip, executable
+    modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in infos}
+    assert modes['setup.sh'] == 0o755 and modes['run_autograder'] == 0o755
+    assert modes['grading.yaml'] == 0o644 and modes['autograder/grade.py'] == 0o644
+    assert all(i.date_time == build_zip.FIXED_TIME for i in infos)
+    # what grading needs is in; the reference solution, tests, docs and benchmarks are out
+    for needed in ('autograder/fixtures/cpu/manifest.json', 'autograder/fixtures/cpu/expected.npz',
+                   'autograder/fixtures/cpu/fingerprints.npz', 'autograder/probes.py', 'autograder/adapter.py',
+                   'autograder/checks/values.py', 'data/build_corpus.py', 'requirements.txt',
+                   'student_template/hw1/chargpt.py', 'student_template/hw1/mingpt/__init__.py',
+                   'student_template/hw1/mingpt/trainer.py', 'student_template/hw1/mingpt/utils.py'):
+        assert needed in names
+    assert not [n for n in names if n.startswith(('reference/', 'tests/', 'docs/', 'bench/', 'dist/'))
+                or n.endswith(('model.py', '.pyc', 'input.txt', 'zip_listing.txt'))]
+
+
+def test_zip_is_reproducible(built):
+    with open(built, 'rb') as f:
+        assert f.read() == build_zip.build_bytes(build_zip.collect())
+
+
+def test_refuses_stale_fixtures(tmp_path, monkeypatch, capsys):
+    grading = config.load()
+    grading.profiles['cpu']['seed'] += 1          # as if grading.yaml's profile changed after regenerate
+    monkeypatch.setattr(config, 'load', lambda *a, **k: grading)
+    out = tmp_path / 'autograder.zip'
+    assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1
+    err = capsys.readouterr().err
+    assert 'stale' in err and "profiles.cpu changed" in err and 'regenerate' in err
+    assert not out.exists()
+
+
+def test_listing_difference_fails_with_a_diff_and_update_listing_accepts_it(tmp_path, monkeypatch, capsys):
+    golden = build_zip.read_listing()
+    listing = tmp_path / 'zip_listing.txt'
+    edited = [n for n in golden if n != 'autograder/grade.py'] + ['autograder/secret_extra.py']
+    listing.write_text('\n'.join(edited) + '\n')
+    monkeypatch.setattr(build_zip, 'LISTING', str(listing))
+    out = tmp_path / 'autograder.zip'
+    assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1
+    err = capsys.readouterr().err
+    assert '\n+autograder/grade.py' in err and '\n-autograder/secret_extra.py' in err and '--update-listing' in err
+    assert not out.exists()
+    assert build_zip.main(['build-zip', '--no-verify', '--update-listing', '--out', str(out)]) == 0
+    assert build_zip.read_listing(str(listing)) == golden and out.exists()
+
+
+def _tree(folder):
+    return sorted((os.path.relpath(os.path.join(r, f), folder), os.path.getsize(os.path.join(r, f)))
+                  for r, _, fs in os.walk(folder) for f in fs)
+
+
+def test_unpacked_zip_sets_up_dry_and_grades_reference_100_template_0(built, tmp_path):
+    roots = {}
+    for label in ('reference', 'template'):
+        root = tmp_path / label
+        build_zip.unpack(built, str(root / 'source'))
+        os.makedirs(root / 'submission')
+        roots[label] = root
+    source = roots['reference'] / 'source'
+
+    # setup.sh --dry-run from $ROOT/source: exit 0, only prints, changes nothing
+    before = _tree(str(source))
+    freeze = [sys.executable, '-m', 'pip', 'freeze', '--disable-pip-version-check']
+    pkgs_before = subprocess.run(freeze, capture_output=True, text=True).stdout
+    proc = subprocess.run(['./setup.sh', '--dry-run'], cwd=str(source), capture_output=True, text=True,
+                          env=dict(os.environ, PYTHON=sys.executable), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.rstrip().endswith('setup complete')
+    assert '+ %s data/build_corpus.py' % sys.executable in proc.stdout   # printed, not run
+    assert _tree(str(source)) == before and not (source / 'data' / 'input.txt').exists()
+    assert subprocess.run(freeze, capture_output=True, text=True).stdout == pkgs_before
+
+    # Gradescope builds data/input.txt in setup.sh; here the repository's copy stands in
+    procs = {}
+    for label, model in (('reference', os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')),
+                         ('template', os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py'))):
+        root = roots[label]
+        shutil.copyfile(DATA_FILE, str(root / 'source' / 'data' / 'input.txt'))
+        shutil.copyfile(model, str(root / 'submission' / 'model.py'))
+        env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable)
+        env.pop('HW1_SOURCE', None)
+        procs[label] = subprocess.Popen(['bash', str(root / 'source' / 'run_autograder')], cwd=str(root), env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    results = {}
+    for label, p in procs.items():
+        log = p.communicate(timeout=300)[0]
+        assert p.returncode == 0, log
+        with open(roots[label] / 'results' / 'results.json') as f:
+            results[label] = json.load(f)
+
+    ref = results['reference']
+    assert ref['extra_data']['profile'] == 'cpu'
+    assert sum(t['max_score'] for t in ref['tests']) == 100
+    assert sum(t['score'] for t in ref['tests']) == 100, [(t['number'], t['score']) for t in ref['tests']]
+    assert all(t['status'] == 'passed' for t in ref['tests'])
+
+    tpl = results['template']
+    weighted = [t for t in tpl['tests'] if t['max_score'] > 0]
+    assert len(weighted) == len([s for s in config.load().enabled_tests() if s.weight > 0]) >= 11
+    for t in weighted:
+        assert t['score'] == 0 and t['status'] == 'failed', t
+        assert 'not implemented' in t['output'], (t['number'], t['output'][:300])
+    assert sum(t['score'] for t in tpl['tests']) == 0
