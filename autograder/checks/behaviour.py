@@ -3,6 +3,8 @@ Judges of behaviour rather than values: dropout in train vs eval mode, causality
 student's own model, and GPT.generate (shapes, greedy tokens, top_k sampling).
 """
 
+import dataclasses
+
 import numpy as np
 
 from autograder.checks import Verdict, case_error_line, compare
@@ -18,6 +20,16 @@ DROPOUT_HINTS = {
 
 
 def judge_dropout(test, result, fixtures, grading):
+    # the resid_p1_train reference is all zeros: a module whose eval-mode output is all zeros too
+    # (or forged zeros) would pass it without any dropout, so then that case earns nothing
+    errors = dict(result.info.get('case_errors', {}))
+    for key in [k for k in fixtures.probe(test.id) if k.endswith('/resid_p1_train')]:
+        eval_out = result.arrays.get(key.replace('resid_p1_train', 'both_p1_eval'))
+        if key not in errors and (eval_out is None or not np.any(eval_out)):
+            errors[key] = {'status': 'error', 'message': 'not credited: the eval-mode output is missing or all '
+                                                         'zeros, so an all-zero output here proves nothing'}
+    if errors != result.info.get('case_errors', {}):
+        result = dataclasses.replace(result, info=dict(result.info, case_errors=errors))
     return judge_cases(test, result, fixtures, hint=lambda case: DROPOUT_HINTS.get(case.split('/')[-1]))
 
 
@@ -48,6 +60,24 @@ def judge_causality(test, result, fixtures, grading):
     return Verdict(passed / len(cases), ['%d of %d modules are causal.' % (passed, len(cases))] + lines)
 
 
+def _outside_top_k(tokens, logits, k, prompt_len):
+    """
+    [(batch, position)] of generated tokens not strictly among the k largest of the model's own
+    logits (ties at the k-th value count as outside, so constant logits prove nothing); None
+    when the shapes do not fit (batch, prompt + new tokens) and (batch, prompt + new - 1, vocab).
+    """
+    if tokens is None or logits is None or tokens.ndim != 2 or tokens.dtype.kind not in 'iu' or logits.ndim != 3 \
+            or logits.shape[:2] != (tokens.shape[0], tokens.shape[1] - 1):
+        return None
+    outside = []
+    for b in range(tokens.shape[0]):
+        for t in range(prompt_len, tokens.shape[1]):
+            row, tok = logits[b, t - 1], tokens[b, t]
+            if not (0 <= tok < row.shape[0]) or not np.isfinite(row[tok]) or np.count_nonzero(row >= row[tok]) > k:
+                outside.append((b, t))
+    return outside
+
+
 def judge_generate(test, result, fixtures, grading):
     errors = result.info.get('case_errors', {})
     expected = fixtures.probe('generate')
@@ -70,11 +100,12 @@ def judge_generate(test, result, fixtures, grading):
         passed += 1
         lines.append('ok   greedy decoding: shape %s and tokens match' % (tuple(greedy.shape),))
 
-    # 2. top_k=1 sampling must be greedy
+    # 2. top_k=1 sampling must be greedy (and pick the strict maximum of the model's own logits)
     top1 = result.arrays.get('top_k=1/tokens')
     if 'top_k=1' in errors:
         lines.append('FAIL ' + case_error_line('do_sample=True, top_k=1', errors['top_k=1']))
-    elif top1 is None or greedy is None or top1.shape != greedy.shape or not np.array_equal(top1, greedy):
+    elif top1 is None or greedy is None or top1.shape != greedy.shape or not np.array_equal(top1, greedy) \
+            or _outside_top_k(top1, result.arrays.get('top_k=1/logits'), 1, prompt_len) != []:
         lines.append('FAIL do_sample=True, top_k=1 must always pick the most likely token (same as greedy): '
                      'is top_k applied before sampling?')
     else:
@@ -85,16 +116,11 @@ def judge_generate(test, result, fixtures, grading):
     tokens, logits = result.arrays.get('top_k=5/tokens'), result.arrays.get('top_k=5/logits')
     if 'top_k=5' in errors:
         lines.append('FAIL ' + case_error_line('do_sample=True, top_k=5', errors['top_k=5']))
-    elif tokens is None or logits is None or tokens.ndim != 2 or logits.shape[:2] != (tokens.shape[0], tokens.shape[1] - 1):
+    elif _outside_top_k(tokens, logits, 5, prompt_len) is None:
         lines.append('FAIL do_sample=True, top_k=5: output shape %s is not (batch, prompt + new tokens)'
                      % (None if tokens is None else tuple(tokens.shape),))
     else:
-        outside = []
-        for b in range(tokens.shape[0]):
-            for t in range(prompt_len, tokens.shape[1]):
-                top5 = np.argsort(-logits[b, t - 1])[:5]
-                if tokens[b, t] not in top5:
-                    outside.append((b, t))
+        outside = _outside_top_k(tokens, logits, 5, prompt_len)
         if outside:
             lines.append('FAIL do_sample=True, top_k=5: %d of %d sampled tokens are not among the 5 most likely '
                          '(first at batch %d, position %d): top_k is ignored?' % (
