@@ -152,6 +152,29 @@ def _kill_user_processes(uid):
     os.waitpid(pid, 0)
 
 
+def _strings(v):
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+# the fields of a probe report as probes.py writes them; student code can write the file itself
+REPORT_FIELDS = {
+    'status': lambda v: isinstance(v, str), 'message': lambda v: isinstance(v, str),
+    'stdout': lambda v: isinstance(v, str), 'where': _strings, 'notes': _strings,
+    'seconds': lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    'case_errors': lambda v: isinstance(v, dict) and all(
+        isinstance(e, dict) and isinstance(e.get('status', ''), str) and isinstance(e.get('message', ''), str)
+        and _strings(e.get('where', [])) for e in v.values()),
+    'dtypes': lambda v: isinstance(v, dict) and all(_strings(d) for d in v.values()),
+    'has_wpe': lambda v: isinstance(v, dict) and all(isinstance(b, bool) for b in v.values()),
+}
+
+
+def _check_report(info):
+    for key, ok in REPORT_FIELDS.items():
+        if key in info and not ok(info[key]):
+            raise ValueError("field %r of the report has the wrong type" % key)
+
+
 class Sandbox:
     def __init__(self, sandbox_cfg, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE):
         self.cfg = sandbox_cfg
@@ -291,6 +314,7 @@ class Sandbox:
             info = json.loads(raw.decode('utf-8'))
             if not isinstance(info, dict):
                 raise ValueError("report is not a JSON object")
+            _check_report(info)
             arrays = {}
             blob = self._read_file(dir_fd, probe_id + '.npz', self.cfg['max_file_mb'] * 1024 * 1024)
             if blob:
@@ -300,7 +324,7 @@ class Sandbox:
                         if a.dtype.kind not in NUMERIC_KINDS:
                             raise ValueError("array %s has dtype %s" % (key, a.dtype))
                         arrays[key] = a
-        except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError) as e:
+        except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError, RecursionError) as e:
             return ProbeResult('invalid', "the probe's output could not be read safely: %s" % e)
         finally:
             os.close(dir_fd)
