@@ -94,4 +94,10 @@ def judge(test, result, fixtures, grading):
     failed = probe_failure(result)
     if failed:
         return failed
-    return judges[test.id](test, result, fixtures, grading)
+    try:
+        return judges[test.id](test, result, fixtures, grading)
+    except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError) as e:
+        # the arrays come from student code (which can also write the output files itself): NaN where an
+        # integer belongs, a wrong rank or dtype must cost this test, not crash the whole grading
+        return Verdict(0.0, ['FAIL your outputs could not be judged (wrong dtype, shape or non-finite values?): '
+                             '%s: %s' % (type(e).__name__, str(e)[:300])])
