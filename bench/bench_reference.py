@@ -236,7 +236,7 @@ def main(argv=None):
     print("## 1. Training tokens/s, gpt-mini (6 layers, 6 heads, 192), dropout 0.1, AdamW\n")
     print("Tokens per CPU-second of this process. One timing = forward + backward + clip + AdamW step on ~2048 tokens (2 steps at block 16, "
           "1 at block 256); median of %d timings per variant, variants interleaved.\n" % repeats)
-    print("| variant | " + " | ".join("block %d (batch %d) tokens/s | ratio" % s for s in settings) + " |")
+    print("| variant | " + " | ".join("block %d (batch %d) tokens/CPU-s | ratio" % s for s in settings) + " |")
     print("|---|" + "---:|---:|" * len(settings))
     results = [bench_training(block, batch, repeats, max(1, 2048 // (block * batch))) for block, batch in settings]
     for name, _ in TRAIN_VARIANTS:
