@@ -196,8 +196,9 @@ def load(path=GRADING_YAML):
             tol_entries = v.mapping(entries['tolerance'][1], 'tolerance of %s' % tid)
             v.check_keys(tol_entries, TOLERANCE_KEYS, 'tolerance of %s' % tid, required=('atol', 'rtol', 'why'))
             tol = {k: v.typed(n, TOLERANCE_KEYS[k], 'tolerance.%s' % k) for k, (_, n) in tol_entries.items()}
-            if tol['atol'] < 0 or tol['rtol'] < 0:
-                v.fail(entries['tolerance'][1], "tolerances must be >= 0")
+            for key in ('atol', 'rtol'):
+                if tol[key] < 0:
+                    v.fail(tol_entries[key][1], "tolerances must be >= 0 (%s of %s)" % (key, tid))
             if not tol['why'].strip():
                 v.fail(tol_entries['why'][1], "every tolerance needs its reason in `why`")
             tolerance = Tolerance(float(tol['atol']), float(tol['rtol']), tol['why'])
