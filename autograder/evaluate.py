@@ -1,0 +1,262 @@
+"""
+`python -m autograder evaluate DIR [--jobs 2] [--out docs/DISCRIMINATION.md] [--profile cpu]`:
+discrimination report over a corpus of submissions (tests/submissions).
+
+DIR/correct/<name>/ and DIR/buggy/<name>/ each hold a model.py and an expected.yaml
+(verdict: correct | buggy; for buggy ones must_fail: [test ids] and fingerprint: id or null).
+Every submission is graded by grade() (a pool of --jobs workers, a temp results.json each)
+and run through the course's current public tests (autograder/course_tests.py), the baseline.
+
+Printed: one row per submission, one cell per test ("ok"/"lost", with "!" where that is not
+what expected.yaml says: a correct variant losing points, or a must_fail test keeping them),
+and the totals with their targets:
+    false failures on correct variants (any test below max_score)   target 0
+    bugs caught (every must_fail test lost points)                   target 100%
+    fingerprints named (the expected id appears in a test's output)  target >= 90%
+Exits 1 when a target is missed. --out writes the same as a markdown report.
+"""
+
+import argparse
+import datetime
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+from autograder import config, course_tests
+
+FINGERPRINT_TARGET = 0.90
+
+
+def load_corpus(root):
+    subs = []
+    for kind in ('correct', 'buggy'):
+        folder = os.path.join(root, kind)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            d = os.path.join(folder, name)
+            exp_path = os.path.join(d, 'expected.yaml')
+            if not (os.path.isfile(os.path.join(d, 'model.py')) and os.path.isfile(exp_path)):
+                continue
+            with open(exp_path) as f:
+                exp = yaml.safe_load(f) or {}
+            subs.append({'name': name, 'kind': kind, 'path': os.path.join(d, 'model.py'),
+                         'verdict': exp.get('verdict', kind), 'must_fail': list(exp.get('must_fail') or []),
+                         'fingerprint': exp.get('fingerprint'), 'bug': exp.get('bug', '')})
+    return subs
+
+
+def _evaluate_one(args):
+    sub, profile, ids_by_number = args
+    from autograder.grade import grade
+    started = time.time()
+    scratch = tempfile.mkdtemp(prefix='hw1-eval-')
+    try:
+        out = grade(sub['path'], profile, results_path=os.path.join(scratch, 'results.json'))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    tests = {}
+    for t in out.get('tests', []):
+        tid = ids_by_number.get(str(t.get('number', '')), t.get('name'))
+        tests[tid] = {'score': t['score'], 'max_score': t['max_score'], 'output': t.get('output', '')}
+    grade_seconds = time.time() - started
+    course = course_tests.run(sub['path'])
+    return dict(sub, tests=tests, grade_seconds=round(grade_seconds, 1), course=course,
+                grader_output=out.get('output', ''))
+
+
+def analyse(rows, test_ids):
+    for r in rows:
+        lost = {tid for tid, t in r['tests'].items() if t['score'] < t['max_score']}
+        r['lost'] = lost
+        r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests']]
+        if r['verdict'] == 'correct':
+            r['false_failure'] = bool(lost) or bool(r['missing_tests'])
+        else:
+            r['caught'] = all(tid in lost for tid in r['must_fail']) and bool(r['must_fail'])
+            fp = r['fingerprint']
+            r['fp_named'] = bool(fp) and any(fp in t['output'] for t in r['tests'].values())
+        r['disagreements'] = []
+        for tid in test_ids:
+            t = r['tests'].get(tid)
+            if t is None:
+                continue
+            expected_lost = tid in r['must_fail'] if r['verdict'] != 'correct' else False
+            if r['verdict'] == 'correct' and tid in lost:
+                r['disagreements'].append((tid, 'full marks', 'lost'))
+            elif expected_lost and tid not in lost:
+                r['disagreements'].append((tid, 'lost', 'full marks'))
+    correct = [r for r in rows if r['verdict'] == 'correct']
+    buggy = [r for r in rows if r['verdict'] != 'correct']
+    with_fp = [r for r in buggy if r['fingerprint']]
+    s = {
+        'n_correct': len(correct), 'n_buggy': len(buggy), 'n_fp': len(with_fp),
+        'false_failures': sum(r['false_failure'] for r in correct),
+        'caught': sum(r['caught'] for r in buggy),
+        'fp_named': sum(r['fp_named'] for r in with_fp),
+        'course_false_failures': sum(not r['course']['passed'] for r in correct),
+        'course_caught': sum(not r['course']['passed'] for r in buggy),
+    }
+    s['caught_rate'] = s['caught'] / len(buggy) if buggy else 1.0
+    s['fp_rate'] = s['fp_named'] / len(with_fp) if with_fp else 1.0
+    s['course_rate'] = s['course_caught'] / len(buggy) if buggy else 1.0
+    s['ok'] = s['false_failures'] == 0 and s['caught'] == len(buggy) and s['fp_rate'] >= FINGERPRINT_TARGET
+    return s
+
+
+def _cell(r, tid):
+    t = r['tests'].get(tid)
+    if t is None:
+        return '-'
+    lost = tid in r['lost']
+    expected = (tid in r['must_fail']) if r['verdict'] != 'correct' else False
+    text = 'lost' if lost else 'ok'
+    if r['verdict'] != 'correct' and lost and not expected:
+        return text + '*'   # lost points where expected.yaml does not require it (allowed)
+    if lost != expected and (r['verdict'] == 'correct' or expected):
+        return text + '!'   # contradicts expected.yaml
+    return text
+
+
+def table_rows(rows, test_ids):
+    header = ['submission', 'verdict'] + test_ids + ['result', 'fingerprint', 'course tests']
+    body = []
+    for r in rows:
+        if r['verdict'] == 'correct':
+            result = 'FALSE FAILURE' if r['false_failure'] else 'full marks'
+            fp = ''
+        else:
+            result = 'caught' if r['caught'] else 'MISSED'
+            fp = (('named' if r['fp_named'] else 'NOT NAMED') + ' (%s)' % r['fingerprint']) if r['fingerprint'] else ''
+        failed = [n for n in course_tests.CHECKS if not r['course']['checks'].get(n, {}).get('ok')]
+        course = 'pass' if not failed else 'fail (%s)' % ','.join(failed)
+        body.append([r['name'], r['verdict']] + [_cell(r, t) for t in test_ids] + [result, fp, course])
+    return header, body
+
+
+def text_table(header, body):
+    widths = [max(len(str(x[i])) for x in [header] + body) for i in range(len(header))]
+    fmt = lambda row: '  '.join(str(c).ljust(w) for c, w in zip(row, widths))
+    return '\n'.join([fmt(header), '-' * (sum(widths) + 2 * len(widths))] + [fmt(b) for b in body])
+
+
+def summary_lines(s):
+    pct = lambda x: '%.0f%%' % (100 * x)
+    return [
+        'false failures on correct variants: %d / %d (target 0)' % (s['false_failures'], s['n_correct']),
+        'bugs caught: %d / %d = %s (target 100%%)' % (s['caught'], s['n_buggy'], pct(s['caught_rate'])),
+        'fingerprints named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
+                                                            pct(FINGERPRINT_TARGET)),
+        "course's current public tests: catch %d / %d = %s of the bugs, false failures %d / %d" % (
+            s['course_caught'], s['n_buggy'], pct(s['course_rate']), s['course_false_failures'], s['n_correct']),
+        'targets: %s' % ('MET' if s['ok'] else 'MISSED'),
+    ]
+
+
+def disagreement_lines(rows):
+    lines = []
+    for r in rows:
+        for tid, exp, got in r['disagreements']:
+            out = r['tests'][tid]['output']
+            first = ' | '.join(l.strip() for l in out.splitlines() if l.strip())[:300]
+            lines.append('%s/%s  %s: expected %s, got %s.  %s' % (r['kind'], r['name'], tid, exp, got, first))
+        if r['verdict'] != 'correct' and r['fingerprint'] and not r['fp_named']:
+            lines.append('%s/%s  fingerprint %s not named in any output' % (r['kind'], r['name'], r['fingerprint']))
+        if r.get('missing_tests'):
+            lines.append('%s/%s  tests missing from the results: %s' % (r['kind'], r['name'], ', '.join(r['missing_tests'])))
+    return lines
+
+
+def _torch_version():
+    try:
+        out = subprocess.run([sys.executable, '-c', 'import torch; print(torch.__version__)'],
+                             capture_output=True, text=True, timeout=120)
+        return out.stdout.strip() or '?'
+    except Exception:
+        return '?'
+
+
+def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
+    header, body = table_rows(rows, test_ids)
+    md = ['# Discrimination report', '',
+          'Generated by `%s` on %s UTC; machine: %d CPUs (`nproc`), Python %s, torch %s; %d jobs; %.0f s wall.'
+          % (command, datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M'), os.cpu_count() or 0,
+             sys.version.split()[0], _torch_version(), jobs, seconds), '',
+          'Corpus: `tests/submissions` (correct variants must get full marks; every buggy one must lose '
+          'points on all tests of its `must_fail`). "course tests" is `autograder/course_tests.py`, a '
+          're-implementation of what the course\'s current public test_model.py checks (GQA output, RoPE '
+          'd=2, dropout layers, rotary d): the baseline.', '', '## Totals', '']
+    md += ['- ' + l for l in summary_lines(s)]
+    md += ['', '## Per submission', '',
+           'Cells: `ok` full marks, `lost` points lost; `!` contradicts expected.yaml; `*` lost on a test '
+           'that must_fail does not list (allowed). Tests: ' +
+           ', '.join('%s = %s' % (t.number, t.id) for t in tests_meta), '']
+    md.append('| ' + ' | '.join(header) + ' |')
+    md.append('|' + '---|' * len(header))
+    for b in body:
+        md.append('| ' + ' | '.join(str(c) for c in b) + ' |')
+    dis = disagreement_lines(rows)
+    md += ['', '## Disagreements with expected.yaml', '']
+    md += ['- ' + l.replace('|', '/') for l in dis] if dis else ['None.']
+    md += ['', '## Course tests: failures', '']
+    for r in rows:
+        failed = {n: c['message'] for n, c in r['course']['checks'].items() if not c.get('ok')}
+        if failed:
+            md.append('- %s/%s: %s' % (r['kind'], r['name'],
+                                       '; '.join('%s: %s' % (n, m[:150].replace('|', '/')) for n, m in failed.items())))
+    return '\n'.join(md) + '\n'
+
+
+def evaluate(root, jobs=2, profile='cpu', progress=True):
+    """Grade the corpus; returns (rows, summary, test_ids, tests_meta, seconds)."""
+    grading = config.load()
+    tests_meta = [t for t in grading.enabled_tests()]
+    test_ids = [t.id for t in tests_meta]
+    ids_by_number = {str(t.number): t.id for t in tests_meta}
+    subs = load_corpus(root)
+    started = time.time()
+    rows = []
+    ctx = multiprocessing.get_context('spawn')
+    with ctx.Pool(max(1, jobs)) as pool:
+        for i, r in enumerate(pool.imap(_evaluate_one, [(s, profile, ids_by_number) for s in subs])):
+            rows.append(r)
+            if progress:
+                print('[%d/%d] %s/%s graded in %.0f s (%.0f s elapsed)' % (i + 1, len(subs), r['kind'], r['name'],
+                      r['grade_seconds'], time.time() - started), file=sys.stderr, flush=True)
+    seconds = time.time() - started
+    return rows, analyse(rows, test_ids), test_ids, tests_meta, seconds
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog='python -m autograder evaluate', description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('dir', help='the corpus: DIR/correct/<name>/ and DIR/buggy/<name>/')
+    ap.add_argument('--jobs', type=int, default=2, help='gradings at once (default 2)')
+    ap.add_argument('--profile', default='cpu')
+    ap.add_argument('--out', help='also write the markdown report here (e.g. docs/DISCRIMINATION.md)')
+    args = ap.parse_args(argv[1:])
+    rows, s, test_ids, tests_meta, seconds = evaluate(args.dir, args.jobs, args.profile)
+    header, body = table_rows(rows, test_ids)
+    print(text_table(header, body))
+    print()
+    for l in summary_lines(s):
+        print(l)
+    dis = disagreement_lines(rows)
+    if dis:
+        print('\ndisagreements with expected.yaml:')
+        for l in dis:
+            print('  ' + l)
+    print('\n%d submissions in %.0f s with %d jobs' % (len(rows), seconds, args.jobs))
+    if args.out:
+        command = 'python -m autograder ' + ' '.join(argv)
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, 'w') as f:
+            f.write(markdown(rows, s, test_ids, tests_meta, command, seconds, args.jobs))
+        print('report written to %s' % args.out)
+    return 0 if s['ok'] else 1

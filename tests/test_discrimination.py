@@ -1,0 +1,48 @@
+"""
+The expensive CI test (~40 submissions x ~15 s / 2 jobs, about 5 minutes): grade the whole
+corpus of tests/submissions once (module scope) and check the autograder's discrimination:
+no false failure on a correct variant, every bug caught on all its must_fail tests, and the
+expected fingerprint named for at least 90% of the mutants that have one.
+"""
+
+import os
+
+import pytest
+
+from autograder import REPO_ROOT, evaluate
+
+CORPUS = os.path.join(REPO_ROOT, 'tests', 'submissions')
+
+
+@pytest.fixture(scope='module')
+def report():
+    if not evaluate.load_corpus(CORPUS):
+        pytest.skip('no corpus under tests/submissions')
+    rows, summary, test_ids, _, _ = evaluate.evaluate(CORPUS, jobs=2, progress=False)
+    return rows, summary
+
+
+def test_no_false_failures_on_correct_variants(report):
+    rows, s = report
+    bad = ['%s: lost %s' % (r['name'], sorted(r['lost']) or r['missing_tests'])
+           for r in rows if r['verdict'] == 'correct' and r['false_failure']]
+    assert not bad, bad
+
+
+def test_every_bug_caught(report):
+    rows, s = report
+    missed = ['%s: must_fail %s, lost %s' % (r['name'], r['must_fail'], sorted(r['lost']))
+              for r in rows if r['verdict'] != 'correct' and not r['caught']]
+    assert not missed, missed
+
+
+def test_fingerprints_named(report):
+    rows, s = report
+    unnamed = [(r['name'], r['fingerprint']) for r in rows
+               if r['verdict'] != 'correct' and r['fingerprint'] and not r['fp_named']]
+    assert s['fp_rate'] >= evaluate.FINGERPRINT_TARGET, unnamed
+
+
+def test_beats_the_course_tests(report):
+    rows, s = report
+    assert s['caught'] >= s['course_caught']
