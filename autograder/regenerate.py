@@ -4,6 +4,12 @@ fixtures are made. Runs the reference through the same sandboxed probes students
 every fingerprint (known bug) the same way, trains the reference on several seeds for the
 loss band, and writes autograder/fixtures/<profile>/ with a manifest and a diff report
 against the fixtures it replaces. Refuses when the reference fails its own tests.
+
+Progress is printed as it goes: [1/4] the reference's own tests, [2/4] the reference through
+every probe (with the loss-curve seeds), [3/4] each fingerprint with how many arrays it
+changes, [4/4] writing. The diff report (which arrays changed and by how much, and how the
+loss band moved) is printed last and saved to autograder/fixtures/<profile>/DIFF.txt, to be
+committed with the fixtures.
 """
 
 import argparse
@@ -144,6 +150,9 @@ def regenerate(profile_name, skip_tests=False):
     }
     fixtures.write(profile_name, expected, fp_outputs, manifest)
     report = diff_report(old, expected)
+    with open(os.path.join(fixtures.folder(profile_name), 'DIFF.txt'), 'w') as f:
+        f.write('diff of expected.npz against the previous fixtures (torch %s, %s):\n%s\n'
+                % (manifest['torch'], profile['device'], '\n'.join(report)))
     log("diff against the previous fixtures:")
     for line in report:
         log(line)
