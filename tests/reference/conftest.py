@@ -13,6 +13,7 @@ in one process, so we refuse to run if a different `mingpt` is already loaded.
 import os
 import sys
 
+import pytest
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,3 +31,11 @@ if _loaded is not None:
         "another mingpt (%s) is already imported in this process; run tests/reference on its own" % _where
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True, scope='session')
+def _reference_mingpt_loaded():
+    """Fail loudly if some other test module got its own mingpt imported first."""
+    import mingpt.model
+    where = os.path.dirname(os.path.dirname(os.path.abspath(mingpt.model.__file__)))
+    assert where == REFERENCE, "tests/reference imported mingpt from %s, not reference/" % where

@@ -10,9 +10,11 @@ import sys
 
 import pytest
 
+import chargpt
 from chargpt import get_config
-from conftest import REFERENCE
 from mingpt.utils import ConfigError
+
+REFERENCE = os.path.dirname(os.path.abspath(chargpt.__file__))
 
 HANDOUT_FLAGS = {
     '--data.block_size=16': ('data', 'block_size', 16),

@@ -13,9 +13,10 @@ import sys
 import pytest
 import torch
 
-from conftest import REFERENCE, REPO
+import mingpt.model
 
-CORPUS = os.path.join(REPO, 'data', 'input.txt')
+REFERENCE = os.path.dirname(os.path.dirname(os.path.abspath(mingpt.model.__file__)))
+CORPUS = os.path.join(os.path.dirname(REFERENCE), 'data', 'input.txt')
 TINY = ['--model.model_type=None', '--model.n_layer=2', '--model.n_query_head=3', '--model.n_embd=48',
         '--trainer.device=cpu', '--trainer.batch_size=16']
 
