@@ -8,11 +8,12 @@ used other names (c_attn, q_attn, ...): then the projections are found by shape 
 report says so, so the math is graded anyway.
 """
 
+import re
+
 import torch
 import torch.nn as nn
 
 HANDOUT_PROJECTIONS = ('q_proj', 'k_proj', 'v_proj', 'out_proj')
-OUT_NAME_HINTS = ('out', 'c_proj', 'o_proj', 'proj_out', 'wo', 'o')
 
 
 class AdapterError(Exception):
@@ -95,38 +96,61 @@ def load_attention(module, weights, n_embd):
     return _load_by_shape(module, w, n_embd)
 
 
+def _role_hint(name):
+    """What a layer's own name says it is: 'qkv', 'kv', 'q', 'k', 'v', 'out' or None."""
+    last = name.split('.')[-1].lower()
+    tokens = set(re.split(r'[^a-z]+', last)) | {last}
+    if 'qkv' in last or last == 'c_attn':
+        return 'qkv'
+    if 'kv' in last:
+        return 'kv'
+    for role, words in (('q', {'q', 'query', 'wq', 'queries'}), ('k', {'k', 'key', 'wk', 'keys'}),
+                        ('v', {'v', 'value', 'wv', 'values'})):
+        if tokens & words or last.startswith(role + '_'):
+            return role
+    if tokens & {'out', 'o', 'wo', 'c_proj', 'o_proj', 'proj'} or last.startswith('out'):
+        return 'out'  # checked after q/k/v: 'q_proj' is a query projection, a bare 'proj' an output one
+    return None
+
+
 def _load_by_shape(module, w, n_embd):
-    """Fallback for renamed or fused projections: match linear layers by their shapes."""
+    """
+    Fallback for renamed or fused projections: match linear layers by shape, using their
+    names only where shapes are ambiguous (a fused [k; v] layer is n_embd wide when
+    n_kv_head = n_query_head / 2). Fused layers are assumed to stack [q; k; v] or [k; v].
+    """
     kvd = w['k_proj.weight'].shape[0]
-    linears = [(n, m) for n, m in _linears(module) if m.in_features == n_embd]
-    by_out = {}
-    for n, m in linears:
-        by_out.setdefault(m.out_features, []).append((n, m))
+    free = [(n, m) for n, m in _linears(module) if m.in_features == n_embd]
     plan = {}
-    fused_qkv = by_out.get(n_embd + 2 * kvd, [])
-    fused_kv = by_out.get(2 * kvd, []) if 2 * kvd != n_embd else []
-    square = by_out.get(n_embd, [])
-    if fused_qkv:
-        plan['qkv'] = fused_qkv[0]
-    elif fused_kv:
-        plan['kv'] = fused_kv[0]
-    # among the n_embd -> n_embd layers, the output projection is the one named like it, else the last
-    outs = [(n, m) for n, m in square if n.split('.')[-1].lower() in OUT_NAME_HINTS or 'out' in n.lower()]
-    if not square:
-        raise AdapterError("found no Linear(%d -> %d) output projection" % (n_embd, n_embd))
-    plan['out'] = outs[0] if outs else square[-1]
-    rest = [(n, m) for n, m in square if n != plan['out'][0]]
+
+    def take(role, out_features):
+        fits = [(n, m) for n, m in free if m.out_features == out_features]
+        named = [p for p in fits if _role_hint(p[0]) == role]
+        unnamed = [p for p in fits if _role_hint(p[0]) is None]  # a layer named for another role is never taken
+        if named or unnamed:
+            # without a telling name the output projection is the last square layer, any other role the first
+            plan[role] = named[0] if named else unnamed[-1] if role == 'out' else unnamed[0]
+            free.remove(plan[role])
+
+    take('qkv', n_embd + 2 * kvd)
+    take('out', n_embd)
     if 'qkv' not in plan:
-        if not rest:
-            raise AdapterError("found no query projection Linear(%d -> %d)" % (n_embd, n_embd))
-        plan['q'] = rest[0]
+        fused_kv = [(n, m) for n, m in free if m.out_features == 2 * kvd and
+                    (_role_hint(n) == 'kv' or 2 * kvd != n_embd)]
+        if fused_kv:
+            plan['kv'] = fused_kv[0]
+            free.remove(plan['kv'])
+        take('q', n_embd)
         if 'kv' not in plan:
-            kv_layers = [(n, m) for n, m in (rest[1:] if kvd == n_embd else by_out.get(kvd, []))]
-            if len(kv_layers) < 2:
-                raise AdapterError("found no key and value projections Linear(%d -> %d)" % (n_embd, kvd))
-            plan['k'], plan['v'] = kv_layers[0], kv_layers[1]
+            take('k', kvd)
+            take('v', kvd)
+    need = ['out'] + (['qkv'] if 'qkv' in plan else ['q'] + (['kv'] if 'kv' in plan else ['k', 'v']))
+    missing = [r for r in need if r not in plan]
+    if missing:
+        raise AdapterError("could not find the %s projection(s) among %s's linear layers %s" % (
+            '/'.join(missing), type(module).__name__,
+            ', '.join('%s %d->%d' % (n, m.in_features, m.out_features) for n, m in _linears(module))))
     cat = lambda *names: (torch.cat([w[n + '.weight'] for n in names]), torch.cat([w[n + '.bias'] for n in names]))
-    notes = []
     try:
         if 'qkv' in plan:
             _copy(plan['qkv'][1], *cat('q_proj', 'k_proj', 'v_proj'))
@@ -142,10 +166,9 @@ def _load_by_shape(module, w, n_embd):
         raise AdapterError("could not load weights by shape: %s" % e)
     roles = {'qkv': 'q_proj+k_proj+v_proj (fused, in that order)', 'kv': 'k_proj+v_proj (fused, in that order)',
              'q': 'q_proj', 'k': 'k_proj', 'v': 'v_proj', 'out': 'out_proj'}
-    notes.append("%s lacks the handout names %s; weights were matched by shape: %s" % (
+    return ["%s lacks the handout names %s; weights were matched by shape: %s" % (
         type(module).__name__, '/'.join(HANDOUT_PROJECTIONS),
-        ', '.join('%s <- %s' % (plan[r][0], roles[r]) for r in ('qkv', 'kv', 'q', 'k', 'v', 'out') if r in plan)))
-    return notes
+        ', '.join('%s <- %s' % (plan[r][0], roles[r]) for r in ('qkv', 'kv', 'q', 'k', 'v', 'out') if r in plan))]
 
 
 def load_gpt(model, state, n_embd):
