@@ -1,0 +1,166 @@
+"""
+End-to-end gradings of known submissions: the reference (full marks, through ./run_autograder
+with HW1_SOURCE pointing at this checkout), the untouched template (0 on every implementation
+test, "not implemented yet"), one buggy submission graded three times (identical results),
+and a correct submission written against older starter code, whose CausalSelfAttention has
+a fused c_attn (weights matched by shape, full marks). Each grading runs once per module
+and serves several tests.
+"""
+
+import os
+
+import pytest
+
+from conftest import REPO, AutograderRoot, by_id, load_results, possible, total
+from autograder import GRADING_YAML, config, grade
+
+GRADING = config.load(GRADING_YAML)
+CAP = GRADING.sandbox['max_output_chars']
+IMPLEMENTATION = [t.id for t in GRADING.enabled_tests() if t.id != 'submission']
+REFERENCE_MODEL = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
+TEMPLATE_MODEL = os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.py')
+
+
+def reference_with(*edits):
+    """The reference's model.py with each (old, new) replaced; every `old` must occur exactly once."""
+    with open(REFERENCE_MODEL) as f:
+        text = f.read()
+    for old, new in edits:
+        assert text.count(old) == 1, 'the reference changed; update this edit: %r' % old
+        text = text.replace(old, new)
+    return text
+
+
+def graded(tmp_path_factory, name, text, runs=1):
+    folder = tmp_path_factory.mktemp(name)
+    path = str(folder / 'model.py')
+    with open(path, 'w') as f:
+        f.write(text)
+    return [grade.grade(path, 'cpu', str(folder / ('results%d.json' % i))) for i in range(runs)]
+
+
+# ----------------------------------------------------------------------------- the reference
+
+@pytest.fixture(scope='module')
+def reference():
+    root = AutograderRoot()
+    try:
+        with open(REFERENCE_MODEL) as f:
+            root.submit('model.py', f.read())
+        out, proc = root.run(source=REPO)
+        with open(root.results_path) as f:
+            raw = f.read()
+        yield out, raw, proc
+    finally:
+        root.cleanup()
+
+
+def test_reference_gets_full_marks(reference):
+    out, raw, proc = reference
+    tests = by_id(out)
+    assert set(tests) == {t.id for t in GRADING.enabled_tests()}
+    assert {i: t['score'] for i, t in tests.items() if t['score'] != t['max_score']} == {}
+    assert total(out) == possible(out) == sum(t.weight for t in GRADING.enabled_tests())
+    assert all(t['status'] == 'passed' for t in out['tests'])
+    assert 'graded model.py' in out['output']
+
+
+def test_reference_results_json_follows_the_spec(reference):
+    out, raw, proc = reference
+    assert isinstance(out['execution_time'], (int, float)) and out['execution_time'] > 0
+    for t in out['tests']:
+        assert len(t['output']) <= CAP
+        spec = next(s for s in GRADING.tests if s.number == t['number'])
+        assert (t['name'], t['max_score'], t['visibility']) == (spec.name, spec.weight, spec.visibility)
+        assert t['tags'] == spec.tags
+    extra = out['extra_data']
+    assert extra['profile'] == 'cpu'
+    assert set(extra['probe_seconds']) == set(IMPLEMENTATION)
+    assert all(isinstance(v, (int, float)) for v in extra['probe_seconds'].values())
+    assert isinstance(extra['wall_seconds'], (int, float)) and extra['wall_seconds'] >= sum(extra['probe_seconds'].values())
+    if os.geteuid() == 0:
+        assert extra['sandboxed_as'].startswith(GRADING.sandbox['user'])
+    assert len(raw) < 100_000
+
+
+# ----------------------------------------------------------------------------- the template
+
+@pytest.fixture(scope='module')
+def template(tmp_path_factory):
+    with open(TEMPLATE_MODEL) as f:
+        return graded(tmp_path_factory, 'template', f.read())[0]
+
+
+def test_template_scores_zero_with_not_implemented(template):
+    tests = by_id(template)
+    assert tests['submission']['status'] == 'passed'  # it imports: only the TODOs are missing
+    for tid in IMPLEMENTATION:
+        assert tests[tid]['score'] == 0, tid
+        assert 'not implemented yet' in tests[tid]['output'], (tid, tests[tid]['output'])
+    assert total(template) == 0
+
+
+# ----------------------------------------------------------------------------- determinism
+
+BUGGY = reference_with(('    def __init__(self, d: int, base: int = 10_000):\n',
+                        '    def __init__(self, d: int, base: int = 1_000):  # the bug: base 1000\n'))
+
+
+@pytest.fixture(scope='module')
+def buggy_three_times(tmp_path_factory):
+    return graded(tmp_path_factory, 'buggy', BUGGY, runs=3)
+
+
+def _verdicts(out):
+    return [(t['number'], t['score'], t['status'], t['output']) for t in out['tests']]
+
+
+def test_same_submission_same_grade(buggy_three_times):
+    first, *rest = buggy_three_times
+    for other in rest:
+        assert _verdicts(other) == _verdicts(first)
+        assert other['output'] == first['output']  # includes the loss-curve summary
+
+
+def test_buggy_submission_loses_the_rope_points(buggy_three_times):
+    tests = by_id(buggy_three_times[0])
+    assert tests['rope']['score'] < tests['rope']['max_score']  # (d = 2 has theta_1 = 1 for any base)
+    for tid in ('rope', 'mha-rope', 'gqa-rope'):
+        assert 'Likely bug' in tests[tid]['output'] and 'rope-base' in tests[tid]['output'], tests[tid]['output']
+    for tid in ('mha-rope', 'gqa-rope'):
+        assert tests[tid]['score'] == 0
+    assert tests['gqa']['score'] == tests['gqa']['max_score']
+    assert 0 < total(buggy_three_times[0]) < possible(buggy_three_times[0])
+
+
+# ----------------------------------------------------------------------------- fallback by shape
+
+FUSED = reference_with(
+    ('        self.q_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename\n'
+     '        self.k_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename\n'
+     '        self.v_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename\n',
+     '        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # older starter code: [Q; K; V] fused\n'),
+    ('            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '            k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '            v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n',
+     '            q, k, v = self.c_attn(x).split(C, dim=2)\n'
+     '            q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '            k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '            v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'))
+
+
+@pytest.fixture(scope='module')
+def fused(tmp_path_factory):
+    return graded(tmp_path_factory, 'fused', FUSED)[0]
+
+
+def test_fused_c_attn_is_matched_by_shape(fused):
+    tests = by_id(fused)
+    note = tests['submission']['output']
+    assert 'CausalSelfAttention lacks the handout names' in note
+    assert 'weights were matched by shape' in note and 'c_attn <- q_proj+k_proj+v_proj' in note
+    for tid in ('mha-rope', 'model', 'causality', 'generate'):  # every test that loads CausalSelfAttention
+        assert tests[tid]['score'] == tests[tid]['max_score'], tests[tid]['output']
+    # the GQA half is the reference's own: nothing else may change
+    for tid in ('rope', 'rope-cache', 'gqa', 'gqa-rope', 'dropout', 'memory', 'sliding-window'):
+        assert tests[tid]['score'] == tests[tid]['max_score'], tests[tid]['output']

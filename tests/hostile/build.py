@@ -1,0 +1,290 @@
+"""
+Builds the corpus of hostile submissions, tests/hostile/<name>/model.py: uploads that attack
+the autograder (hang, exhaust memory, flood stdout, exit early, fork, write results.json,
+read the fixtures, monkeypatch comparisons, forge the probes' output files) or return
+malformed tensors. tests/autograder/test_hostile.py grades each one through run_autograder.
+
+Where an attack needs a working model around it, the file is reference/mingpt/model.py with
+a few lines changed; the others are short stand-alone files. Paths under /autograder/ are
+Gradescope's; the tests relocate them into a temporary AUTOGRADER_ROOT.
+
+    python tests/hostile/build.py          # rewrite the corpus from the current reference
+    python tests/hostile/build.py --check  # exit 1 if a committed file differs (the tests do this too)
+"""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+REFERENCE = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
+
+IMPORTS_END = 'from mingpt.utils import CfgNode as CN, AttentionMemory\n'
+ROPE_FORWARD = '    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:\n'
+ROPE_RETURN = '        return x * cos + rotated * sin\n'
+ROPE_ROTATE = '        rotated = torch.cat([-x2, x1], dim=-1)          # (B, nh, T, d)\n'
+GQA_RETURN = '        return y, mem.net_bytes\n        # END SOLUTION\n'
+GQA_FORWARD = '        B, T, C = x.size()\n        hs, g = self.head_dim, self.n_head // self.n_kv_head\n'
+GPT_FORWARD = '    def forward(self, idx, targets=None, kv_caches=None):\n'
+
+# ----------------------------------------------------------------------------- attack code
+
+FORK_BOMB = '''
+# HOSTILE: a fork bomb at import; every process keeps forking (bounded by RLIMIT_NPROC)
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+'''
+
+MONKEYPATCH = '''
+# HOSTILE: make every comparison helper this process can reach say "equal"
+import unittest
+
+import numpy
+import numpy.testing
+
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+numpy.allclose = lambda *a, **k: True
+numpy.array_equal = lambda *a, **k: True
+numpy.testing.assert_allclose = lambda *a, **k: None
+unittest.TestCase.assertTrue = lambda *a, **k: None
+unittest.TestCase.assertEqual = lambda *a, **k: None
+'''
+
+PRINT_FORWARD = '''        # HOSTILE: 50 MB straight to the process's real stdout on the first call
+        if not getattr(GPT, '_flooded', False):
+            GPT._flooded = True
+            import sys
+            sys.__stdout__.write('y' * 50_000_000 + '\\n')
+            sys.__stdout__.flush()
+'''
+
+WRITE_RESULTS = '''"""HOSTILE: overwrite the grader's results.json with full marks, now and from a background process."""
+import json
+import os
+import time
+
+RESULTS = '/autograder/results/results.json'
+FAKE = {'score': 100.0, 'execution_time': 1.0, 'output': 'HOSTILE-FAKE-RESULTS',
+        'tests': [{'name': 'HOSTILE-FAKE-RESULTS', 'score': 100.0, 'max_score': 100.0, 'status': 'passed'}]}
+
+
+def attempt():
+    try:
+        os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+        with open(RESULTS, 'w') as f:
+            json.dump(FAKE, f)
+        return 'written'
+    except Exception as e:
+        return type(e).__name__
+
+
+print('HOSTILE-WRITE %s: %s' % (RESULTS, attempt()))
+# a detached process that keeps trying after the grader has moved on
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for _ in range(600):
+            attempt()
+            time.sleep(0.1)
+    os._exit(0)
+'''
+
+READ_SECRETS = '''"""HOSTILE: read the expected outputs and the reference solution, and show them."""
+import os
+
+SOURCE = '/autograder/source'
+TARGETS = [SOURCE, os.path.join(SOURCE, 'autograder', 'fixtures', 'cpu', 'expected.npz'),
+           os.path.join(SOURCE, 'reference', 'mingpt', 'model.py'), os.path.join(SOURCE, 'grading.yaml')]
+
+for path in TARGETS:
+    try:
+        if os.path.isdir(path) and os.listdir(path) is not None:
+            print('HOSTILE-READ %s: LISTED %s' % (path, sorted(os.listdir(path))[:5]))
+        else:
+            with open(path, 'rb') as f:
+                data = f.read()
+            print('HOSTILE-READ %s: READ %d bytes %r' % (path, len(data), data[:40]))
+    except Exception as e:
+        print('HOSTILE-READ %s: %s' % (path, type(e).__name__))
+'''
+
+FORGE = '''"""
+HOSTILE: write the probes' output files directly, each claiming status ok with arrays of
+zeros of the right names and shapes (read from the job and the probe runner's own inputs),
+fake the progress lines, then leave before the real probes run.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+JOB = os.path.abspath(sys.argv[1])   # the probe runner is started as `probes.py JOB_DIR`
+OUT = os.path.join(JOB, 'out')
+with open(os.path.join(JOB, 'job.json')) as f:
+    job = json.load(f)
+inputs = np.load(os.path.join(JOB, 'inputs.npz'))
+prof = job['profile']
+attn = np.zeros(inputs['attn/x'].shape, np.float32)
+B, T = inputs['model/idx'].shape
+V = prof['model']['vocab_size']
+prompt = inputs['generate/prompt']
+tokens = np.concatenate([prompt, np.zeros((prompt.shape[0], 12), prompt.dtype)], axis=1)
+kvs = prof['kv_heads']
+arrays = {
+    'rope': {'d%d_T%d' % (d, t): np.zeros((b, h, t, d), np.float32) for b, h, t, d in prof['rope_cases']},
+    'rope-cache': {k: np.zeros(inputs[x].shape, inputs[x].dtype) for k, x in (
+        ('call0_T8', 'rope-cache/x8'), ('call1_T24', 'rope-cache/x24'), ('call2_T8', 'rope-cache/x8'),
+        ('call3_T8_float64', 'rope-cache/x8_f64'), ('call4_T8_float32', 'rope-cache/x8'))},
+    'mha-rope': {'n_kv_head=%d' % prof['module']['n_query_head']: attn},
+    'gqa': {'n_kv_head=%d' % k: attn for k in kvs},
+    'gqa-rope': {'n_kv_head=%d' % k: attn for k in kvs},
+    'dropout': {'gqa/' + c: attn for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')},
+    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('base', 'future')] +
+                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('base', 'future')]),
+    'model': dict([('%s/logits' % c, np.zeros((B, T, V), np.float32)) for c in ('rope', 'gqa', 'rope-gqa')] +
+                  [('%s/loss' % c, np.zeros(1, np.float32)) for c in ('rope', 'gqa', 'rope-gqa')]),
+    'generate': {'greedy': tokens, 'top_k=1/tokens': tokens, 'top_k=5/tokens': tokens,
+                 'top_k=1/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32),
+                 'top_k=5/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32)},
+    'memory': {'n_kv_head=%d' % k: np.zeros(4, np.int64) for k in kvs},
+    'loss-curve': {'seed%d' % s: np.zeros(prof['loss_curve']['iters']) for s in job.get('loss_curve_seeds', [7])},
+    'sliding-window': {'%s/%s' % (k, i): attn for k in ('mha', 'gqa') for i in ('dense', 'banded')},
+    'sliding-window-memory': {'N=%d' % n: np.zeros(1, np.int64) for n in prof['sliding_window']['memory_seqs']},
+}
+for probe in ['import'] + list(job['probes']):
+    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
+        np.savez(f, **arrays.get(probe, {}))
+    with open(os.path.join(OUT, probe + '.json'), 'w') as f:
+        json.dump({'status': 'ok', 'seconds': 0.0, 'stdout': 'HOSTILE-FORGED'}, f)
+with open(os.path.join(OUT, 'progress'), 'a') as f:
+    for probe in job['probes']:
+        f.write('start %s\\nend %s\\n' % (probe, probe))
+os._exit(0)
+'''
+
+FORGE_MALFORMED = '''"""
+HOSTILE: forge the probes' output files with malformed content: NaN and float arrays where
+integers belong, arrays of the wrong rank, and report fields of the wrong JSON types.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+JOB = os.path.abspath(sys.argv[1])
+OUT = os.path.join(JOB, 'out')
+with open(os.path.join(JOB, 'job.json')) as f:
+    job = json.load(f)
+nan = np.full((2, 3), np.nan)
+arrays = {
+    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1/tokens': np.full((2, 20), np.nan),
+                 'top_k=5/tokens': np.zeros((2, 20), np.int64), 'top_k=5/logits': np.zeros((2, 19)),
+                 'top_k=1/logits': np.full((2, 19, 65), np.nan)},
+    'memory': {'n_kv_head=%d' % k: np.full(4, np.nan) for k in job['profile']['kv_heads']},
+    'sliding-window-memory': {'N=%d' % n: np.full(1, np.nan) for n in job['profile']['sliding_window']['memory_seqs']},
+    'loss-curve': {'seed7': np.full((3, 40), np.inf)},
+    'causality': {'mha/base': nan, 'mha/future': np.zeros(3)},
+}
+bad_info = {'status': 'ok', 'seconds': 'soon', 'notes': 5, 'where': 7, 'stdout': ['x'], 'dtypes': [1, 2],
+            'has_wpe': 'yes', 'case_errors': 'everything', 'message': {'a': 1}}
+for probe in ['import'] + list(job['probes']):
+    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
+        np.savez(f, **arrays.get(probe, {'x': nan}))
+    with open(os.path.join(OUT, probe + '.json'), 'w') as f:
+        json.dump(bad_info if probe in ('rope', 'rope-cache', 'gqa') else {'status': 'ok'}, f)
+os._exit(0)
+'''
+
+# ----------------------------------------------------------------------------- the corpus
+
+# name -> (what it does, base: 'reference' or None for stand-alone, [(anchor, replacement)] or the file text)
+CASES = {
+    'syntax_error': ('a missing operand in RotaryPositionalEmbeddings.forward', 'reference',
+                     [('        T = x.shape[-2] + offset\n', '        T = x.shape[-2] + offset +\n')]),
+    'import_subprocess': ('imports subprocess (refused before running)', 'reference',
+                          [(IMPORTS_END, IMPORTS_END + 'import subprocess  # HOSTILE\n')]),
+    'import_wandb': ('imports wandb, which the grader does not provide', 'reference',
+                     [(IMPORTS_END, IMPORTS_END + 'import wandb  # HOSTILE\n')]),
+    'loop_at_import': ('an infinite loop at import', 'reference',
+                       [(IMPORTS_END, IMPORTS_END + '\nwhile True:  # HOSTILE\n    pass\n')]),
+    'loop_in_forward': ('RoPE hangs on float64 input, which only the rope-cache test sends', 'reference',
+                        [(ROPE_FORWARD, ROPE_FORWARD + '        while x.dtype == torch.float64:  # HOSTILE\n'
+                                                       '            pass\n')]),
+    'alloc_at_import': ('allocates 4 GB at import', 'reference',
+                        [(IMPORTS_END, IMPORTS_END + '\n_HOG = torch.empty(2 ** 30)  # HOSTILE: 4 GB of float32\n')]),
+    'alloc_in_forward': ('allocates 4 GB in GroupedQueryAttention.forward', 'reference',
+                         [(GQA_FORWARD, '        hog = torch.empty(2 ** 30)  # HOSTILE: 4 GB of float32\n'
+                                        + GQA_FORWARD)]),
+    'print_50mb': ('prints 50 MB at import and writes 50 MB to the real stdout in GPT.forward', 'reference',
+                   [(IMPORTS_END, IMPORTS_END + "\nprint('x' * 50_000_000)  # HOSTILE\n"),
+                    (GPT_FORWARD, GPT_FORWARD + PRINT_FORWARD)]),
+    'sys_exit_at_import': ('sys.exit(0) at import', 'reference',
+                           [(IMPORTS_END, IMPORTS_END + '\nimport sys  # HOSTILE\nsys.exit(0)\n')]),
+    'os_exit_at_import': ('os._exit(0) at import', 'reference',
+                          [(IMPORTS_END, IMPORTS_END + '\nos._exit(0)  # HOSTILE\n')]),
+    'fork_bomb': ('forks in a loop at import', 'reference', [(IMPORTS_END, IMPORTS_END + FORK_BOMB)]),
+    'write_results': ("writes /autograder/results/results.json, at import and from a detached process", None,
+                      WRITE_RESULTS),
+    'read_fixtures': ('reads the fixtures and the reference solution at import', None, READ_SECRETS),
+    'monkeypatch': ('a RoPE sign bug, plus torch/numpy/unittest comparison helpers patched to always agree',
+                    'reference', [(ROPE_ROTATE, ROPE_ROTATE.replace('[-x2, x1]', '[x2, -x1]')),
+                                  (IMPORTS_END, IMPORTS_END + MONKEYPATCH)]),
+    'nan_outputs': ('RoPE returns NaN everywhere', 'reference',
+                    [(ROPE_RETURN, '        return (x * cos + rotated * sin) * float("nan")  # HOSTILE\n')]),
+    'wrong_shape': ('GroupedQueryAttention drops the last position of its output', 'reference',
+                    [(GQA_RETURN, '        return y[:, :-1], mem.net_bytes  # HOSTILE: one position short\n'
+                                  '        # END SOLUTION\n')]),
+    'forge_outputs': ("writes the probes' output files itself (status ok, arrays of zeros) and exits", None, FORGE),
+    'forge_malformed': ("writes malformed probe output files (NaN, wrong ranks and JSON types) and exits", None,
+                        FORGE_MALFORMED),
+}
+
+
+def build(name):
+    what, base, edits = CASES[name]
+    header = '# HOSTILE SUBMISSION %s: %s.\n# Generated by tests/hostile/build.py%s; do not edit by hand.\n' % (
+        name, what, ' from reference/mingpt/model.py' if base else '')
+    if base is None:
+        return header + edits
+    with open(REFERENCE) as f:
+        text = f.read()
+    for anchor, replacement in edits:
+        if text.count(anchor) != 1:
+            raise SystemExit('tests/hostile/build.py: %s: the anchor %r occurs %d times in the reference; '
+                             'update the case' % (name, anchor, text.count(anchor)))
+        text = text.replace(anchor, replacement)
+    return header + text
+
+
+def path(name):
+    return os.path.join(HERE, name, 'model.py')
+
+
+def main(argv):
+    check = '--check' in argv
+    stale = []
+    for name in CASES:
+        text = build(name)
+        current = open(path(name)).read() if os.path.isfile(path(name)) else None
+        if current != text:
+            stale.append(name)
+            if not check:
+                os.makedirs(os.path.dirname(path(name)), exist_ok=True)
+                with open(path(name), 'w') as f:
+                    f.write(text)
+    if check and stale:
+        print('stale hostile submissions: %s; run `python tests/hostile/build.py`' % ', '.join(stale))
+        return 1
+    print('%s %d hostile submissions' % ('checked' if check else 'wrote', len(CASES)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
