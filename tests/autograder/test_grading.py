@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from conftest import REPO, AutograderRoot, by_id, load_results, possible, total
+from ag_helpers import REPO, AutograderRoot, by_id, possible, total
 from autograder import GRADING_YAML, config, grade
 
 GRADING = config.load(GRADING_YAML)

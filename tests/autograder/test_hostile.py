@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import (HERE, REPO, SANDBOXED, by_id, load_results, mode, possible, sandbox_processes,
+from ag_helpers import (REPO, SANDBOXED, by_id, mode, possible, sandbox_processes,
                       sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML, config, sandbox
 

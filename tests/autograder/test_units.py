@@ -15,7 +15,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import REPO, AutograderRoot, grading_text, load_results
+from ag_helpers import REPO, AutograderRoot, grading_text, load_results
 from autograder import GRADING_YAML, config, grade, results, submission
 
 REFERENCE_MODEL = os.path.join(REPO, 'reference', 'mingpt', 'model.py')

@@ -1,0 +1,190 @@
+"""
+Shared helpers for the autograder's own tests (imported as `ag_helpers`: a module called
+`conftest` would be shadowed by the other test folders' conftest.py in one pytest run).
+
+`AutograderRoot` builds Gradescope's layout in a temporary folder ($ROOT/source,
+$ROOT/submission, $ROOT/results) and runs ./run_autograder on it with AUTOGRADER_ROOT set.
+$ROOT/source is what the autograder zip unpacks to: autograder/, reference/ and grading.yaml
+are real copies (world-readable before grading, so that only the grader's own lockdown keeps
+them from student code; grading.yaml may be edited, e.g. shorter timeouts), the rest are
+links into this checkout. Every grading leaves a results.json that must pass
+autograder.results.validate.
+
+Tests that need the sandbox user (root, with hw1student created by setup.sh) are skipped
+elsewhere: without it student code runs as the grader's own user.
+"""
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from autograder import GRADING_YAML, config, results, sandbox  # noqa: E402
+
+SANDBOX_USER = config.load(GRADING_YAML).sandbox['user']
+
+
+def sandbox_uid():
+    """uid of the sandbox user when the grader would use it (root, user exists), else None."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(SANDBOX_USER).pw_uid
+    except KeyError:
+        return None
+
+
+SANDBOXED = sandbox_uid() is not None
+needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user %r (./setup.sh)'
+                                   % SANDBOX_USER)
+
+# copied, not linked: the secrets (so that the test sees the grader protect them) and what tests edit
+COPIED = ('autograder', 'reference', 'grading.yaml')
+REFERENCE_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')
+
+
+def grading_text(timeouts=None, edit=None):
+    """grading.yaml with some test timeouts changed ({test id: seconds}) and/or edited by `edit(dict)`."""
+    with open(GRADING_YAML) as f:
+        text = f.read()
+    if not timeouts and not edit:
+        return text
+    data = yaml.safe_load(text)
+    for t in data['tests']:
+        if t['id'] in (timeouts or {}):
+            t['timeout'] = timeouts[t['id']]
+    if edit:
+        edit(data)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _copy_tree(src, dst):
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+
+
+class AutograderRoot:
+    def __init__(self, grading=None):
+        self.path = tempfile.mkdtemp(prefix='hw1-agtest-', dir='/tmp')
+        self.source = os.path.join(self.path, 'source')
+        self.submission = os.path.join(self.path, 'submission')
+        self.results_dir = os.path.join(self.path, 'results')
+        self.results_path = os.path.join(self.results_dir, 'results.json')
+        os.makedirs(self.source)
+        os.makedirs(self.submission)
+        for name in sorted(os.listdir(REPO)):
+            if name.startswith('.') or name in COPIED or name in ('results', 'dist', '__pycache__'):
+                continue
+            os.symlink(os.path.join(REPO, name), os.path.join(self.source, name))
+        _copy_tree(os.path.join(REPO, 'autograder'), os.path.join(self.source, 'autograder'))
+        for rel in REFERENCE_FILES:
+            os.makedirs(os.path.dirname(os.path.join(self.source, 'reference', rel)), exist_ok=True)
+            shutil.copyfile(os.path.join(REPO, 'reference', rel), os.path.join(self.source, 'reference', rel))
+        with open(os.path.join(self.source, 'grading.yaml'), 'w') as f:
+            f.write(grading if grading is not None else grading_text())
+        # like /autograder after the image build: everything readable by everyone
+        for root, dirs, files in os.walk(self.path):
+            os.chmod(root, 0o755)
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o644)
+
+    def relocate(self, text):
+        """Gradescope's /autograder/... paths in a submission, moved to this root."""
+        return text.replace('/autograder/', self.path + '/')
+
+    def submit(self, name, text):
+        target = os.path.join(self.submission, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, 'w') as f:
+            f.write(self.relocate(text))
+        os.chmod(target, 0o644)
+        return target
+
+    def run(self, timeout=600, source=None):
+        """./run_autograder on this root. Returns (results dict, CompletedProcess)."""
+        env = dict(os.environ, AUTOGRADER_ROOT=self.path, PYTHON=sys.executable)
+        env.pop('HW1_SOURCE', None)
+        if source:
+            env['HW1_SOURCE'] = source
+        proc = subprocess.run(['bash', os.path.join(REPO, 'run_autograder')], cwd=self.path, env=env, timeout=timeout,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        return load_results(self.results_path), proc
+
+    def cleanup(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def load_results(path):
+    with open(path) as f:
+        out = json.load(f)
+    results.validate(out)
+    return out
+
+
+def by_id(out, grading_path=GRADING_YAML):
+    """{test id: result entry}, matched through the numbers grading.yaml gives each id."""
+    numbers = {t.number: t.id for t in config.load(grading_path).tests}
+    return {numbers[t['number']]: t for t in out['tests'] if t.get('number') in numbers}
+
+
+def total(out):
+    return sum(t['score'] for t in out['tests'])
+
+
+def possible(out):
+    return sum(t['max_score'] for t in out['tests'])
+
+
+def sandbox_uids():
+    """uids of the sandbox user pool (hw1student, hw1student1, ...) when the grader would use it."""
+    if sandbox_uid() is None:
+        return []
+    pool, _ = sandbox._sandbox_user(SANDBOX_USER)
+    return [uid for uid, _gid in pool or []]
+
+
+def _zombie(pid):
+    """Killed processes whose parent died wait as zombies until init reaps them: they run nothing."""
+    with open('/proc/%s/stat' % pid) as f:
+        return f.read().rpartition(')')[2].split()[0] in ('Z', 'X')
+
+
+def sandbox_processes():
+    """
+    pids of the sandbox users' processes, each user checked under its sandbox lock so that no
+    grading is in flight for it; a user that another grading holds right now is not checked.
+    """
+    pids = []
+    for uid in sandbox_uids():
+        lock = sandbox._try_lock(uid, blocking=False)
+        if lock is None and sandbox._lock_path(uid) is not None:
+            continue  # busy with someone else's grading
+        try:
+            for entry in os.listdir('/proc'):
+                if entry.isdigit():
+                    try:
+                        if os.stat('/proc/' + entry).st_uid == uid and not _zombie(entry):
+                            pids.append(int(entry))
+                    except FileNotFoundError:
+                        pass
+        finally:
+            if lock is not None:
+                os.close(lock)
+    return pids
+
+
+def mode(path):
+    st = os.stat(path)
+    return stat.S_IMODE(st.st_mode), st.st_uid
