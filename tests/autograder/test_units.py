@@ -323,3 +323,17 @@ def test_fixture_arrays_are_plain_numbers():
     for name in ('expected.npz', 'fingerprints.npz'):
         with np.load(os.path.join(base, name), allow_pickle=False) as npz:
             assert all(npz[k].dtype.kind in 'biuf' for k in npz.files)
+
+
+# ----------------------------------------------------------------------------- the overall time limit
+
+GRADESCOPE_TIMEOUT_S = 600   # the default; past it the student gets no results at all
+RESTART_S = 5                # a child restart after a timeout: Python + torch import on a slow core
+
+
+@pytest.mark.xfail(strict=True, reason='no overall time budget yet: a hang in RoPE alone costs 810 s of '
+                                       'per-test timeouts (see docs/BENCHMARKS.md, grading time)')
+def test_every_probe_hanging_still_fits_gradescopes_timeout():
+    probes = [t for t in config.load(GRADING_YAML).enabled_tests() if t.id != 'submission']
+    worst = sum(t.timeout + RESTART_S for t in probes)
+    assert worst <= GRADESCOPE_TIMEOUT_S - 60, 'worst case %d s' % worst
