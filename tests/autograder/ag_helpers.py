@@ -97,7 +97,8 @@ class AutograderRoot:
         for root, dirs, files in os.walk(self.path):
             os.chmod(root, 0o755)
             for name in files:
-                os.chmod(os.path.join(root, name), 0o644)
+                if not os.path.islink(os.path.join(root, name)):  # a link's chmod would change the repo's file
+                    os.chmod(os.path.join(root, name), 0o644)
 
     def relocate(self, text):
         """Gradescope's /autograder/... paths in a submission, moved to this root."""
