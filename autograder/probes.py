@@ -10,6 +10,7 @@ the student's mingpt/model.py and input.txt. Progress lines ("start ID" / "end I
 harness time each probe and restart after the one that hung or killed the process.
 """
 
+import gc
 import io
 import json
 import os
@@ -267,6 +268,7 @@ def probe_memory(ctx):
         def run(kv=kv):
             module = ctx.attention('gqa', 'gqa-kv%d' % kv, kv).train()
             adapter.call_attention(module, x)  # warm-up: lazily built caches are not the attention's cost
+            gc.collect()  # garbage of earlier cases must not die inside the measured region
             with AttentionMemory(ctx.device) as mem:
                 y, reported = adapter.call_attention(module, x)
             del y
@@ -329,6 +331,7 @@ def probe_sliding_window_memory(ctx):
             x = ctx.t('swmem/x%d' % n)
             with torch.no_grad():
                 adapter.call_attention(module, x)
+                gc.collect()
                 with AttentionMemory(ctx.device) as mem:
                     adapter.call_attention(module, x)
             return np.array([mem.peak_bytes], dtype=np.int64)

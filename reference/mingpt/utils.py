@@ -4,6 +4,7 @@ the CfgNode configuration object with strict `--section.key=value` overrides, an
 attention memory meter that works on CUDA (allocator) and on CPU (a deterministic tracker).
 """
 
+import gc
 import json
 import os
 import random
@@ -114,6 +115,10 @@ class AttentionMemory:
             self._start_total = torch.cuda.memory_stats(self.device).get('allocated_bytes.all.allocated', 0)
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
+            # no cyclic-GC pass inside the region: when one runs would otherwise decide when some
+            # storages die, and the counts would depend on what the process did before
+            self._gc_was_enabled = gc.isenabled()
+            gc.disable()
             self._tracker = _CpuAllocationTracker()
             self._tracker.__enter__()
         return self
@@ -130,6 +135,8 @@ class AttentionMemory:
             self.net_bytes = self._tracker.live
             self.peak_bytes = self._tracker.peak
             self.allocated_bytes = self._tracker.total
+            if self._gc_was_enabled:
+                gc.enable()
         return False
 
 # -----------------------------------------------------------------------------
