@@ -329,11 +329,13 @@ def test_fixture_arrays_are_plain_numbers():
 
 GRADESCOPE_TIMEOUT_S = 600   # the default; past it the student gets no results at all
 RESTART_S = 5                # a child restart after a timeout: Python + torch import on a slow core
+HARNESS_S = 60               # start-up, fixtures, judging and results around the sandbox, with room to spare
 
 
-@pytest.mark.xfail(strict=True, reason='no overall time budget yet: a hang in RoPE alone costs 810 s of '
-                                       'per-test timeouts (see docs/BENCHMARKS.md, grading time)')
 def test_every_probe_hanging_still_fits_gradescopes_timeout():
-    probes = [t for t in config.load(GRADING_YAML).enabled_tests() if t.id != 'submission']
-    worst = sum(t.timeout + RESTART_S for t in probes)
-    assert worst <= GRADESCOPE_TIMEOUT_S - 60, 'worst case %d s' % worst
+    """Per-test timeouts add up (a hang in RoPE alone trips nine tests); sandbox.total_seconds caps the sum."""
+    g = config.load(GRADING_YAML)
+    probes = [t for t in g.enabled_tests() if t.id != 'submission']
+    uncapped = sum(t.timeout + RESTART_S for t in probes)
+    worst = min(uncapped, g.sandbox['total_seconds'] + RESTART_S)
+    assert worst + HARNESS_S <= GRADESCOPE_TIMEOUT_S, 'worst case %d s in the sandbox' % worst
