@@ -69,7 +69,7 @@ def _evaluate_one(args):
         tests[tid] = {'score': t['score'], 'max_score': t['max_score'], 'output': t.get('output', '')}
     grade_seconds = time.time() - started
     course = course_tests.run(sub['path'])
-    return dict(sub, tests=tests, grade_seconds=round(grade_seconds, 1), course=course,
+    return dict(sub, tests=tests, skipped=list(skip), grade_seconds=round(grade_seconds, 1), course=course,
                 grader_output=out.get('output', ''))
 
 
@@ -77,7 +77,8 @@ def analyse(rows, test_ids):
     for r in rows:
         lost = {tid for tid, t in r['tests'].items() if t['score'] < t['max_score']}
         r['lost'] = lost
-        r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests']]  # skipped for mutants: never counted
+        # a test skipped on purpose (loss-curve for mutants not expected to fail it) is not missing
+        r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests'] and tid not in r.get('skipped', ())]
         if r['verdict'] == 'correct':
             r['false_failure'] = bool(lost) or bool(r['missing_tests'])
         else:
@@ -196,7 +197,7 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
           'd=2, dropout layers, rotary d): the baseline.', '', '## Totals', '']
     md += ['- ' + l for l in summary_lines(s)]
     md += ['', '## Per submission', '',
-           'Cells: `ok` full marks, `lost` points lost; `!` contradicts expected.yaml; `*` lost on a test '
+           'Cells: `ok` full marks, `lost` points lost, `-` not run (loss-curve training runs only for correct variants and mutants expected to fail it); `!` contradicts expected.yaml; `*` lost on a test '
            'that must_fail does not list (allowed). Tests: ' +
            ', '.join('%s = %s' % (t.number, t.id) for t in tests_meta), '']
     md.append('| ' + ' | '.join(header) + ' |')
