@@ -49,9 +49,11 @@ def draw(path, losses, curves, window, band, title=''):
     ax.add_patch(plt.Rectangle((x0, lo), window, hi - lo, fill=False, edgecolor='tab:green', linewidth=1.5,
                                label='accepted final mean (last %d iterations)' % window))
     verdict = 'no loss curve recorded'
+    finite = list(curves[np.isfinite(curves)])
     if losses is not None and len(losses):
         y = np.array([np.nan if v is None else v for v in losses], dtype=float)
         ax.plot(np.arange(1, len(y) + 1), y, color='tab:orange', linewidth=1.5, label='submission')
+        finite += list(y[np.isfinite(y)])  # a curve far outside the band must stay in view
         tail = y[-window:]
         if np.all(np.isfinite(tail)):
             final = float(tail.mean())
@@ -59,8 +61,7 @@ def draw(path, losses, curves, window, band, title=''):
             verdict = 'final %.3f %s [%.3f, %.3f]' % (final, 'inside' if lo <= final <= hi else 'OUTSIDE', lo, hi)
         else:
             verdict = 'loss became non-finite'
-    finite = curves[np.isfinite(curves)]
-    ax.set_ylim(max(0.0, float(finite.min()) - 0.5), float(finite.max()) + 0.3)
+    ax.set_ylim(max(0.0, min(finite) - 0.3), max(finite) + 0.3)
     ax.set_xlabel('iteration')
     ax.set_ylabel('training loss (nats)')
     ax.set_title('%s%s' % (title + ': ' if title else '', verdict), fontsize=10)
