@@ -21,19 +21,10 @@ import sys
 import tempfile
 import time
 
+from machine import cpu_model  # bench/machine.py, beside this script
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPORT = os.path.join(REPO, 'tests', 'export')
-
-
-def cpu_model():
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or 'unknown'
 
 
 def make_export(target, copies):

@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+from machine import cpu_model  # bench/machine.py, beside this script
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WALL_TARGET_S = 120
 RSS_TARGET_MB = 768
@@ -126,17 +128,6 @@ def one_grading(submission, cpu, python):
         'probe_seconds': extra.get('probe_seconds', {}),
         'sandboxed_as': extra.get('sandboxed_as'),
     }
-
-
-def cpu_model():
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or 'unknown'
 
 
 def loadavg():

@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(REPO, 'reference'))
 
 from mingpt.model import GPT, banded_attention, causal_attention, sliding_window_mask  # noqa: E402
 from mingpt.utils import AttentionMemory  # noqa: E402
+from machine import cpu_model  # noqa: E402  (bench/machine.py, beside this script)
 
 VOCAB = 65
 
@@ -73,14 +74,8 @@ def quiet_gpt(config):
 
 
 def machine_line():
-    cpu = platform.processor() or 'unknown CPU'
-    try:
-        with open('/proc/cpuinfo') as f:
-            cpu = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
-    except (OSError, StopIteration):
-        pass
     return "nproc=%d, CPU: %s, torch %s, torch threads=%d, Python %s" % (
-        os.cpu_count(), cpu, torch.__version__, torch.get_num_threads(), platform.python_version())
+        os.cpu_count(), cpu_model(), torch.__version__, torch.get_num_threads(), platform.python_version())
 
 # -----------------------------------------------------------------------------
 # 1. training throughput
