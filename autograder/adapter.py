@@ -113,43 +113,55 @@ def _role_hint(name):
     return None
 
 
-def _load_by_shape(module, w, n_embd):
+def plan_projections(layers, n_embd, kv_dim):
     """
-    Fallback for renamed or fused projections: match linear layers by shape, using their
-    names only where shapes are ambiguous (a fused [k; v] layer is n_embd wide when
-    n_kv_head = n_query_head / 2). Fused layers are assumed to stack [q; k; v] or [k; v].
+    Which of an attention module's Linear(n_embd -> *) layers plays which projection when the
+    handout's names are missing. `layers`: [(name, out_features)] in registration order.
+    Returns ({role: layer name}, [roles not found]); the roles are 'out' and either 'qkv' or
+    'q' with 'kv' or with 'k' and 'v'. Shapes decide, names only where shapes are ambiguous (a
+    fused [k; v] layer is n_embd wide when n_kv_head = n_query_head / 2); fused layers are
+    assumed to stack [q; k; v] or [k; v] along the output. Torch-free on purpose:
+    build-template copies this source into the students' test_model.py, so that the public
+    tests and the grader match layers the same way.
     """
-    kvd = w['k_proj.weight'].shape[0]
-    free = [(n, m) for n, m in _linears(module) if m.in_features == n_embd]
+    free = list(layers)
     plan = {}
 
     def take(role, out_features):
-        fits = [(n, m) for n, m in free if m.out_features == out_features]
-        named = [p for p in fits if _role_hint(p[0]) == role]
-        unnamed = [p for p in fits if _role_hint(p[0]) is None]  # a layer named for another role is never taken
+        fits = [l for l in free if l[1] == out_features]
+        named = [l for l in fits if _role_hint(l[0]) == role]
+        unnamed = [l for l in fits if _role_hint(l[0]) is None]  # a layer named for another role is never taken
         if named or unnamed:
             # without a telling name the output projection is the last square layer, any other role the first
-            plan[role] = named[0] if named else unnamed[-1] if role == 'out' else unnamed[0]
-            free.remove(plan[role])
+            pick = named[0] if named else unnamed[-1] if role == 'out' else unnamed[0]
+            plan[role] = pick[0]
+            free.remove(pick)
 
-    take('qkv', n_embd + 2 * kvd)
+    take('qkv', n_embd + 2 * kv_dim)
     take('out', n_embd)
     if 'qkv' not in plan:
-        fused_kv = [(n, m) for n, m in free if m.out_features == 2 * kvd and
-                    (_role_hint(n) == 'kv' or 2 * kvd != n_embd)]
+        fused_kv = [l for l in free if l[1] == 2 * kv_dim and (_role_hint(l[0]) == 'kv' or 2 * kv_dim != n_embd)]
         if fused_kv:
-            plan['kv'] = fused_kv[0]
-            free.remove(plan['kv'])
+            plan['kv'] = fused_kv[0][0]
+            free.remove(fused_kv[0])
         take('q', n_embd)
         if 'kv' not in plan:
-            take('k', kvd)
-            take('v', kvd)
+            take('k', kv_dim)
+            take('v', kv_dim)
     need = ['out'] + (['qkv'] if 'qkv' in plan else ['q'] + (['kv'] if 'kv' in plan else ['k', 'v']))
-    missing = [r for r in need if r not in plan]
+    return plan, [r for r in need if r not in plan]
+
+
+def _load_by_shape(module, w, n_embd):
+    """Fallback for renamed or fused projections: plan_projections decides which layer is which."""
+    linears = dict((n, m) for n, m in _linears(module) if m.in_features == n_embd)
+    names, missing = plan_projections([(n, m.out_features) for n, m in linears.items()], n_embd,
+                                      w['k_proj.weight'].shape[0])
     if missing:
         raise AdapterError("could not find the %s projection(s) among %s's linear layers %s" % (
             '/'.join(missing), type(module).__name__,
             ', '.join('%s %d->%d' % (n, m.in_features, m.out_features) for n, m in _linears(module))))
+    plan = {role: (name, linears[name]) for role, name in names.items()}
     cat = lambda *names: (torch.cat([w[n + '.weight'] for n in names]), torch.cat([w[n + '.bias'] for n in names]))
     try:
         if 'qkv' in plan:

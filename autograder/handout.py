@@ -14,6 +14,7 @@ build-handout zips the generated template plus the corpus into dist/hw1_handout.
 """
 
 import argparse
+import inspect
 import io
 import json
 import os
@@ -38,6 +39,14 @@ OPTIONAL_PARTS = ('sliding_window',)
 # the placeholders in templates/test_model.py that the generator fills in
 EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
 PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
+PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/adapter.py\n'
+
+
+def _projection_plan_source():
+    """The grader's own layer matching (autograder/adapter.py), copied so public tests and grader agree."""
+    from autograder import adapter
+    body = '\n\n'.join(inspect.getsource(f) for f in (adapter._role_hint, adapter.plan_projections))
+    return '# copied by build-template from autograder/adapter.py: do not edit here\n' + body
 
 # ----------------------------------------------------------------------------- markers
 
@@ -272,10 +281,11 @@ def generate(optional_parts=None):
         files[rel] = strip_markers(text, 'student_template/templates/' + rel, optional_parts)
 
     source = files['test_model.py']
-    for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER):
+    for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER):
         if source.count(placeholder) != 1:
             raise ValueError('student_template/templates/test_model.py must contain the line %r exactly once'
                              % placeholder.strip())
+    source = source.replace(PLAN_PLACEHOLDER, _projection_plan_source())
     computed = compute_expected(source)
     source = source.replace(EXPECTED_PLACEHOLDER, _expected_literal(computed['expected']))
     files['test_model.py'] = source.replace(PARAMETERS_PLACEHOLDER, _parameters_literal(computed['parameters']))

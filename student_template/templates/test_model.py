@@ -18,6 +18,7 @@ import contextlib
 import functools
 import io
 import math
+import re
 import sys
 import unittest
 
@@ -143,46 +144,33 @@ def load_attention_weights(module, weights):
     return note
 
 
+PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/adapter.py
+
+
 def _load_by_shape(module, weights):
+    """Renamed or fused projections, matched exactly as the autograder matches them (plan_projections)."""
     cls = type(module).__name__
-    kv_dim = weights['k_proj.weight'].shape[0]
-    linears = [(n, m) for n, m in module.named_modules() if n and isinstance(m, nn.Linear) and m.in_features == N_EMBD]
-    width = lambda w: [(n, m) for n, m in linears if m.out_features == w]
-    missing = [name for name in PROJECTIONS if not isinstance(getattr(module, name, None), nn.Linear)]
-    hint = ('%s has no nn.Linear named %s. Keep the handout\'s names q_proj, k_proj, v_proj and out_proj '
-            '(Do NOT rename): ' % (cls, ', '.join(missing)))
-    square = width(N_EMBD)
-    if not square:
-        raise CheckFailed(hint + 'no Linear(%d -> %d) output projection was found either.' % (N_EMBD, N_EMBD))
-    named_out = [(n, m) for n, m in square if 'out' in n.lower() or n.split('.')[-1].lower() in ('c_proj', 'o_proj', 'wo', 'o')]
-    out = named_out[0] if named_out else square[-1]
-    rest = [(n, m) for n, m in square if n != out[0]]
-    cat = lambda *names: (torch.cat([weights[n + '.weight'] for n in names]), torch.cat([weights[n + '.bias'] for n in names]))
-    plan = []
-    fused_kv = width(2 * kv_dim) if 2 * kv_dim != N_EMBD else []
-    if 2 * kv_dim == N_EMBD and not width(kv_dim) and len(rest) >= 2:
-        # a fused [K; V] layer is then square too: take the one named like it, else the second
-        fused_kv = [next((l for l in rest if 'kv' in l[0].lower()), rest[1])]
-        rest = [l for l in rest if l[0] != fused_kv[0][0]]
-    if width(N_EMBD + 2 * kv_dim):
-        plan.append((width(N_EMBD + 2 * kv_dim)[0], 'q_proj+k_proj+v_proj', cat('q_proj', 'k_proj', 'v_proj')))
-    else:
-        if not rest:
-            raise CheckFailed(hint + 'no query projection Linear(%d -> %d) was found either.' % (N_EMBD, N_EMBD))
-        plan.append((rest[0], 'q_proj', cat('q_proj')))
-        if fused_kv:
-            plan.append((fused_kv[0], 'k_proj+v_proj', cat('k_proj', 'v_proj')))
-        else:
-            kv = rest[1:] if kv_dim == N_EMBD else width(kv_dim)
-            if len(kv) < 2:
-                raise CheckFailed(hint + 'no key and value projections Linear(%d -> %d) were found either.'
-                                  % (N_EMBD, kv_dim))
-            plan += [(kv[0], 'k_proj', cat('k_proj')), (kv[1], 'v_proj', cat('v_proj'))]
-    plan.append((out, 'out_proj', cat('out_proj')))
+    linears = dict((n, m) for n, m in module.named_modules()
+                   if n and isinstance(m, nn.Linear) and m.in_features == N_EMBD)
+    plan, missing = plan_projections([(n, m.out_features) for n, m in linears.items()], N_EMBD,
+                                     weights['k_proj.weight'].shape[0])
+    if missing:
+        absent = [name for name in PROJECTIONS if not isinstance(getattr(module, name, None), nn.Linear)]
+        raise CheckFailed('%s has no nn.Linear named %s. Keep the handout\'s names q_proj, k_proj, v_proj and '
+                          'out_proj (Do NOT rename): no layer could be matched by shape as %s either.'
+                          % (cls, ', '.join(absent), '/'.join(missing)))
+    sources = {'qkv': ('q_proj', 'k_proj', 'v_proj'), 'kv': ('k_proj', 'v_proj'), 'q': ('q_proj',),
+               'k': ('k_proj',), 'v': ('v_proj',), 'out': ('out_proj',)}
     used = []
-    for (name, linear), role, (weight, bias) in plan:
-        _copy_linear(cls, name, linear, weight, bias)
-        used.append('%s.%s (Linear %d->%d, as %s, matched by shape)' % (cls, name, N_EMBD, weight.shape[0], role))
+    for role in ('qkv', 'kv', 'q', 'k', 'v', 'out'):
+        if role not in plan:
+            continue
+        names = sources[role]
+        weight = torch.cat([weights[n + '.weight'] for n in names])
+        bias = torch.cat([weights[n + '.bias'] for n in names])
+        _copy_linear(cls, plan[role], linears[plan[role]], weight, bias)
+        used.append('%s.%s (Linear %d->%d, as %s, matched by shape)' % (cls, plan[role], N_EMBD, weight.shape[0],
+                                                                        '+'.join(names)))
     return used
 
 
