@@ -28,7 +28,7 @@ def _probe_ids(specs):
     return [s.id for s in specs if s.id != 'submission']
 
 
-def _submission_verdict(located, problems, run, sandbox):
+def _submission_verdict(located, problems, run):
     lines = [located.note] if located.note else []
     if located.problem or problems:
         return Verdict(0.0, lines + (problems or [located.problem]))
@@ -51,15 +51,14 @@ def graded_specs(grading, skip=()):
     return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
 
 
-def verdicts_for(grading, profile, located, fx, skip=()):
-    """Run the submission in the sandbox and judge every graded test. Returns ({id: Verdict}, run info)."""
+def verdicts_for(grading, profile, located, fx, sandbox, skip=()):
+    """Run the submission in `sandbox` and judge every graded test. Returns ({id: Verdict}, run info)."""
     specs = graded_specs(grading, skip)
     problems = submission.static_problems(located.path) if located.path else []
-    sandbox = Sandbox(grading.sandbox)
     if located.problem or problems:
         reason = located.problem or problems[0]
         verdicts = {s.id: Verdict(0.0, ['not graded: %s' % reason]) for s in specs}
-        verdicts['submission'] = _submission_verdict(located, problems, None, sandbox)
+        verdicts['submission'] = _submission_verdict(located, problems, None)
         return verdicts, {'sandbox': 'not run'}
     prof = grading.profiles[profile]
     probe_ids = _probe_ids(specs)
@@ -67,7 +66,7 @@ def verdicts_for(grading, profile, located, fx, skip=()):
     job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
     run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
                       import_timeout=grading.test('submission').timeout, need_data='loss-curve' in probe_ids)
-    verdicts = {'submission': _submission_verdict(located, [], run, sandbox)}
+    verdicts = {'submission': _submission_verdict(located, [], run)}
     for spec in specs:
         if spec.id == 'submission':
             continue
@@ -87,9 +86,8 @@ def verdicts_for(grading, profile, located, fx, skip=()):
     return verdicts, info
 
 
-def lockdown(grading, results_path):
+def lockdown(sandbox, results_path):
     """Under root with a sandbox user: nothing of the grader is readable by student code."""
-    sandbox = Sandbox(grading.sandbox)
     if not sandbox.user:
         return
     paths = []
@@ -117,10 +115,11 @@ def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADIN
         if profile not in grading.profiles:
             raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
         os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
-        lockdown(grading, results_path)
+        sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
+        lockdown(sandbox, results_path)
         fx = fixtures.load(grading, profile)
         located = submission.locate(path, upload_scratch)
-        verdicts, info = verdicts_for(grading, profile, located, fx, skip)
+        verdicts, info = verdicts_for(grading, profile, located, fx, sandbox, skip)
         specs = graded_specs(grading, skip)
         out = results.run_suite(specs, verdicts, grading.sandbox['max_output_chars'])
         out['execution_time'] = round(time.time() - started, 2)

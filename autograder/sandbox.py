@@ -264,9 +264,7 @@ class Sandbox:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        proc.wait()
-        if self.user:
-            _kill_user_processes(self.user[0])
+        proc.wait()  # escaped processes of the sandbox user are killed by _run_child right after
 
     # ------------------------------------------------------------------ reading back
 
