@@ -18,7 +18,6 @@ submission's loss curve over the reference band into EXPORT_DIR/<sub>/loss_curve
 import argparse
 import csv
 import datetime
-import hashlib
 import json
 import os
 import shutil
@@ -73,16 +72,11 @@ def submissions(export_dir, metadata):
 # ----------------------------------------------------------------------------- stamps and resume
 
 
-def _sha256(path):
-    with open(path, 'rb') as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def stamp_for(profile, grading_path=GRADING_YAML):
     """What a results.json must carry to count as graded by this grader."""
     return {'profile': profile,
-            'fixtures_sha256': _sha256(os.path.join(fixtures.folder(profile), 'manifest.json')),
-            'grading_yaml_sha256': _sha256(grading_path)}
+            'fixtures_sha256': fixtures.sha256_file(os.path.join(fixtures.folder(profile), 'manifest.json')),
+            'grading_yaml_sha256': fixtures.sha256_file(grading_path)}
 
 
 def load_results(sub_dir):
