@@ -1,7 +1,8 @@
 """
 hw1-autograder: grades a student's mingpt/model.py (RoPE, GQA, sliding-window attention)
 against the staff reference. The trusted harness lives here; student code only ever runs
-in a sandboxed child process (see sandbox.py and probes.py).
+in a sandboxed child process (see sandbox.py and the child/ package); staff tools are in
+staff/ and never ship in the Gradescope zip. docs/ARCHITECTURE.md draws the parts.
 """
 
 import os

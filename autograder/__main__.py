@@ -15,12 +15,12 @@ import sys
 
 COMMANDS = {
     'grade': 'autograder.grade',
-    'regenerate': 'autograder.regenerate',
-    'build-template': 'autograder.handout',
-    'build-handout': 'autograder.handout',
-    'build-zip': 'autograder.build_zip',
-    'batch': 'autograder.batch',
-    'evaluate': 'autograder.evaluate',
+    'regenerate': 'autograder.staff.regenerate',
+    'build-template': 'autograder.staff.handout',
+    'build-handout': 'autograder.staff.handout',
+    'build-zip': 'autograder.staff.build_zip',
+    'batch': 'autograder.staff.batch',
+    'evaluate': 'autograder.staff.evaluate',
 }
 
 

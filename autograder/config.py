@@ -11,15 +11,13 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from autograder import GRADING_YAML
+from autograder import GRADING_YAML, registry
 
 VISIBILITIES = ('hidden', 'after_due_date', 'after_published', 'visible')
-TAGS = ('submission', 'rope', 'mha-rope', 'gqa', 'gqa-rope', 'dropout', 'causality', 'model',
-        'memory', 'loss-curve', 'sliding-window')
-# tests that compare numbers and therefore must say how close is close enough
-NEEDS_TOLERANCE = ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope', 'dropout', 'causality', 'model',
-                   'memory', 'loss-curve', 'sliding-window', 'sliding-window-memory')
-TEST_IDS = ('submission', 'generate') + NEEDS_TOLERANCE
+TAGS = registry.IDS  # a test's tags name the parts it checks, by test id
+# the known test ids and those that must carry a tolerance come from the one registry
+NEEDS_TOLERANCE = registry.NEEDS_TOLERANCE
+TEST_IDS = registry.IDS
 
 
 class GradingConfigError(ValueError):

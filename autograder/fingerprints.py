@@ -8,8 +8,6 @@ A patch that no longer applies makes `regenerate` fail, so the list cannot drift
 from dataclasses import dataclass
 from typing import List, Tuple
 
-# probes whose outputs are compared against fingerprints
-FINGERPRINT_PROBES = ['rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope', 'model']
 
 ROPE_APPLY_Q = "                q = self.query_rotary_pe(q, offset=past)\n"
 ROPE_APPLY_K = "                k = self.key_rotary_pe(k, offset=past)\n"

@@ -16,7 +16,8 @@ import numpy as np
 from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMPLATE_DIR
 
 # code whose change changes what the probes compute
-PROBE_CODE = [os.path.join(PACKAGE_DIR, f) for f in ('probes.py', 'adapter.py', 'inputs.py', 'fingerprints.py')]
+PROBE_CODE = [os.path.join(PACKAGE_DIR, f) for f in ('child/probes.py', 'child/runner.py', 'child/adapter.py',
+                                                     'child/configs.py', 'inputs.py', 'fingerprints.py')]
 REFERENCE_CODE = [os.path.join(REFERENCE_DIR, f) for f in
                   ('chargpt.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
 HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in ('chargpt.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
@@ -91,7 +92,7 @@ def staleness(grading, profile, manifest):
     if manifest.get('profile_hash') != grading.profile_hash(profile):
         problems.append("grading.yaml's profiles.%s changed" % profile)
     if manifest.get('probe_code_sha256') != sha256_files(PROBE_CODE):
-        problems.append("the probe code (probes.py, adapter.py, inputs.py, fingerprints.py) changed")
+        problems.append("the probe code (child/, inputs.py, fingerprints.py) changed")
     # the reference and the handout are not shipped to Gradescope; check them where they exist
     if all(os.path.isfile(p) for p in REFERENCE_CODE) and manifest.get('reference_sha256') != sha256_files(REFERENCE_CODE):
         problems.append("the reference solution changed")

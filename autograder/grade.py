@@ -78,7 +78,7 @@ def verdicts_for(grading, profile, located, fx, sandbox, skip=()):
     info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
             'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
             'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:]}
-    # the student's per-iteration losses, for staff pictures (autograder/plots.py)
+    # the student's per-iteration losses, for staff pictures (autograder/staff/plots.py)
     curve = run.probes['loss-curve'].arrays.get('seed%d' % prof['loss_curve']['student_seed']) \
         if 'loss-curve' in run.probes else None
     if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
@@ -169,7 +169,11 @@ def main(argv):
     out = grade(args.path, args.profile, args.results)
     print(table(out))
     if args.png:
-        from autograder import plots
+        try:
+            from autograder.staff import plots
+        except ImportError:  # the Gradescope zip holds no staff tools
+            print('--png needs the staff tools (autograder/staff/), which this copy of the grader does not have')
+            return 2
         plots.loss_curve_png(out, args.png, args.profile, title=os.path.basename(os.path.normpath(args.path)))
     if args.verbose:
         for t in out['tests']:

@@ -10,6 +10,8 @@ the handout's parameter names (q_proj, k_proj, v_proj, out_proj, ...).
 
 import numpy as np
 
+from autograder.child.configs import attention_configs, model_configs
+
 
 def _rng(seed, label):
     """An independent stream per label, so adding an input never shifts the others."""
@@ -53,22 +55,6 @@ def gpt_state(seed, label, m, n_kv_head, rope):
     state['transformer.ln_f.bias'] = normal((C,), 0.1)
     state['lm_head.weight'] = normal((V, C), 1 / np.sqrt(C))
     return state
-
-
-# the attention configurations probed: name -> (n_kv_head or None for n_query_head, rope)
-def attention_configs(profile):
-    nh = profile['module']['n_query_head']
-    configs = {'mha': (nh, False), 'mha-rope': (nh, True)}
-    for kv in profile['kv_heads']:
-        configs['gqa-kv%d' % kv] = (kv, False)
-        configs['gqa-rope-kv%d' % kv] = (kv, True)
-    return configs
-
-
-# full-model configurations: name -> (n_kv_head, rope)
-def model_configs(profile):
-    nh = profile['model']['n_query_head']
-    return {'rope': (nh, True), 'gqa': (2, False), 'rope-gqa': (3, True)}
 
 
 def build(profile):

@@ -32,10 +32,10 @@ from typing import Dict, Optional
 import numpy as np
 
 from autograder import DATA_FILE, PACKAGE_DIR, TEMPLATE_DIR
+from autograder.child import wire
 
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
-RUNNER_FILES = ('probes.py', 'adapter.py')
-NUMERIC_KINDS = 'biuf'  # bool, int, unsigned, float: nothing else comes back
+CHILD_PACKAGE = os.path.join(PACKAGE_DIR, 'child')   # copied whole into the scratch folder as _grader/child
 
 
 @dataclass
@@ -152,29 +152,6 @@ def _kill_user_processes(uid):
     os.waitpid(pid, 0)
 
 
-def _strings(v):
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-# the fields of a probe report as probes.py writes them; student code can write the file itself
-REPORT_FIELDS = {
-    'status': lambda v: isinstance(v, str), 'message': lambda v: isinstance(v, str),
-    'stdout': lambda v: isinstance(v, str), 'where': _strings, 'notes': _strings,
-    'seconds': lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    'case_errors': lambda v: isinstance(v, dict) and all(
-        isinstance(e, dict) and isinstance(e.get('status', ''), str) and isinstance(e.get('message', ''), str)
-        and _strings(e.get('where', [])) for e in v.values()),
-    'dtypes': lambda v: isinstance(v, dict) and all(_strings(d) for d in v.values()),
-    'has_wpe': lambda v: isinstance(v, dict) and all(isinstance(b, bool) for b in v.values()),
-}
-
-
-def _check_report(info):
-    for key, ok in REPORT_FIELDS.items():
-        if key in info and not ok(info[key]):
-            raise ValueError("field %r of the report has the wrong type" % key)
-
-
 class Sandbox:
     def __init__(self, sandbox_cfg, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE):
         self.cfg = sandbox_cfg
@@ -196,9 +173,8 @@ class Sandbox:
                 raise FileNotFoundError("handout file %s is missing: run `python -m autograder build-template`" % src)
             shutil.copyfile(src, os.path.join(scratch, rel))
         shutil.copyfile(model_py, os.path.join(scratch, 'mingpt', 'model.py'))
-        os.makedirs(os.path.join(scratch, '_grader'))
-        for rel in RUNNER_FILES:
-            shutil.copyfile(os.path.join(PACKAGE_DIR, rel), os.path.join(scratch, '_grader', rel))
+        shutil.copytree(CHILD_PACKAGE, os.path.join(scratch, '_grader', 'child'),
+                        ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
         if need_data:
             if not os.path.isfile(self.data_file):
                 raise FileNotFoundError("corpus %s is missing: run ./setup.sh" % self.data_file)
@@ -252,7 +228,8 @@ class Sandbox:
 
     def _launch(self, scratch, job_dir):
         log = open(os.path.join(scratch, 'child.log'), 'ab')
-        cmd = [sys.executable, '-I', os.path.join(scratch, '_grader', 'probes.py'), job_dir]
+        boot = 'import sys; sys.path.insert(0, %r); from child.runner import main; main()' % os.path.join(scratch, '_grader')
+        cmd = [sys.executable, '-I', '-c', boot, job_dir]
         proc = subprocess.Popen(cmd, cwd=os.path.join(job_dir, 'home'), env=self._env(job_dir),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 preexec_fn=self._preexec, start_new_session=True, close_fds=True)
@@ -295,7 +272,7 @@ class Sandbox:
         except OSError:
             return []
         try:
-            data = self._read_file(dir_fd, 'progress', 1 << 20) or b''
+            data = self._read_file(dir_fd, wire.PROGRESS_FILE, 1 << 20) or b''
         except ValueError:
             data = b''
         finally:
@@ -306,27 +283,25 @@ class Sandbox:
         """The probe's JSON and arrays, validated; None when the probe left nothing."""
         dir_fd = self._open_out(job_dir)
         try:
-            raw = self._read_file(dir_fd, probe_id + '.json', self.cfg['max_json_kb'] * 1024)
+            raw = self._read_file(dir_fd, wire.report_name(probe_id), self.cfg['max_json_kb'] * 1024)
             if raw is None:
                 return None
             info = json.loads(raw.decode('utf-8'))
-            if not isinstance(info, dict):
-                raise ValueError("report is not a JSON object")
-            _check_report(info)
+            wire.check_report(info)
             arrays = {}
-            blob = self._read_file(dir_fd, probe_id + '.npz', self.cfg['max_file_mb'] * 1024 * 1024)
+            blob = self._read_file(dir_fd, wire.arrays_name(probe_id), self.cfg['max_file_mb'] * 1024 * 1024)
             if blob:
                 with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
                     for key in npz.files:
                         a = npz[key]
-                        if a.dtype.kind not in NUMERIC_KINDS:
+                        if a.dtype.kind not in wire.NUMERIC_KINDS:
                             raise ValueError("array %s has dtype %s" % (key, a.dtype))
                         arrays[key] = a
         except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError, RecursionError) as e:
             return ProbeResult('invalid', "the probe's output could not be read safely: %s" % e)
         finally:
             os.close(dir_fd)
-        status = info.get('status') if info.get('status') in ('ok', 'error', 'not_implemented') else 'invalid'
+        status = info.get('status') if info.get('status') in wire.STATUSES else 'invalid'
         return ProbeResult(status, str(info.get('message', ''))[:4000], arrays, info, float(info.get('seconds', 0) or 0))
 
     # ------------------------------------------------------------------ main loop
@@ -358,7 +333,7 @@ class Sandbox:
                 ended, current = self._run_child(scratch, job_dir, job, remaining, timeouts, import_timeout,
                                                  budget_end)
                 if import_result is None:
-                    import_result = self._collect(job_dir, 'import') or self._import_failure(ended)
+                    import_result = self._collect(job_dir, wire.IMPORT) or self._import_failure(ended)
                     if import_result.status != 'ok':
                         break
                 before = len(results)
@@ -395,20 +370,20 @@ class Sandbox:
         self._write_job(job_dir, job, probes)
         dir_fd = self._open_out(job_dir)
         try:
-            os.unlink('progress', dir_fd=dir_fd)  # a fresh progress file for each child
+            os.unlink(wire.PROGRESS_FILE, dir_fd=dir_fd)  # a fresh progress file for each child
         except FileNotFoundError:
             pass
         finally:
             os.close(dir_fd)
         proc = self._launch(scratch, job_dir)
-        current, current_start, deadline, seen = 'import', time.time(), import_timeout, 0
+        current, current_start, deadline, seen = wire.IMPORT, time.time(), import_timeout, 0
         while True:
             code = proc.poll()
             lines = self._progress(job_dir)
             for kind, pid in lines[seen:]:
                 if kind == 'start':
                     current, current_start = pid, time.time()
-                    deadline = import_timeout if pid == 'import' else timeouts.get(pid, 60)
+                    deadline = import_timeout if pid == wire.IMPORT else timeouts.get(pid, 60)
                 elif kind == 'end' and pid == current:
                     current = None
             seen = len(lines)

@@ -81,21 +81,13 @@ def close(a, b, atol, rtol):
 
 
 def judge(test, result, fixtures, grading):
-    """Verdict of one graded test from the probe result of the same id."""
-    from autograder.checks import behaviour, resources, training, values
-    judges = {
-        'rope': values.judge_values, 'rope-cache': values.judge_rope_cache, 'mha-rope': values.judge_values,
-        'gqa': values.judge_values, 'gqa-rope': values.judge_values, 'model': values.judge_model,
-        'sliding-window': values.judge_values, 'dropout': behaviour.judge_dropout,
-        'causality': behaviour.judge_causality, 'generate': behaviour.judge_generate,
-        'memory': resources.judge_memory, 'sliding-window-memory': resources.judge_window_memory,
-        'loss-curve': training.judge_loss_curve,
-    }
+    """Verdict of one graded test from the probe result of the same id (its judge is in registry.py)."""
+    from autograder.registry import BY_ID
     failed = probe_failure(result)
     if failed:
         return failed
     try:
-        return judges[test.id](test, result, fixtures, grading)
+        return BY_ID[test.id].judge(test, result, fixtures, grading)
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError) as e:
         # the arrays come from student code (which can also write the output files itself): NaN where an
         # integer belongs, a wrong rank or dtype must cost this test, not crash the whole grading

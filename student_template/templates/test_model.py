@@ -144,7 +144,7 @@ def load_attention_weights(module, weights):
     return note
 
 
-PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/adapter.py
+PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py
 
 
 def _load_by_shape(module, weights):

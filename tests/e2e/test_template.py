@@ -1,5 +1,5 @@
 """
-The student handout as a build product of the reference (autograder/handout.py):
+The student handout as a build product of the reference (autograder/staff/handout.py):
 the committed student_template/hw1 is what the generator makes, no solution text leaks,
 marker mistakes are reported with file and line, the public tests pass on the reference
 and report every TODO on the untouched template, vanilla training works out of the box,
@@ -16,8 +16,8 @@ import zipfile
 import pytest
 
 from autograder import DATA_FILE, REFERENCE_DIR, TEMPLATE_DIR
-from autograder import handout
-from autograder.handout import MarkerError, strip_markers
+from autograder.staff import handout
+from autograder.staff.handout import MarkerError, strip_markers
 
 TINY = ['--trainer.max_iters=5', '--trainer.device=cpu', '--model.n_layer=1', '--model.n_embd=48',
         '--trainer.batch_size=8', '--data.block_size=16']

@@ -39,14 +39,14 @@ OPTIONAL_PARTS = ('sliding_window',)
 # the placeholders in templates/test_model.py that the generator fills in
 EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
 PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
-PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/adapter.py\n'
+PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
 
 
 def _projection_plan_source():
-    """The grader's own layer matching (autograder/adapter.py), copied so public tests and grader agree."""
-    from autograder import adapter
+    """The grader's own layer matching (autograder/child/adapter.py), copied so public tests and grader agree."""
+    from autograder.child import adapter
     body = '\n\n'.join(inspect.getsource(f) for f in (adapter._role_hint, adapter.plan_projections))
-    return '# copied by build-template from autograder/adapter.py: do not edit here\n' + body
+    return '# copied by build-template from autograder/child/adapter.py: do not edit here\n' + body
 
 # ----------------------------------------------------------------------------- markers
 

@@ -5,7 +5,7 @@ discrimination report over a corpus of submissions (tests/submissions).
 DIR/correct/<name>/ and DIR/buggy/<name>/ each hold a model.py and an expected.yaml
 (verdict: correct | buggy; for buggy ones must_fail: [test ids] and fingerprint: id or null).
 Every submission is graded by grade() (a pool of --jobs workers, a temp results.json each)
-and run through the course's current public tests (autograder/course_tests.py), the baseline.
+and run through the course's current public tests (autograder/staff/course_tests.py), the baseline.
 
 Printed: one row per submission, one cell per test ("ok"/"lost", with "!" where that is not
 what expected.yaml says: a correct variant losing points, or a must_fail test keeping them),
@@ -28,7 +28,8 @@ import time
 
 import yaml
 
-from autograder import config, course_tests
+from autograder import config
+from autograder.staff import course_tests
 
 FINGERPRINT_TARGET = 0.90
 
@@ -192,7 +193,7 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
           % (command, datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M'), os.cpu_count() or 0,
              sys.version.split()[0], _torch_version(), jobs, seconds), '',
           'Corpus: `tests/submissions` (correct variants must get full marks; every buggy one must lose '
-          'points on all tests of its `must_fail`). "course tests" is `autograder/course_tests.py`, a '
+          'points on all tests of its `must_fail`). "course tests" is `autograder/staff/course_tests.py`, a '
           're-implementation of what the course\'s current public test_model.py checks (GQA output, RoPE '
           'd=2, dropout layers, rotary d): the baseline.', '', '## Totals', '']
     md += ['- ' + l for l in summary_lines(s)]

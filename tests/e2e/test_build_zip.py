@@ -15,7 +15,8 @@ import zipfile
 
 import pytest
 
-from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, build_zip, config
+from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, config
+from autograder.staff import build_zip
 
 
 @pytest.fixture(scope='module')
@@ -40,12 +41,13 @@ def test_zip_matches_golden_listing_and_gradescope_layout(built):
     assert all(i.date_time == build_zip.FIXED_TIME for i in infos)
     # what grading needs is in; the reference solution, tests, docs and benchmarks are out
     for needed in ('autograder/fixtures/cpu/manifest.json', 'autograder/fixtures/cpu/expected.npz',
-                   'autograder/fixtures/cpu/fingerprints.npz', 'autograder/probes.py', 'autograder/adapter.py',
+                   'autograder/fixtures/cpu/fingerprints.npz', 'autograder/child/probes.py', 'autograder/child/runner.py',
+                   'autograder/child/adapter.py', 'autograder/child/wire.py', 'autograder/registry.py',
                    'autograder/checks/values.py', 'data/build_corpus.py', 'requirements.txt',
                    'student_template/hw1/chargpt.py', 'student_template/hw1/mingpt/__init__.py',
                    'student_template/hw1/mingpt/trainer.py', 'student_template/hw1/mingpt/utils.py'):
         assert needed in names
-    assert not [n for n in names if n.startswith(('reference/', 'tests/', 'docs/', 'bench/', 'dist/'))
+    assert not [n for n in names if n.startswith(('reference/', 'tests/', 'docs/', 'bench/', 'dist/', 'autograder/staff/'))
                 or n.endswith(('model.py', '.pyc', 'input.txt', 'zip_listing.txt'))]
 
 

@@ -251,7 +251,7 @@ class Batch:
     def grade_one(self, sub):
         if self.stopping:
             return 'cancelled', ''
-        cmd = [sys.executable, '-c', 'import sys; from autograder.batch import worker; sys.exit(worker(sys.argv[1:]))',
+        cmd = [sys.executable, '-c', 'import sys; from autograder.staff.batch import worker; sys.exit(worker(sys.argv[1:]))',
                os.path.join(self.export_dir, sub), self.profile, json.dumps(self.stamp)]
         with self.running_lock:
             if self.stopping:
@@ -337,7 +337,7 @@ class Batch:
         return metadata, subs
 
     def draw_pngs(self, subs, metadata):
-        from autograder import plots
+        from autograder.staff import plots
         try:
             import matplotlib  # noqa: F401  (optional staff extra)
         except ImportError:

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from autograder import REPO_ROOT, evaluate
+from autograder import REPO_ROOT
+from autograder.staff import evaluate
 
 CORPUS = os.path.join(REPO_ROOT, 'tests', 'submissions')
 

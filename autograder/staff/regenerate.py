@@ -22,11 +22,9 @@ from importlib import metadata
 
 import numpy as np
 
-from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, config, fingerprints, fixtures, inputs
+from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, config, fingerprints, fixtures, inputs, registry
 from autograder.sandbox import Sandbox
 
-ALL_PROBES = ['rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope', 'dropout', 'causality', 'model', 'generate',
-              'memory', 'loss-curve', 'sliding-window', 'sliding-window-memory']
 
 
 def log(msg):
@@ -100,7 +98,7 @@ def regenerate(profile_name, skip_tests=False):
     log("[2/4] reference through the probes (profile %s, device %s, %d loss-curve seeds) ..."
         % (profile_name, profile['device'], len(profile['loss_curve']['reference_seeds'])))
     t0 = time.time()
-    result = run_probes(sandbox, ref_model, profile, ALL_PROBES, inp, seeds=profile['loss_curve']['reference_seeds'])
+    result = run_probes(sandbox, ref_model, profile, list(registry.PROBED), inp, seeds=profile['loss_curve']['reference_seeds'])
     bad = {pid: (r.status, r.message, r.info.get('case_errors')) for pid, r in result.probes.items()
            if r.status != 'ok' or r.info.get('case_errors')}
     if bad:
@@ -117,7 +115,7 @@ def regenerate(profile_name, skip_tests=False):
             path = os.path.join(tmp, 'model.py')
             with open(path, 'w') as f:
                 f.write(fingerprints.apply(fp, source))
-            r = run_probes(sandbox, path, profile, fingerprints.FINGERPRINT_PROBES, inp)
+            r = run_probes(sandbox, path, profile, list(registry.FINGERPRINTED), inp)
             arrays = flatten(r)
             differing = {k: v for k, v in arrays.items()
                          if k in expected and (v.shape != expected[k].shape or not np.allclose(v, expected[k], atol=1e-4))}

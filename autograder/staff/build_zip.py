@@ -34,7 +34,8 @@ import zipfile
 from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, config, fixtures
 
 DEFAULT_OUT = os.path.join(REPO_ROOT, 'dist', 'autograder.zip')
-LISTING = os.path.join(PACKAGE_DIR, 'zip_listing.txt')
+LISTING = os.path.join(PACKAGE_DIR, 'staff', 'zip_listing.txt')
+LEFT_OUT = ('__pycache__', 'fixtures', 'staff')   # fixtures are added per profile below; staff tools never ship
 ROOT_FILES = ('setup.sh', 'run_autograder')                 # must sit at the root of the zip, executable
 TOP_FILES = ('grading.yaml', 'requirements.txt', 'data/build_corpus.py')
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
@@ -52,7 +53,8 @@ def collect():
     for rel in HANDOUT_FILES:
         files['student_template/hw1/' + rel] = os.path.join(TEMPLATE_DIR, *rel.split('/'))
     for root, dirs, names in os.walk(PACKAGE_DIR):
-        dirs[:] = sorted(d for d in dirs if d not in ('__pycache__', 'fixtures') and not d.startswith('.'))
+        dirs[:] = sorted(d for d in dirs if not (root == PACKAGE_DIR and d in LEFT_OUT) and d != '__pycache__'
+                         and not d.startswith('.'))
         for name in names:
             if name.endswith('.py'):
                 path = os.path.join(root, name)

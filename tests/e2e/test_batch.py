@@ -19,7 +19,8 @@ import time
 import numpy as np
 import pytest
 
-from autograder import REPO_ROOT, batch, plots
+from autograder import REPO_ROOT
+from autograder.staff import batch, plots
 
 EXPORT = os.path.join(REPO_ROOT, 'tests', 'export')
 TOTALS = {'submission_1000001': 100, 'submission_1000002': 0, 'submission_1000003': 0,

@@ -1,0 +1,223 @@
+"""
+The probes: one function per graded test, named `probe_<id>` (dashes become underscores),
+run inside the sandbox by runner.py. Each runs the student's code on the inputs of the job
+and records plain arrays through `ctx.case`; none of them judges anything.
+"""
+
+import gc
+import os
+
+import numpy as np
+import torch
+
+from . import adapter
+from .configs import MODEL_CONFIGS
+
+
+def probe_rope(ctx):
+    for i, (B, nh, T, d) in enumerate(ctx.profile['rope_cases']):
+        def run(i=i, d=d):
+            with torch.no_grad():
+                return adapter.rope(d).to(ctx.device)(ctx.t('rope/x%d' % i))
+        ctx.case('d%d_T%d' % (d, T), run)
+
+
+def probe_rope_cache(ctx):
+    module = {}
+
+    def call(key, dtype=None):
+        def run():
+            if 'm' not in module:
+                module['m'] = adapter.rope(8).to(ctx.device)
+            x = ctx.t(key)
+            with torch.no_grad():
+                y = module['m'](x)
+            ctx.info.setdefault('dtypes', {})[name] = [str(x.dtype).replace('torch.', ''), str(y.dtype).replace('torch.', '')]
+            return y
+        return run
+    for name, key in (('call0_T8', 'rope-cache/x8'), ('call1_T24', 'rope-cache/x24'), ('call2_T8', 'rope-cache/x8'),
+                      ('call3_T8_float64', 'rope-cache/x8_f64'), ('call4_T8_float32', 'rope-cache/x8')):
+        ctx.case(name, call(key))
+
+
+def _attention_cases(ctx, kind, label_fmt, rope, kv_heads):
+    x = ctx.t('attn/x')
+    for kv in kv_heads:
+        def run(kv=kv):
+            module = ctx.attention(kind, label_fmt % kv, kv, rope=rope).eval()
+            with torch.no_grad():
+                y, _ = adapter.call_attention(module, x)
+            return y
+        ctx.case('n_kv_head=%d' % kv, run)
+
+
+def probe_mha_rope(ctx):
+    nh = ctx.profile['module']['n_query_head']
+    _attention_cases(ctx, 'mha', 'mha-rope%.0s', True, [nh])  # one weight set, whatever n_kv_head
+
+
+def probe_gqa(ctx):
+    _attention_cases(ctx, 'gqa', 'gqa-kv%d', False, ctx.profile['kv_heads'])
+
+
+def probe_gqa_rope(ctx):
+    _attention_cases(ctx, 'gqa', 'gqa-rope-kv%d', True, ctx.profile['kv_heads'])
+
+
+def probe_dropout(ctx):
+    # GQA only: CausalSelfAttention's dropout is given code, and a test credits the student's own work
+    x = ctx.t('attn/x')
+    for kind, label, kv in (('gqa', 'gqa-kv2', 2),):
+        for case, attn_p, resid_p, train in (('attn_p1_train', 1.0, 0.0, True), ('resid_p1_train', 0.0, 1.0, True),
+                                             ('both_p1_eval', 1.0, 1.0, False)):
+            def run(kind=kind, label=label, kv=kv, attn_p=attn_p, resid_p=resid_p, train=train):
+                module = ctx.attention(kind, label, kv, attn_pdrop=attn_p, resid_pdrop=resid_p)
+                module.train(train)
+                with torch.no_grad():
+                    y, _ = adapter.call_attention(module, x)
+                return y
+            ctx.case('%s/%s' % (kind, case), run)
+
+
+def probe_causality(ctx):
+    nh = ctx.profile['module']['n_query_head']
+    for kind, label, kv in (('mha', 'mha-rope', nh), ('gqa', 'gqa-rope-kv2', 2)):
+        def run(kind=kind, label=label, kv=kv):
+            module = ctx.attention(kind, label, kv, rope=True).eval()
+            with torch.no_grad():
+                return {'base': adapter.call_attention(module, ctx.t('attn/x'))[0],
+                        'future': adapter.call_attention(module, ctx.t('attn/x_future'))[0]}
+        ctx.case(kind, run)
+
+    def run_gpt():
+        model = ctx.model('rope-gqa', 3, True)
+        with torch.no_grad():
+            return {'base': adapter.call_gpt(model, ctx.t('model/idx'))[0],
+                    'future': adapter.call_gpt(model, ctx.t('model/idx_future'))[0]}
+    ctx.case('gpt', run_gpt)
+
+
+def probe_model(ctx):
+    nh = ctx.profile['model']['n_query_head']
+    for label, kv, rope in MODEL_CONFIGS:
+        def run(label=label, kv=kv, rope=rope):
+            model = ctx.model(label, kv or nh, rope)
+            with torch.no_grad():
+                logits, loss = adapter.call_gpt(model, ctx.t('model/idx'), ctx.t('model/targets'))
+            return {'logits': logits, 'loss': loss.reshape(1) if loss is not None else None}
+        ctx.case(label, run)
+
+
+def probe_generate(ctx):
+    prompt = ctx.t('generate/prompt')
+    n_new = 12
+    holder = {}
+
+    def model():
+        if 'm' not in holder:
+            holder['m'] = ctx.model('rope-gqa', 3, True)
+        return holder['m']
+
+    def greedy():
+        return adapter.generate(model(), prompt, n_new)
+
+    def top_k(k):
+        def run():
+            torch.manual_seed(0)
+            seq = adapter.generate(model(), prompt, n_new, temperature=1.0, do_sample=True, top_k=k)
+            out = {'tokens': seq}
+            if seq.dim() == 2 and seq.size(1) > prompt.size(1):
+                with torch.no_grad():  # the student's own logits, to check each sample lies in its top k
+                    out['logits'] = adapter.call_gpt(model(), seq[:, :-1])[0]
+            return out
+        return run
+    ctx.case('greedy', greedy)
+    ctx.case('top_k=1', top_k(1))
+    ctx.case('top_k=5', top_k(5))
+
+
+def probe_memory(ctx):
+    from mingpt.utils import AttentionMemory  # the handout's own meter, not the student's
+    x = ctx.t('memory/x')
+    for kv in sorted(ctx.profile['kv_heads'], reverse=True):
+        def run(kv=kv):
+            module = ctx.attention('gqa', 'gqa-kv%d' % kv, kv).train()
+            adapter.call_attention(module, x)  # warm-up: lazily built caches are not the attention's cost
+            gc.collect()  # garbage of earlier cases must not die inside the measured region
+            with AttentionMemory(ctx.device) as mem:
+                y, reported = adapter.call_attention(module, x)
+            del y
+            # [net, peak, allocated] as the handout's meter sees the whole forward, then what the module reported
+            return np.array([mem.net_bytes, mem.peak_bytes, mem.allocated_bytes, adapter.mem_as_int(reported)],
+                            dtype=np.int64)
+        ctx.case('n_kv_head=%d' % kv, run)
+
+
+def probe_loss_curve(ctx):
+    import chargpt
+    from mingpt.trainer import Trainer
+    from mingpt.utils import set_seed
+    lc = ctx.profile['loss_curve']
+    with open(os.path.join(ctx.scratch, 'input.txt')) as f:
+        text = f.read()
+    for seed in ctx.job.get('loss_curve_seeds', [lc['student_seed']]):
+        def run(seed=seed):
+            set_seed(seed)
+            data_cfg = chargpt.CharDataset.get_default_config()
+            data_cfg.block_size = lc['block_size']
+            dataset = chargpt.CharDataset(data_cfg, text)
+            cfg = adapter.make_config(n_layer=lc['n_layer'], n_embd=lc['n_embd'], n_query_head=lc['n_query_head'],
+                                      n_kv_head=lc['n_kv_head'], rope=lc['rope'], vocab_size=dataset.get_vocab_size(),
+                                      block_size=lc['block_size'])
+            model = adapter.gpt(cfg)
+            tcfg = Trainer.get_default_config()
+            tcfg.device, tcfg.max_iters, tcfg.batch_size = ctx.profile['device'], lc['iters'], lc['batch_size']
+            tcfg.learning_rate, tcfg.num_workers = lc['learning_rate'], 0
+            trainer = Trainer(tcfg, model, dataset)
+            losses = []
+            trainer.add_callback('on_batch_end', lambda t: losses.append(float(t.loss.item())))
+            trainer.run()
+            return np.array(losses, dtype=np.float64)
+        ctx.case('seed%d' % seed, run)
+
+
+def probe_sliding_window(ctx):
+    sw, mod = ctx.profile['sliding_window'], ctx.profile['module']
+    x = ctx.t('sw/x')
+    block = max([sw['seq']] + sw['memory_seqs'])
+    for kind, label, kv, rope in (('mha', 'mha', mod['n_query_head'], False), ('gqa', 'gqa-rope-kv2', 2, True)):
+        for impl in ('dense', 'banded'):
+            def run(kind=kind, label=label, kv=kv, rope=rope, impl=impl):
+                module = ctx.attention(kind, label, kv, rope=rope, sliding_window=sw['window'],
+                                       sliding_window_impl=impl, block_size=block).eval()
+                with torch.no_grad():
+                    return adapter.call_attention(module, x)[0]
+            ctx.case('%s/%s' % (kind, impl), run)
+
+
+def probe_sliding_window_memory(ctx):
+    from mingpt.utils import AttentionMemory
+    sw, mod = ctx.profile['sliding_window'], ctx.profile['module']
+    block = max(sw['memory_seqs'])
+    for n in sw['memory_seqs']:
+        def run(n=n):
+            module = ctx.attention('mha', 'mha', mod['n_query_head'], sliding_window=sw['memory_window'],
+                                   sliding_window_impl='banded', block_size=block).eval()
+            x = ctx.t('swmem/x%d' % n)
+            with torch.no_grad():
+                adapter.call_attention(module, x)
+                gc.collect()
+                with AttentionMemory(ctx.device) as mem:
+                    adapter.call_attention(module, x)
+            return np.array([mem.peak_bytes], dtype=np.int64)
+        ctx.case('N=%d' % n, run)
+
+
+
+def _probe_table():
+    """{test id: probe function}, from the names: probe_sliding_window_memory runs 'sliding-window-memory'."""
+    return {name[len('probe_'):].replace('_', '-'): fn for name, fn in globals().items()
+            if name.startswith('probe_') and callable(fn)}
+
+
+PROBES = _probe_table()

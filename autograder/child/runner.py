@@ -1,0 +1,202 @@
+"""
+Runs INSIDE the sandbox: imports the student's mingpt/model.py, runs the probes a job asks
+for on the inputs the harness wrote, and hands back plain arrays (.npz) and small JSON in the
+format of wire.py. It judges nothing: every comparison happens in the harness, after this
+process has ended.
+
+The harness starts it as `python -I -c "...; from child.runner import main; main()" JOB_DIR`
+with the copied package on sys.path. JOB_DIR holds job.json and inputs.npz; results go to
+JOB_DIR/out. The scratch folder above JOB_DIR holds the handout (chargpt.py,
+mingpt/{trainer,utils}.py), the student's mingpt/model.py and input.txt. Progress lines
+("start ID" / "end ID") let the harness time each probe and restart after the one that hung
+or killed the process.
+"""
+
+import io
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+
+from . import adapter, wire
+
+JOB_DIR = OUT = None   # set by main(): the job folder and its out/
+
+
+class CappedStream(io.TextIOBase):
+    """Keeps the first wire.STDOUT_CAP characters of what student code prints; drops the rest."""
+
+    def __init__(self):
+        self.parts, self.size, self.dropped = [], 0, 0
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        s = str(s)
+        keep = max(0, wire.STDOUT_CAP - self.size)
+        self.parts.append(s[:keep])
+        self.size += min(len(s), keep)
+        self.dropped += len(s) - min(len(s), keep)
+        return len(s)
+
+    def take(self):
+        text = ''.join(self.parts) + ('\n[... %d more characters dropped]' % self.dropped if self.dropped else '')
+        self.parts, self.size, self.dropped = [], 0, 0
+        return text
+
+
+def student_frames(tb):
+    """The traceback lines that point into the student's model.py (what they can act on)."""
+    frames = traceback.extract_tb(tb)
+    mine = [f for f in frames if f.filename.endswith(os.path.join('mingpt', 'model.py'))]
+    return ['%s line %d, in %s: %s' % ('model.py' if f in mine else os.path.basename(f.filename), f.lineno, f.name,
+                                      (f.line or '').strip()) for f in (mine or frames[-3:])]
+
+
+def describe_exception(e):
+    kind = 'not_implemented' if isinstance(e, NotImplementedError) else 'error'
+    if isinstance(e, SystemExit):
+        message = 'your code called sys.exit(%r)' % (e.code,)
+    else:
+        message = '%s: %s' % (type(e).__name__, str(e)[:1500])
+    return kind, message, student_frames(e.__traceback__)
+
+
+class Context:
+    def __init__(self, job):
+        self.job = job
+        self.profile = job['profile']
+        self.device = torch.device(self.profile['device'])
+        self.scratch = os.path.dirname(JOB_DIR)
+        self.inputs = np.load(os.path.join(JOB_DIR, 'inputs.npz'), allow_pickle=False)
+        self.arrays, self.info = {}, {}
+
+    def t(self, key):
+        return torch.from_numpy(self.inputs[key].copy()).to(self.device)
+
+    def weights(self, label):
+        prefix = 'w/%s/' % label
+        return {k[len(prefix):]: torch.from_numpy(self.inputs[k].copy()) for k in self.inputs.files if k.startswith(prefix)}
+
+    def state(self, label):
+        prefix = 'model/%s/' % label
+        return {k[len(prefix):]: torch.from_numpy(self.inputs[k].copy()) for k in self.inputs.files if k.startswith(prefix)}
+
+    def case(self, name, fn):
+        """Run one case; its failure is recorded and the probe goes on with the next case."""
+        try:
+            torch.manual_seed(0)
+            out = fn()
+        except BaseException as e:  # SystemExit too: student code must not end the probe
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            kind, message, frames = describe_exception(e)
+            self.info.setdefault('case_errors', {})[name] = {'status': kind, 'message': message, 'where': frames}
+            return
+        for key, value in (out if isinstance(out, dict) else {'': out}).items():
+            full = name + ('/' + key if key else '')
+            if isinstance(value, torch.Tensor):
+                self.arrays[full] = value.detach().to('cpu').numpy() if value.dtype != torch.bfloat16 \
+                    else value.detach().float().cpu().numpy()
+            elif value is not None:
+                self.arrays[full] = np.asarray(value)
+
+    def note(self, *notes):
+        for n in notes:
+            if n and n not in self.info.setdefault('notes', []):
+                self.info['notes'].append(n)
+
+    def attention(self, kind, label, n_kv_head, **fields):
+        mod, m = self.profile['module'], adapter
+        cfg = m.make_config(n_layer=1, n_embd=mod['n_embd'], n_query_head=mod['n_query_head'], n_kv_head=n_kv_head,
+                            vocab_size=self.profile['model']['vocab_size'], block_size=fields.pop('block_size', mod['block_size']),
+                            **fields)
+        module = m.attention(kind, cfg)
+        self.note(*m.load_attention(module, self.weights(label), mod['n_embd']))
+        return module.to(self.device)
+
+    def model(self, label, n_kv_head, rope):
+        m = self.profile['model']
+        cfg = adapter.make_config(n_layer=m['n_layer'], n_embd=m['n_embd'], n_query_head=m['n_query_head'],
+                                  n_kv_head=n_kv_head, vocab_size=m['vocab_size'], block_size=m['block_size'], rope=rope)
+        model = adapter.gpt(cfg)
+        self.info.setdefault('has_wpe', {})[label] = any('wpe' in n for n, _ in model.named_parameters())
+        self.note(*adapter.load_gpt(model, self.state(label), m['n_embd']))
+        return model.to(self.device).eval()
+
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def write_result(probe_id, arrays, info):
+    tmp = os.path.join(OUT, '.%s.tmp' % probe_id)
+    with open(tmp + '.npz', 'wb') as f:
+        np.savez(f, **arrays)
+    os.replace(tmp + '.npz', os.path.join(OUT, wire.arrays_name(probe_id)))
+    with open(tmp, 'w') as f:
+        json.dump(info, f)
+    os.replace(tmp, os.path.join(OUT, wire.report_name(probe_id)))
+
+
+def progress(line):
+    with open(os.path.join(OUT, wire.PROGRESS_FILE), 'a') as f:
+        f.write(line + '\n')
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def main(job_dir=None):
+    global JOB_DIR, OUT
+    JOB_DIR = os.path.abspath(job_dir or sys.argv[1])
+    OUT = os.path.join(JOB_DIR, 'out')
+    sys.path.insert(0, os.path.dirname(JOB_DIR))  # the scratch folder: mingpt/ (the student's model.py)
+    from . import probes
+    with open(os.path.join(JOB_DIR, 'job.json')) as f:
+        job = json.load(f)
+    os.makedirs(OUT, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    real_stdout = sys.stdout
+    captured = CappedStream()
+    sys.stdout = sys.stderr = captured
+
+    progress('start ' + wire.IMPORT)
+    t0 = time.time()
+    try:
+        import mingpt.model  # noqa: F401  (the student's file)
+        info = {'status': 'ok'}
+    except BaseException as e:
+        kind, message, frames = describe_exception(e)
+        if isinstance(e, ModuleNotFoundError):
+            message = "model.py imports %r, which the autograder does not provide (only torch, einops, numpy " \
+                      "and the standard library are available)" % (e.name,)
+        info = {'status': 'error', 'message': message, 'where': frames}
+    info.update(seconds=time.time() - t0, stdout=captured.take())
+    write_result(wire.IMPORT, {}, info)
+    progress('end ' + wire.IMPORT)
+    if info['status'] != 'ok':
+        return
+
+    for probe_id in job['probes']:
+        progress('start ' + probe_id)
+        ctx = Context(job)
+        t0 = time.time()
+        try:
+            probes.PROBES[probe_id](ctx)
+            ctx.info['status'] = 'ok'
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            kind, message, frames = describe_exception(e)
+            ctx.info.update(status=kind, message=message, where=frames)
+        ctx.info.update(seconds=time.time() - t0, stdout=captured.take())
+        write_result(probe_id, ctx.arrays, ctx.info)
+        progress('end ' + probe_id)
+    sys.stdout = real_stdout
+

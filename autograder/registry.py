@@ -1,0 +1,52 @@
+"""
+The one registry of graded tests. Each test id is spelled here once, with its judge; its
+probe is the function `probe_<id>` (dashes as underscores) in child/probes.py, and its
+weight, visibility, timeout and tolerance are in grading.yaml. Every other list of ids
+(config's known ids, the probes regenerate runs, the probes fingerprints cover) is derived
+from this table, and a unit test holds grading.yaml's ids equal to it.
+
+Adding a graded test: an entry here, a probe in child/probes.py, a judge in checks/, the
+inputs it needs in inputs.py, its entry in grading.yaml, then `python -m autograder regenerate`.
+"""
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from autograder.checks import behaviour, resources, training, values
+
+
+@dataclass(frozen=True)
+class GradedTest:
+    id: str
+    judge: Optional[Callable]       # (spec, probe result, fixtures, grading) -> Verdict; None: judged by grade.py
+    needs_tolerance: bool = True    # compares numbers, so grading.yaml must say how close is close enough
+    fingerprinted: bool = False     # its outputs are compared against the known bugs of fingerprints.py
+
+    @property
+    def probe(self):
+        """The name of its probe function in child/probes.py, or None when it runs no probe."""
+        return None if self.judge is None else 'probe_' + self.id.replace('-', '_')
+
+
+TESTS = (
+    GradedTest('submission', None, needs_tolerance=False),
+    GradedTest('rope', values.judge_values, fingerprinted=True),
+    GradedTest('rope-cache', values.judge_rope_cache, fingerprinted=True),
+    GradedTest('mha-rope', values.judge_values, fingerprinted=True),
+    GradedTest('gqa', values.judge_values, fingerprinted=True),
+    GradedTest('gqa-rope', values.judge_values, fingerprinted=True),
+    GradedTest('dropout', behaviour.judge_dropout),
+    GradedTest('causality', behaviour.judge_causality),
+    GradedTest('model', values.judge_model, fingerprinted=True),
+    GradedTest('generate', behaviour.judge_generate, needs_tolerance=False),
+    GradedTest('memory', resources.judge_memory),
+    GradedTest('loss-curve', training.judge_loss_curve),
+    GradedTest('sliding-window', values.judge_values),
+    GradedTest('sliding-window-memory', resources.judge_window_memory),
+)
+
+BY_ID = {t.id: t for t in TESTS}
+IDS = tuple(t.id for t in TESTS)
+PROBED = tuple(t.id for t in TESTS if t.probe)                  # what regenerate runs on the reference
+FINGERPRINTED = tuple(t.id for t in TESTS if t.fingerprinted)   # what regenerate runs on each known bug
+NEEDS_TOLERANCE = tuple(t.id for t in TESTS if t.needs_tolerance)
