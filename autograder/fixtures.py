@@ -16,8 +16,10 @@ import numpy as np
 from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMPLATE_DIR
 
 # code whose change changes what the probes compute
-PROBE_CODE = [os.path.join(PACKAGE_DIR, f) for f in ('child/probes.py', 'child/runner.py', 'child/adapter.py',
-                                                     'child/configs.py', 'inputs.py', 'fingerprints.py')]
+CHILD_DIR = os.path.join(PACKAGE_DIR, 'child')
+# what the fixtures depend on besides the reference: the whole child package, the inputs and the known bugs
+PROBE_CODE = sorted(os.path.join(CHILD_DIR, f) for f in os.listdir(CHILD_DIR) if f.endswith('.py')) + \
+    [os.path.join(PACKAGE_DIR, f) for f in ('inputs.py', 'fingerprints.py')]
 REFERENCE_CODE = [os.path.join(REFERENCE_DIR, f) for f in
                   ('chargpt.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
 HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in ('chargpt.py', 'mingpt/trainer.py', 'mingpt/utils.py')]

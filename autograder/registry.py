@@ -1,11 +1,11 @@
 """
 The one registry of graded tests. Each test id is spelled here once, with its judge; its
-probe is the function `probe_<id>` (dashes as underscores) in child/probes.py, and its
+probe is the function `probe_<id>` (dashes as underscores) in a child/probes*.py module, and its
 weight, visibility, timeout and tolerance are in grading.yaml. Every other list of ids
 (config's known ids, the probes regenerate runs, the probes fingerprints cover) is derived
 from this table, and a unit test holds grading.yaml's ids equal to it.
 
-Adding a graded test: an entry here, a probe in child/probes.py, a judge in checks/, the
+Adding a graded test: an entry here, a probe in child/probes*.py, a judge in checks/, the
 inputs it needs in inputs.py, its entry in grading.yaml, then `python -m autograder regenerate`.
 """
 
@@ -24,7 +24,7 @@ class GradedTest:
 
     @property
     def probe(self):
-        """The name of its probe function in child/probes.py, or None when it runs no probe."""
+        """The name of its probe function in child/probes*.py, or None when it runs no probe."""
         return None if self.judge is None else 'probe_' + self.id.replace('-', '_')
 
 

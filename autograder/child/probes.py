@@ -1,6 +1,7 @@
 """
 The probes: one function per graded test, named `probe_<id>` (dashes become underscores),
-run inside the sandbox by runner.py. Each runs the student's code on the inputs of the job
+run inside the sandbox by runner.py, which collects them from every `probes*.py` module of
+this package (so a new group of probes can live in a module of its own). Each runs the student's code on the inputs of the job
 and records plain arrays through `ctx.case`; none of them judges anything.
 """
 
@@ -211,13 +212,3 @@ def probe_sliding_window_memory(ctx):
                     adapter.call_attention(module, x)
             return np.array([mem.peak_bytes], dtype=np.int64)
         ctx.case('N=%d' % n, run)
-
-
-
-def _probe_table():
-    """{test id: probe function}, from the names: probe_sliding_window_memory runs 'sliding-window-memory'."""
-    return {name[len('probe_'):].replace('_', '-'): fn for name, fn in globals().items()
-            if name.startswith('probe_') and callable(fn)}
-
-
-PROBES = _probe_table()

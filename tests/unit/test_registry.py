@@ -24,7 +24,12 @@ def test_grading_yaml_ids_equal_the_registry():
 
 
 def test_every_probed_test_has_its_probe_and_no_probe_is_orphaned():
-    probes = {f for f in _functions(os.path.join(CHILD_DIR, 'probes.py')) if f.startswith('probe_')}
+    probes = set()
+    for name in os.listdir(CHILD_DIR):
+        if name.startswith('probes') and name.endswith('.py'):
+            found = {f for f in _functions(os.path.join(CHILD_DIR, name)) if f.startswith('probe_')}
+            assert not found & probes, 'a probe is defined twice: %s' % sorted(found & probes)
+            probes |= found
     wanted = {t.probe for t in registry.TESTS if t.probe}
     assert probes == wanted, 'probes without a registry entry: %s; registry entries without a probe: %s' % (
         sorted(probes - wanted), sorted(wanted - probes))
