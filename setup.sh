@@ -36,6 +36,8 @@ else
     run "$PY" -m pip install -q "${torch_args[@]}"
 fi
 run "$PY" -m pip install -q -r requirements.txt
+# developers and CI: pytest and the linter (pyproject.toml); Gradescope needs neither
+[[ $on_gradescope == 0 ]] && run "$PY" -m pip install -q -r requirements-dev.txt
 
 if [[ "${HW1_SKIP_DATA:-0}" != 1 ]]; then
     run "$PY" data/build_corpus.py

@@ -76,6 +76,20 @@ SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu
                 'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int}
 PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
                 'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict}
+# the inside of a profile: every key of every section, its type, and whether it may be left out
+INT, NUMBER, BOOL = int, (int, float), bool
+INTS = ('list', int)   # a list of integers
+PROFILE_SECTIONS = {
+    'module': {'n_embd': INT, 'n_query_head': INT, 'block_size': INT, 'batch': INT, 'seq': INT},
+    'model': {'n_layer': INT, 'n_embd': INT, 'n_query_head': INT, 'vocab_size': INT, 'block_size': INT,
+              'batch': INT, 'seq': INT},
+    'memory': {'batch': INT, 'seq': INT},
+    'sliding_window': {'window': INT, 'seq': INT, 'memory_seqs': INTS, 'memory_window': INT},
+    'loss_curve': {'n_layer': INT, 'n_embd': INT, 'n_query_head': INT, 'n_kv_head': INT, 'rope': BOOL,
+                   'block_size': INT, 'batch_size': INT, 'iters': INT, 'learning_rate': NUMBER,
+                   'reference_seeds': INTS, 'student_seed': INT, 'window': INT},
+}
+PROFILE_LISTS = {'kv_heads': INTS, 'rope_cases': ('list', INTS)}   # rope_cases: [B, nh, T, d] each
 TEST_KEYS = {'id': str, 'name': str, 'number': str, 'weight': (int, float), 'visibility': str,
              'tags': list, 'timeout': (int, float), 'tolerance': dict, 'optional_part': str}
 TOLERANCE_KEYS = {'atol': (int, float), 'rtol': (int, float), 'why': str}
@@ -115,6 +129,19 @@ class _Validator:
         if not isinstance(value, expected):
             self.fail(value_node, "%s must be %s, got %r" % (what, _name(expected), value))
         return value
+
+
+    def check_value(self, node, kind, what):
+        """A value of a profile: a type, or ('list', kind) for a list whose items are each of that kind."""
+        if isinstance(kind, tuple) and kind and kind[0] == 'list':
+            if not isinstance(node, yaml.SequenceNode):
+                self.fail(node, "%s must be a list" % what)
+            for i, item in enumerate(node.value):
+                self.check_value(item, kind[1], '%s[%d]' % (what, i))
+            return
+        value = self.typed(node, kind, what)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            self.fail(node, "%s must be >= 0" % what)
 
 
 def _name(expected):
@@ -157,6 +184,16 @@ def load(path=GRADING_YAML):
         entries = v.mapping(value_node, 'profile %r' % name)
         v.check_keys(entries, PROFILE_KEYS, 'profile %r' % name, required=tuple(PROFILE_KEYS))
         profiles[name] = {k: v.typed(n, PROFILE_KEYS[k], 'profiles.%s.%s' % (name, k)) for k, (_, n) in entries.items()}
+        for section, schema in PROFILE_SECTIONS.items():
+            where = 'profiles.%s.%s' % (name, section)
+            inner = v.mapping(entries[section][1], where)
+            v.check_keys(inner, schema, where, required=tuple(schema))
+            for key, (_, node) in inner.items():
+                v.check_value(node, schema[key], '%s.%s' % (where, key))
+        for key, kind in PROFILE_LISTS.items():
+            v.check_value(entries[key][1], kind, 'profiles.%s.%s' % (name, key))
+        if any(len(case) != 4 for case in profiles[name]['rope_cases']):
+            v.fail(entries['rope_cases'][1], "profiles.%s.rope_cases: each case is [B, nh, T, d]" % name)
         if profiles[name]['device'] not in ('cpu', 'cuda'):
             v.fail(entries['device'][1], "device must be cpu or cuda")
     for required in ('cpu', 'gpu'):

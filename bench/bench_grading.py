@@ -161,7 +161,7 @@ def main(argv=None):
     med = lambda k: statistics.median(r[k] for r in runs)  # noqa: E731
     wall, peak, overhead = med('wall_s'), max(r['peak_tree_mb'] for r in runs), med('overhead')
     slowest = max(r['wall_s'] for r in runs)
-    import torch  # noqa: only for the version line
+    import torch  # noqa: E402  (only for the version line)
     rel = os.path.relpath(os.path.abspath(args.submission), REPO)
     probes = runs[len(runs) // 2]['probe_seconds']
     top = sorted(probes.items(), key=lambda kv: -kv[1])[:3]

@@ -60,8 +60,9 @@ def flatten(result):
     return out
 
 
-def diff_report(old, new):
-    """Which arrays changed and by how much, and how the loss band moved."""
+def diff_report(old, new, window):
+    """Which arrays changed and by how much, and how the loss band moved (final loss = mean of the
+    last `window` iterations, as the loss-curve test judges it)."""
     lines = []
     for key in sorted(set(old) | set(new)):
         if key not in old:
@@ -78,11 +79,11 @@ def diff_report(old, new):
             lines.append("  ~ %s changed (%d of %d entries)" % (key, int(np.sum(old[key] != new[key])), old[key].size))
 
     def band(arrays):
-        finals = [v[-20:].mean() for k, v in arrays.items() if k.startswith('loss-curve/')]
+        finals = [v[-window:].mean() for k, v in arrays.items() if k.startswith('loss-curve/')]
         return (min(finals), max(finals)) if finals else None
     ob, nb = band(old), band(new)
     if ob and nb:
-        lines.append("  loss band (mean of last 20 iterations): [%.4f, %.4f] -> [%.4f, %.4f]" % (ob + nb))
+        lines.append("  loss band (mean of last %d iterations): [%.4f, %.4f] -> [%.4f, %.4f]" % ((window,) + ob + nb))
     return lines or ["  no array changed"]
 
 
@@ -147,7 +148,7 @@ def regenerate(profile_name, skip_tests=False):
         'sandboxed_as': result.sandboxed_as,
     }
     fixtures.write(profile_name, expected, fp_outputs, manifest)
-    report = diff_report(old, expected)
+    report = diff_report(old, expected, profile['loss_curve']['window'])
     with open(os.path.join(fixtures.folder(profile_name), 'DIFF.txt'), 'w') as f:
         f.write('diff of expected.npz against the previous fixtures (torch %s, %s):\n%s\n'
                 % (manifest['torch'], profile['device'], '\n'.join(report)))

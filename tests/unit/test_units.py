@@ -198,7 +198,40 @@ def _unknown_test_id(lines):
     return i + 1
 
 
+def _containing(lines, text):
+    """0-based index of the first line holding `text` (the cpu profile comes before the gpu one)."""
+    return next(i for i, line in enumerate(lines) if text in line)
+
+
+def _profile_key_typo(lines):
+    i = _containing(lines, 'student_seed: 7, window: 20}')
+    lines[i] = lines[i].replace('window: 20', 'windw: 20')
+    return i + 1
+
+
+def _profile_value_wrong_type(lines):
+    i = _containing(lines, 'memory: {batch: 4, seq: 32}')
+    lines[i] = lines[i].replace('seq: 32', 'seq: many')
+    return i + 1
+
+
+def _profile_key_missing(lines):
+    i = _containing(lines, 'memory_window: 16}')
+    lines[i] = lines[i].replace(', memory_window: 16', '')
+    return i + 1
+
+
+def _profile_list_item(lines):
+    i = _containing(lines, 'kv_heads: [1, 2, 3, 6]')
+    lines[i] = lines[i].replace('[1, 2, 3, 6]', '[1, 2, three, 6]')
+    return i + 1
+
+
 @pytest.mark.parametrize('edit, words', [
+    (_profile_key_typo, "unknown key 'windw' in profiles.cpu.loss_curve"),
+    (_profile_value_wrong_type, "profiles.cpu.memory.seq must be an integer, got 'many'"),
+    (_profile_key_missing, "profiles.cpu.sliding_window is missing 'memory_window'"),
+    (_profile_list_item, "profiles.cpu.kv_heads[2] must be an integer, got 'three'"),
     (_unknown_test_key, "unknown key 'wieght' in a test"),
     (_unknown_top_key, "unknown key 'extras' in grading.yaml"),
     (_unknown_sandbox_key, "unknown key 'gpu_seconds' in sandbox"),

@@ -1,0 +1,79 @@
+"""
+Two pure pieces the grader and the public tests rely on: `plan_projections` (which Linear
+layer of a renamed or fused attention plays which projection) and `inputs.build` (the arrays
+every probe runs on, identical at regenerate and at grade time).
+"""
+
+import numpy as np
+import pytest
+
+from autograder import GRADING_YAML, config, inputs
+from autograder.child.adapter import plan_projections
+from autograder.child.configs import attention_configs, model_configs
+
+C = 48   # n_embd of the cpu profile; head_dim 8
+
+
+@pytest.mark.parametrize('layers, kv_dim, plan', [
+    # the course's original starter: one fused c_attn [q; k; v] and c_proj
+    ([('c_attn', 3 * C), ('c_proj', C)], C, {'qkv': 'c_attn', 'out': 'c_proj'}),
+    # GQA with a fused [k; v] layer (n_kv_head = 2: kv_dim 16)
+    ([('query', C), ('key_value', 32), ('proj', C)], 16, {'q': 'query', 'kv': 'key_value', 'out': 'proj'}),
+    # renamed separate projections: shapes decide, the last square layer is the output
+    ([('wq', C), ('wk', 16), ('wv', 16), ('wo', C)], 16, {'q': 'wq', 'k': 'wk', 'v': 'wv', 'out': 'wo'}),
+    # n_kv_head = n_query_head / 2 makes [k; v] as wide as n_embd: only the name tells it from q
+    ([('q', C), ('kv', C), ('o', C)], 24, {'q': 'q', 'kv': 'kv', 'out': 'o'}),
+])
+def test_plan_projections_matches_each_style(layers, kv_dim, plan):
+    found, missing = plan_projections(layers, C, kv_dim)
+    assert (found, missing) == (plan, [])
+
+
+def test_plan_projections_names_what_is_missing():
+    found, missing = plan_projections([('q_proj', C), ('out_proj', C)], C, 16)
+    assert missing == ['k', 'v'] and found == {'q': 'q_proj', 'out': 'out_proj'}
+
+
+def test_a_layer_named_for_another_role_is_never_taken():
+    # 'out' of width 16 must not be picked as k or v
+    found, missing = plan_projections([('q', C), ('out', 16), ('o', C)], C, 16)
+    assert 'k' not in found and 'v' not in found and missing == ['k', 'v']
+
+
+# ----------------------------------------------------------------------------- inputs
+
+@pytest.fixture(scope='module')
+def profile():
+    return config.load(GRADING_YAML).profiles['cpu']
+
+
+def test_inputs_are_deterministic_and_independent_per_label(profile):
+    a, b = inputs.build(profile), inputs.build(profile)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    # adding a kv head shifts no other input: every label has its own stream
+    more = dict(profile, kv_heads=profile['kv_heads'] + [12])
+    c = inputs.build(more)
+    assert all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_inputs_cover_every_configuration_with_handout_shapes(profile):
+    built = inputs.build(profile)
+    mod, m = profile['module'], profile['model']
+    hd = mod['n_embd'] // mod['n_query_head']
+    for label, (kv, _rope) in attention_configs(profile).items():
+        assert built['w/%s/q_proj.weight' % label].shape == (mod['n_embd'], mod['n_embd'])
+        assert built['w/%s/k_proj.weight' % label].shape == (kv * hd, mod['n_embd'])
+    for label, (kv, rope) in model_configs(profile).items():
+        assert ('model/%s/transformer.wpe.weight' % label in built) == (not rope)
+    assert built['model/idx'].shape == (m['batch'], m['seq']) and built['model/idx'].dtype == np.int64
+    assert built['model/idx'].max() < m['vocab_size']
+    # the altered input changes only the second half, so earlier outputs must not move
+    half = mod['seq'] // 2
+    assert np.array_equal(built['attn/x'][:, :half], built['attn/x_future'][:, :half])
+    assert not np.allclose(built['attn/x'][:, half:], built['attn/x_future'][:, half:])
+
+
+def test_weights_keep_attention_scores_of_order_one(profile):
+    # minGPT's 0.02 init would make the softmax nearly uniform and hide bugs; ours is 1/sqrt(fan_in)
+    w = inputs.build(profile)['w/mha/q_proj.weight']
+    assert abs(float(w.std()) * np.sqrt(w.shape[1]) - 1.0) < 0.1
