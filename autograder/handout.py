@@ -34,7 +34,7 @@ HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
 # reference files shipped to students, processed for markers (copied verbatim if they have none)
 REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py']
 # hand-written files of student_template/templates/, also processed for markers
-TEMPLATE_FILES = ['README.md', 'requirements.txt', 'test_model.py']
+TEMPLATE_FILES = ['README.md', 'plot_logs.py', 'requirements.txt', 'test_model.py']
 # optional parts known to the markers; grading.yaml handout.optional_parts switches them
 OPTIONAL_PARTS = ('sliding_window',)
 
