@@ -142,7 +142,10 @@ class StopOnCtrlC:
         self._previous = None
 
     def __enter__(self):
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle) or signal.default_int_handler
+        except ValueError:
+            self._previous = None  # not the main thread: signals go elsewhere, nothing to change
         return self
 
     def _handle(self, signum, frame):
@@ -151,7 +154,8 @@ class StopOnCtrlC:
         print("Ctrl-C: stopping after this iteration (press Ctrl-C again to stop at once)", file=sys.stderr)
 
     def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._previous)
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
         return False
 
 
