@@ -7,7 +7,8 @@ The student handout as a build product of the staff reference.
 build-template turns reference/ into student_template/hw1/: solution markers are stripped
 (see strip_markers), the hand-written files of student_template/templates/ are added, and
 the public tests get their expected values computed from the reference in a subprocess, so
-that the reference's `mingpt` package never meets the template's. --check regenerates into
+that the reference's `mingpt` package never meets the template's, and the signatures of the
+grader's known bugs on the same public inputs (handout_bugs.py). --check regenerates into
 a temporary folder and fails if the committed template differs.
 
 build-handout zips the generated template plus the corpus into dist/hw1_handout.zip.
@@ -25,6 +26,7 @@ import tempfile
 import zipfile
 
 from autograder import DATA_FILE, GRADING_YAML, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from autograder.staff import handout_bugs
 
 TEMPLATES_DIR = os.path.join(REPO_ROOT, 'student_template', 'templates')
 HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
@@ -32,7 +34,7 @@ HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
 # reference files shipped to students, processed for markers (copied verbatim if they have none)
 REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py']
 # hand-written files of student_template/templates/, also processed for markers
-TEMPLATE_FILES = ['README.md', 'requirements.txt', 'test_model.py']
+TEMPLATE_FILES = ['README.md', 'plot_logs.py', 'requirements.txt', 'test_model.py']
 # optional parts known to the markers; grading.yaml handout.optional_parts switches them
 OPTIONAL_PARTS = ('sliding_window',)
 
@@ -40,6 +42,8 @@ OPTIONAL_PARTS = ('sliding_window',)
 EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
 PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
 PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
+BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
+SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
 
 
 def _projection_plan_source():
@@ -281,12 +285,16 @@ def generate(optional_parts=None):
         files[rel] = strip_markers(text, 'student_template/templates/' + rel, optional_parts)
 
     source = files['test_model.py']
-    for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER):
+    for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER, BUGS_PLACEHOLDER,
+                        SIGNATURES_PLACEHOLDER):
         if source.count(placeholder) != 1:
             raise ValueError('student_template/templates/test_model.py must contain the line %r exactly once'
                              % placeholder.strip())
     source = source.replace(PLAN_PLACEHOLDER, _projection_plan_source())
     computed = compute_expected(source)
+    likely, signatures = handout_bugs.bug_signatures(source, computed['expected'])
+    source = source.replace(BUGS_PLACEHOLDER, handout_bugs.likely_bugs_literal(likely))
+    source = source.replace(SIGNATURES_PLACEHOLDER, handout_bugs.signatures_literal(signatures))
     source = source.replace(EXPECTED_PLACEHOLDER, _expected_literal(computed['expected']))
     files['test_model.py'] = source.replace(PARAMETERS_PLACEHOLDER, _parameters_literal(computed['parameters']))
     return files

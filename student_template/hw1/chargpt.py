@@ -1,14 +1,18 @@
 """
 Trains a character-level language model on the works of Shakespeare.
 
-    python chargpt.py --trainer.max_iters=200 --data.block_size=16 --model.rope=True
+    python chargpt.py --trainer.max_iters=600 --model.rope=True
 
-Every setting printed in the config can be overridden with --section.key=value.
-The run folder (system.work_dir) receives config.json, model.pt and train_logs.json.
+Every setting printed in the config can be overridden with --section.key=value; the
+defaults are the handout's model (gpt-mini: 6 layers, 6 heads, n_embd 192, N = 16).
+The run folder (system.work_dir) receives config.json (with the model's resolved sizes),
+model.pt and train_logs.json. train_logs.json is rewritten every LOG_EVERY iterations and
+when the run ends, also by Ctrl-C or an error, so an interrupted run can still be plotted.
 """
 
 import json
 import os
+import signal
 import sys
 
 import torch
@@ -19,6 +23,10 @@ from mingpt.trainer import Trainer
 from mingpt.utils import set_seed, setup_logging, CfgNode as CN, ConfigError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# how often (in iterations) train_logs.json is rewritten during a run
+LOG_EVERY = 10
+# the handout quotes 65 characters for Karpathy's tinyshakespeare; other corpora differ
+HANDOUT_VOCAB_SIZE = 65
 
 # -----------------------------------------------------------------------------
 
@@ -80,7 +88,7 @@ class CharDataset(Dataset):
     @staticmethod
     def get_default_config():
         C = CN()
-        C.block_size = 128
+        C.block_size = 16  # the handout's sequence length N
         C.declare('input_file', None, str)  # None: $HW1_DATA, then input.txt beside chargpt.py, then data/input.txt
         return C
 
@@ -90,6 +98,10 @@ class CharDataset(Dataset):
         chars = sorted(list(set(data)))
         data_size, vocab_size = len(data), len(chars)
         print('data has %d characters, %d unique.' % (data_size, vocab_size))
+        if vocab_size != HANDOUT_VOCAB_SIZE:
+            # the bundled input.txt (seven Gutenberg plays) has 73; vocab_size is taken from the data
+            print('(the handout quotes %d for tinyshakespeare; the model uses vocab_size=%d from this corpus)'
+                  % (HANDOUT_VOCAB_SIZE, vocab_size))
 
         self.stoi = {ch: i for i, ch in enumerate(chars)}
         self.itos = {i: ch for i, ch in enumerate(chars)}
@@ -116,6 +128,57 @@ class CharDataset(Dataset):
 # -----------------------------------------------------------------------------
 
 
+class StopOnCtrlC:
+    """
+    While active, Ctrl-C (SIGINT) asks training to stop after the current iteration instead of
+    raising KeyboardInterrupt wherever the program happens to be. On the CPU the attention
+    memory tracker runs weakref callbacks all the time, and a KeyboardInterrupt raised inside
+    one is printed and ignored by Python, so a plain Ctrl-C was often lost. A second Ctrl-C
+    interrupts at once (the previous handler is back).
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle) or signal.default_int_handler
+        except ValueError:
+            self._previous = None  # not the main thread: signals go elsewhere, nothing to change
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, self._previous)
+        print("Ctrl-C: stopping after this iteration (press Ctrl-C again to stop at once)", file=sys.stderr)
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+def write_train_logs(work_dir, logs):
+    """
+    Write train_logs.json atomically (a temporary file renamed over the old one), so that a
+    run stopped at any moment leaves either the previous or the new complete file. Lists are
+    cut to a common length: an interrupt between two appends must not leave them unequal.
+    """
+    n = min(len(v) for v in logs.values())
+    logs = {k: list(v[:n]) for k, v in logs.items()}
+    path = os.path.join(work_dir, 'train_logs.json')
+    tmp = '%s.%d.tmp' % (path, os.getpid())  # same folder, so the rename is atomic
+    try:
+        with open(tmp, 'w') as f:
+            json.dump(logs, f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return n
+
+
 def main(argv):
     # get default config and overrides from the command line, if any
     config = get_config()
@@ -126,7 +189,6 @@ def main(argv):
         print("error: %s" % e, file=sys.stderr)
         return 2
     print(config)
-    setup_logging(config)
     set_seed(config.system.seed)
 
     # construct the training dataset
@@ -143,17 +205,24 @@ def main(argv):
         # a TODO of the handout that these flags need: name it instead of a deep traceback
         print("error: %s" % e, file=sys.stderr)
         return 1
+    # GPT filled in n_layer, n_query_head, n_embd (from model_type) and n_kv_head: config.json
+    # records the sizes this run really used
+    setup_logging(config)
     if config.model.pretrained_folder is not None:
         model.load_pretrained(config.model.pretrained_folder)
 
     # construct the trainer object
     trainer = Trainer(config.trainer, model, train_dataset)
+    if config.trainer.max_iters is None:
+        print("trainer.max_iters is None: training runs until Ctrl-C (train_logs.json is kept up to date)")
 
     # iteration callback
     def batch_end_callback(trainer):
 
         if trainer.iter_num % 10 == 0:
             print(f"iter_dt {trainer.iter_dt * 1000:.2f}ms; iter {trainer.iter_num}: train loss {trainer.loss.item():.5f}")
+        if (trainer.iter_num + 1) % LOG_EVERY == 0:
+            write_train_logs(config.system.work_dir, trainer.logs())
 
         last = config.trainer.max_iters is not None and trainer.iter_num + 1 >= config.trainer.max_iters
         if (trainer.iter_num > 0 and trainer.iter_num % 500 == 0) or last:
@@ -173,17 +242,25 @@ def main(argv):
             # revert model to training mode
             model.train()
 
+        if stop.requested:
+            raise KeyboardInterrupt
+
     trainer.set_callback('on_batch_end', batch_end_callback)
 
-    # run the optimization
+    # run the optimization; whatever ends it, the losses so far are saved
+    stop = StopOnCtrlC()
     try:
-        trainer.run()
+        with stop:
+            trainer.run()
     except NotImplementedError as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
-
-    with open(os.path.join(config.system.work_dir, 'train_logs.json'), 'w') as f:
-        json.dump(trainer.logs(), f)
+    except KeyboardInterrupt:
+        print("interrupted by Ctrl-C", file=sys.stderr)
+        return 130
+    finally:
+        n = write_train_logs(config.system.work_dir, trainer.logs())
+        print("wrote %s (%d iterations)" % (os.path.join(config.system.work_dir, 'train_logs.json'), n))
     return 0
 
 

@@ -21,7 +21,8 @@ from autograder.staff.handout import MarkerError, strip_markers
 
 TINY = ['--trainer.max_iters=5', '--trainer.device=cpu', '--model.n_layer=1', '--model.n_embd=48',
         '--trainer.batch_size=8', '--data.block_size=16']
-SUMMARY = re.compile(r'(\d+) passed, (\d+) failed, (\d+) not implemented yet, (\d+) errors \(of (\d+)\)')
+SUMMARY = re.compile(r'(\d+) passed, (\d+) failed, (\d+) not implemented yet, (\d+) errors, '
+                     r'(\d+) optional not implemented \(of (\d+)\)')
 
 
 @pytest.fixture(scope='module')
@@ -57,7 +58,8 @@ def test_committed_template_is_up_to_date(generated):
 
 def test_shipped_files(generated):
     assert sorted(generated) == ['README.md', 'chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py',
-                                 'mingpt/trainer.py', 'mingpt/utils.py', 'requirements.txt', 'test_model.py']
+                                 'mingpt/trainer.py', 'mingpt/utils.py', 'plot_logs.py', 'requirements.txt',
+                                 'test_model.py']
     with open(os.path.join(REFERENCE_DIR, 'mingpt', 'utils.py')) as f:
         assert generated['mingpt/utils.py'] == f.read(), 'the grader provides utils.py: ship it unchanged'
     requirements = [l for l in generated['requirements.txt'].splitlines() if l and not l.startswith('#')]
@@ -170,22 +172,46 @@ def test_public_tests_pass_on_the_reference(tmp_path):
     proc = _run([sys.executable, 'test_model.py'], hw1)
     summary = SUMMARY.search(proc.stdout)
     assert proc.returncode == 0 and summary, proc.stdout[-3000:]
-    passed, failed, todo, errors, total = map(int, summary.groups())
-    assert (passed, failed, todo, errors) == (total, 0, 0, 0) and total >= 13
+    passed, failed, todo, errors, skipped, total = map(int, summary.groups())
+    assert (passed, failed, todo, errors, skipped) == (total, 0, 0, 0, 0) and total >= 13
     proc = _run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_model.py'], hw1)
     assert proc.returncode == 0 and '%d passed' % total in proc.stdout, proc.stdout[-3000:]
 
 
-def test_public_tests_report_each_todo_on_the_untouched_template(tmp_path):
+def _optional_tests(source):
+    return re.findall(r'def (test_\d+_optional_\w+)\(', source)
+
+
+def test_public_tests_report_each_todo_on_the_untouched_template(tmp_path, generated):
     hw1 = _template_copy(tmp_path, with_data=False)
     proc = _run([sys.executable, 'test_model.py'], hw1)
     summary = SUMMARY.search(proc.stdout)
     assert proc.returncode != 0 and summary, proc.stdout[-3000:]
-    passed, failed, todo, errors, total = map(int, summary.groups())
-    assert (passed, failed, errors, todo) == (0, 0, 0, total), proc.stdout[-3000:]
+    passed, failed, todo, errors, skipped, total = map(int, summary.groups())
+    optional = len(_optional_tests(generated['test_model.py']))
+    assert optional == 2 * handout.load_optional_parts()['sliding_window']
+    assert (passed, failed, errors, todo, skipped) == (0, 0, 0, total - optional, optional), proc.stdout[-3000:]
     assert 'Traceback' not in proc.stdout
-    messages = re.findall(r'not implemented yet: (TODO[^\n]*)', proc.stdout.split('Summary of the public tests')[1])
-    assert len(messages) == total and all('handout section' in m for m in messages)
+    report = proc.stdout.split('Summary of the public tests')[1]
+    messages = re.findall(r'not implemented yet: (TODO[^\n]*)', report)
+    assert len(messages) == total - optional and all('handout section' in m for m in messages)
+    assert len(re.findall(r'not implemented \(optional\): TODO \(optional\)', report)) == optional
+
+
+def test_pytest_shows_the_message_not_the_checking_code(tmp_path):
+    # RoPE positions 0..T-1: a value mismatch, reported by compare() deep in test_model.py
+    with open(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')) as f:
+        source = f.read().replace('m = torch.arange(1, T + 1, dtype=torch.float64',
+                                  'm = torch.arange(0, T, dtype=torch.float64')
+    hw1 = _template_copy(tmp_path, with_data=False)
+    (hw1 / 'mingpt' / 'model.py').write_text(source)
+    proc = _run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_model.py', '-k', 'rope_d8'],
+                hw1)
+    assert proc.returncode == 1 and '1 failed' in proc.stdout, proc.stdout[-3000:]
+    assert 'CheckFailed: rope_d8_T7: max abs error' in proc.stdout
+    assert 'likely bug: RoPE positions start at 0' in proc.stdout
+    for code in ('def compare(', 'raise CheckFailed(', 'self.check_case(', 'return test(self)'):
+        assert code not in proc.stdout, 'pytest printed test_model.py\'s code %r:\n%s' % (code, proc.stdout[-3000:])
 
 # ----------------------------------------------------------------------------- chargpt out of the box
 

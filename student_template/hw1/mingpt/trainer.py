@@ -65,7 +65,15 @@ class Trainer:
             callback(self)
 
     def logs(self):
-        """What train_logs.json holds: one entry per iteration."""
+        """
+        What train_logs.json holds: three lists with one entry per training iteration.
+          train_losses: the training loss of the batch (cross-entropy in nats per character);
+          attn_times:   seconds spent in the attention of one forward pass, averaged over the
+                        layers (GPT.forward's third output; multiply by 1000 for ms);
+          attn_mem:     bytes the attention allocated and kept, averaged over the layers
+                        (GPT.forward's fourth output: AttentionMemory.net_bytes; CUDA
+                        allocator on a GPU, a deterministic tracker on the CPU).
+        """
         return {'train_losses': self.losses, 'attn_times': self.attn_times, 'attn_mem': self.attn_mem}
 
     def run(self):

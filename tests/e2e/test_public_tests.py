@@ -1,0 +1,185 @@
+"""
+The public tests (student_template/hw1/test_model.py) against a corpus of model.py files:
+they pass on the reference and on every correct variant of tests/submissions/correct; each
+known bug of the grader (autograder/fingerprints.py, applied to the reference) fails the
+tests it belongs to, is named there as the likely bug, and fails no test of an unrelated
+part (a GQA grouping bug leaves the dropout test passing); optional parts left as stubs are
+skipped, a wrong optional part fails.
+
+All variants run in one subprocess (one torch import), each with its own `mingpt` package.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from autograder import fingerprints
+
+REFERENCE_MODEL = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
+CORRECT = sorted(glob.glob(os.path.join(REPO_ROOT, 'tests', 'submissions', 'correct', '*', 'model.py')))
+
+# runs PublicTests of each folder's test_model.py on that folder's mingpt, in-process:
+# {label: {test method: [PASS|FAIL|TODO|SKIP|ERROR, message as the summary shows it]}}
+DRIVER = r'''
+import importlib.util, io, json, sys, unittest
+import torch
+torch.set_num_threads(1)
+variants, out_path = json.loads(sys.argv[1]), sys.argv[2]
+results = {}
+for n, (label, folder) in enumerate(variants):
+    for name in [m for m in sys.modules if m == 'mingpt' or m.startswith('mingpt.')]:
+        del sys.modules[name]
+    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location('public_tests_%d' % n, folder + '/test_model.py')
+    tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tests)
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(tests.PublicTests)
+    outcome = {case.id().rsplit('.', 1)[1]: ['PASS', ''] for case in suite}
+    result = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
+    for case, reason in result.skipped:
+        outcome[case.id().rsplit('.', 1)[1]] = ['SKIP', reason]
+    for kind, items in (('FAIL', result.failures), ('ERROR', result.errors)):
+        for case, trace in items:
+            outcome[case.id().rsplit('.', 1)[1]] = list(tests._summarize(kind, trace))
+    results[label] = outcome
+    sys.path.remove(folder)
+with open(out_path, 'w') as f:
+    json.dump(results, f)
+'''
+
+# the public test each fingerprint belongs to: it must fail there and name the bug
+ROPE_MODULE_BUGS = ['rope-positions-from-0', 'rope-interleaved', 'rope-sign', 'rope-theta-pow2', 'rope-theta-i',
+                    'rope-base-1000', 'rope-sin-cos-swapped']
+ROPE_ATTENTION_BUGS = ['rope-d-n-embd', 'rope-on-values', 'rope-q-only']
+GROUPING_BUGS = ['gqa-tiled', 'gqa-group-sum']
+ATTENTION_CORE_BUGS = ['gqa-no-scale', 'gqa-scale-n-embd', 'gqa-no-mask', 'gqa-mask-off-by-one', 'gqa-softmax-dim']
+BELONGS = dict([(f, 'test_02_rope_d8') for f in ROPE_MODULE_BUGS] + [(f, 'test_04_mha_rope') for f in ROPE_ATTENTION_BUGS]
+               + [(f, 'test_06_gqa_kv2') for f in GROUPING_BUGS + ATTENTION_CORE_BUGS])
+# tests that use no RoPE, no attention or no grouping cannot be failed by such a bug
+UNRELATED = {
+    'rope module': ['test_05_gqa_kv1', 'test_06_gqa_kv2', 'test_07_gqa_kv3', 'test_10_dropout'],
+    'rope in attention': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_05_gqa_kv1',
+                          'test_06_gqa_kv2', 'test_07_gqa_kv3', 'test_10_dropout'],
+    'grouping': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_04_mha_rope',
+                 'test_10_dropout', 'test_11_causality_mha_rope'],
+    'attention core': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_10_dropout'],
+}
+FAMILY = dict([(f, 'rope module') for f in ROPE_MODULE_BUGS] + [(f, 'rope in attention') for f in ROPE_ATTENTION_BUGS]
+              + [(f, 'grouping') for f in GROUPING_BUGS] + [(f, 'attention core') for f in ATTENTION_CORE_BUGS])
+
+# the optional sliding window as a stub, and wrong (each query sees one token too many)
+SLIDING_STUBS = [
+    ('    w = window // 2 + 1\n    t = torch.arange(T, device=device)\n',
+     '    raise NotImplementedError("TODO (optional): implement sliding_window_mask (handout section 4.1)")\n'),
+    ('    B, nh, T, hs = q.shape\n    w = window // 2 + 1\n',
+     '    raise NotImplementedError("TODO (optional): implement banded_attention (handout section 4.2)")\n'),
+]
+SLIDING_WRONG = [('    return (offset >= 0) & (offset < w)\n', '    return (offset >= 0) & (offset <= w)\n')]
+
+
+def _patched(replacements):
+    with open(REFERENCE_MODEL) as f:
+        source = f.read()
+    for old, new in replacements:
+        assert source.count(old) == 1, 'the reference changed: %r no longer appears once' % old[:50]
+        source = source.replace(old, new)
+    return source
+
+
+def _variant(tmp_path, label, source):
+    """A folder with the template's test_model.py and mingpt package, and `source` as model.py."""
+    folder = tmp_path / label
+    shutil.copytree(os.path.join(TEMPLATE_DIR, 'mingpt'), str(folder / 'mingpt'),
+                    ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+    shutil.copy(os.path.join(TEMPLATE_DIR, 'test_model.py'), str(folder))
+    (folder / 'mingpt' / 'model.py').write_text(source)
+    return str(folder)
+
+
+@pytest.fixture(scope='module')
+def outcomes(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp('public_tests')
+    with open(REFERENCE_MODEL) as f:
+        sources = {'reference': f.read()}
+    for path in CORRECT:
+        with open(path) as f:
+            sources['correct/' + os.path.basename(os.path.dirname(path))] = f.read()
+    for fingerprint in fingerprints.FINGERPRINTS:
+        sources['bug/' + fingerprint.id] = fingerprints.apply(fingerprint, sources['reference'])
+    sources['optional-stub'] = _patched(SLIDING_STUBS)
+    sources['optional-wrong'] = _patched(SLIDING_WRONG)
+    variants = [(label, _variant(tmp_path, label.replace('/', '_'), source)) for label, source in sources.items()]
+    out_path = str(tmp_path / 'outcomes.json')
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1')
+    proc = subprocess.run([sys.executable, '-c', DRIVER, json.dumps(variants), out_path], cwd=str(tmp_path), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    with open(out_path) as f:
+        return json.load(f)
+
+
+def _kinds(outcome):
+    return {test: kind for test, (kind, _) in outcome.items()}
+
+
+@pytest.mark.parametrize('label', ['reference'] + ['correct/' + os.path.basename(os.path.dirname(p)) for p in CORRECT])
+def test_correct_models_pass_every_public_test(outcomes, label):
+    failing = {test: entry for test, entry in outcomes[label].items() if entry[0] != 'PASS'}
+    assert failing == {}, label
+
+
+@pytest.mark.parametrize('fingerprint', [f.id for f in fingerprints.FINGERPRINTS])
+def test_each_known_bug_fails_its_test_and_is_named(outcomes, fingerprint):
+    outcome = outcomes['bug/' + fingerprint]
+    kind, message = outcome[BELONGS[fingerprint]]
+    assert kind == 'FAIL', (BELONGS[fingerprint], kind, message)
+    assert 'likely bug: ' + fingerprints.BY_ID[fingerprint].likely_bug in message, message
+    # every failing comparison of this bug's output names it (or a bug with the same output)
+    for test, (kind, message) in outcome.items():
+        if kind == 'FAIL' and 'differ from the staff solution' in message:
+            assert 'likely bug: ' in message, (test, message)
+    # ERROR is the patched code crashing, not a test blaming the wrong part: rope-d-n-embd's
+    # patch calls RoPE in GroupedQueryAttention even with rope off
+    wrongly_failed = {test: outcome[test] for test in UNRELATED[FAMILY[fingerprint]]
+                      if outcome[test][0] not in ('PASS', 'ERROR')}
+    assert wrongly_failed == {}, 'a %s bug fails unrelated tests' % FAMILY[fingerprint]
+
+
+def test_every_fingerprint_has_an_expectation():
+    assert set(BELONGS) == set(fingerprints.BY_ID), 'give each new fingerprint the public test it belongs to'
+
+
+def test_optional_stub_is_skipped_and_wrong_optional_fails(outcomes):
+    stub, wrong = _kinds(outcomes['optional-stub']), _kinds(outcomes['optional-wrong'])
+    optional = sorted(test for test in stub if '_optional_' in test)
+    assert optional, 'no optional tests in the template'
+    assert {test: stub[test] for test in optional} == dict.fromkeys(optional, 'SKIP')
+    assert all(kind == 'PASS' for test, kind in stub.items() if test not in optional)
+    assert all(outcomes['optional-stub'][test][1].startswith('not implemented (optional): TODO (optional)')
+               for test in optional)
+    assert wrong['test_14_optional_sliding_window_mask'] == 'FAIL'
+
+
+def test_only_optional_parts_missing_exits_0(tmp_path):
+    # the real commands a student runs: python test_model.py and pytest both succeed
+    folder = _variant(tmp_path, 'hw1', _patched(SLIDING_STUBS))
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1')
+    skipped = []
+    for command, counted in ((['test_model.py'], r'0 failed, 0 not implemented yet, 0 errors, (\d+) optional not '
+                                                 r'implemented'),
+                             (['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_model.py'], r'(\d+) skipped')):
+        proc = subprocess.run([sys.executable] + command, cwd=folder, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+        found = re.search(counted, proc.stdout)
+        assert proc.returncode == 0 and found, proc.stdout[-3000:]
+        skipped.append(int(found.group(1)))
+    assert skipped[0] == skipped[1] >= 2, skipped  # at least the two sliding-window tests
