@@ -36,6 +36,11 @@ else
     run "$PY" -m pip install -q "${torch_args[@]}"
 fi
 run "$PY" -m pip install -q -r requirements.txt
+# staff extras (matplotlib for the figures of `experiments` and `grade --png`): never on Gradescope,
+# and not from the unpacked Gradescope zip, which does not carry the file
+if [[ $on_gradescope == 0 && -f requirements-staff.txt ]]; then
+    run "$PY" -m pip install -q -r requirements-staff.txt
+fi
 
 if [[ "${HW1_SKIP_DATA:-0}" != 1 ]]; then
     run "$PY" data/build_corpus.py
