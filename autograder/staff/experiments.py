@@ -25,7 +25,7 @@ import sys
 import time
 
 from autograder import REPO_ROOT
-from autograder.staff import experiments_report, experiments_runs
+from autograder.staff import experiments_report, experiments_runs, experiments_stats
 from autograder.staff.experiments_runs import Run, format_duration
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'experiments_worker.py')
@@ -119,10 +119,12 @@ def run_worker(task, params, cache_path, log):
         with open(cache_path) as f:
             cached = json.load(f)
         if cached.get('params') == params:
-            log('%s: cached (%s)' % (task, os.path.relpath(cache_path)))
+            log('%s: cached (%s)' % (task, cache_path))
             return cached['result']
     t0 = time.time()
-    proc = subprocess.run([sys.executable, WORKER, task, json.dumps(params)], capture_output=True, text=True)
+    env = dict(os.environ)
+    env.setdefault('OMP_NUM_THREADS', '1')  # as for the training runs: one thread is faster on a shared machine
+    proc = subprocess.run([sys.executable, WORKER, task, json.dumps(params)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise experiments_runs.RunFailed('%s failed (exit %d):\n%s' % (task, proc.returncode, proc.stderr[-3000:]))
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -154,7 +156,7 @@ def run_experiments(sizes_name, seeds, device, out, runs_dir, jobs=1, log=print)
         speed = run_worker('speed', {'device': device, 'blocks': [16, 256], 'batch': 64, 'code': code_hash},
                            os.path.join(runs_dir, 'speed-%s.json' % device), log)
 
-    results = experiments_report.collect(plan, runs_dir, sizes)
+    results = experiments_stats.collect(plan, runs_dir)
     meta = {'sizes_name': sizes_name, 'sizes': sizes, 'full_sizes': get_sizes('full'), 'device': device,
             'seeds': plan.seeds, 'prompt': PROMPT, 'code_hash': code_hash, 'runs_dir': runs_dir,
             'configs': [c[0] for c in CONFIGS], 'speed': speed, 'n_runs': len(plan.runs), 'ran': ran}

@@ -51,6 +51,9 @@ def header(meta, results):
                      F['short_iters'], F['long_iters'], F['short_block'], F['long_block'], F['gqa_iters']), '']
     lines += ['Seeds (`--system.seed`): %s. Sampling prompt (5.1, 5.2): the first line of *Richard III*, "%s".'
               % (', '.join(map(str, meta['seeds'])), meta['prompt']), '']
+    if len(meta['seeds']) == 1:
+        lines += ['**One seed only**: the tables show no spread and every ordering is 1/1 or 0/1. The default '
+                  '(`--seeds 3`) shades the min–max of the seeds and counts the orderings per seed.', '']
     cost = ['%s s/iter at block %d' % ('%.3f' % s, b) for b, s in results['iter_seconds'].items()]
     if cost:
         lines += ['Measured training speed of these runs (median of chargpt\'s `iter_dt`, %s): %s.'
@@ -179,7 +182,8 @@ def attention_section(attn_ms, meta, draw):
                       ', '.join('%.3f' % attn_ms[kv][s] for s in sorted(attn_ms[kv]))] for kv in sorted(attn_ms)])
     kvs = sorted(attn_ms)
     k, n = count_below(attn_ms[kvs[0]], attn_ms[kvs[-1]])
-    lines += ['', 'Mean over the %d iterations of the trainer\'s attn_times (seconds per layer, averaged over layers). '
+    lines += ['', 'Mean over the %d iterations of the trainer\'s attn_times (attention seconds of one forward, averaged '
+              'over the layers), in ms. '
               'Ordering: n_kv_head=%d faster than %d in %s (%s; timings on a shared machine are noisy).'
               % (S['gqa_iters'], kvs[0], kvs[-1], _seeds((k, n)), meta['device']), '',
               '**Rubric (5.5).** ' + NOTES['5.5'], '']

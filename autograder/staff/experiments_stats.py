@@ -54,7 +54,7 @@ def loglog_slope(xs, ys):
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
 
-def collect(plan, runs_dir, sizes):
+def collect(plan, runs_dir):
     """
     {'curves': {config: {seed: losses of both phases}}, 'gqa': {kv: {seed: losses}},
      'attn_ms': {kv: {seed: mean attention ms per iteration}}, 'iter_seconds': {block: median s/iter}}
