@@ -53,7 +53,8 @@ def loss_plot(path, curves, smooth, title, switch=None, blocks=None):
         mean = [sum(c[i] for c in smoothed) / len(smoothed) for i in range(n)]
         color = COLORS.get(label, 'C%d' % index)  # band and line of one label share a colour
         ax.fill_between(iters, lo, hi, color=color, alpha=0.25, linewidth=0)
-        ax.plot(iters, mean, color=color, linewidth=1.3, label='%s (%d seeds)' % (label, len(smoothed)))
+        ax.plot(iters, mean, color=color, linewidth=1.3, label='%s (%d seed%s)' % (label, len(smoothed),
+                                                                                   's' if len(smoothed) > 1 else ''))
     if switch is not None:
         ax.axvline(switch + 0.5, color='gray', linestyle='--', linewidth=1)
         ax.text(switch + 0.5, ax.get_ylim()[1], ' block %d → %d' % blocks, va='top', ha='left', fontsize=8,
@@ -74,7 +75,7 @@ def attention_time_plot(path, attn_ms, title):
     means = [sum(attn_ms[k].values()) / len(attn_ms[k]) for k in kvs]
     for k in kvs:
         ax.scatter([k] * len(attn_ms[k]), list(attn_ms[k].values()), color='tab:blue', alpha=0.5, s=18)
-    ax.plot(kvs, means, color='tab:blue', marker='o', label='mean of %d seeds (dots: each seed)'
+    ax.plot(kvs, means, color='tab:blue', marker='o', label='mean of %d seed(s) (dots: each seed)'
             % len(attn_ms[kvs[0]]))
     ax.set_xticks(kvs)
     ax.set_xlabel('n_kv_head (6 query heads; 6 = multi-head attention)')

@@ -56,7 +56,7 @@ def header(meta, results):
                   '(`--seeds 3`) shades the min–max of the seeds and counts the orderings per seed.', '']
     cost = ['%s s/iter at block %d' % ('%.3f' % s, b) for b, s in results['iter_seconds'].items()]
     if cost:
-        lines += ['Measured training speed of these runs (median of chargpt\'s `iter_dt`, %s): %s.'
+        lines += ['Measured training speed of these runs (median of chargpt\'s `iter_dt`, wall time, %s): %s.'
                   % (meta['device'], '; '.join(cost)), '']
     speed = meta.get('speed')
     if speed:
@@ -185,8 +185,12 @@ def attention_section(attn_ms, meta, draw):
     lines += ['', 'Mean over the %d iterations of the trainer\'s attn_times (attention seconds of one forward, averaged '
               'over the layers), in ms. '
               'Ordering: n_kv_head=%d faster than %d in %s (%s; timings on a shared machine are noisy).'
-              % (S['gqa_iters'], kvs[0], kvs[-1], _seeds((k, n)), meta['device']), '',
-              '**Rubric (5.5).** ' + NOTES['5.5'], '']
+              % (S['gqa_iters'], kvs[0], kvs[-1], _seeds((k, n)), meta['device']), '']
+    if meta['device'] == 'cpu':
+        lines += ['On a CPU these times include the Python overhead of AttentionMemory\'s CPU allocation tracker on '
+                  'every op inside attention, which dwarfs the arithmetic at this size: they are not comparable with '
+                  'a student\'s GPU numbers (torch.cuda.memory_allocated costs nothing).', '']
+    lines += ['**Rubric (5.5).** ' + NOTES['5.5'], '']
     return lines
 
 
