@@ -51,14 +51,16 @@ def loss_plot(path, curves, smooth, title, switch=None, blocks=None):
         lo = [min(c[i] for c in smoothed) for i in range(n)]
         hi = [max(c[i] for c in smoothed) for i in range(n)]
         mean = [sum(c[i] for c in smoothed) / len(smoothed) for i in range(n)]
-        color = COLORS.get(label, 'C%d' % index)  # band and line of one label share a colour
+        # band and line of one label share a colour; GQA dashed, as it often lies on its MHA twin
+        color = COLORS.get(label.split(' ')[0], 'C%d' % index)
+        style = '--' if 'GQA' in label else '-'
         ax.fill_between(iters, lo, hi, color=color, alpha=0.25, linewidth=0)
-        ax.plot(iters, mean, color=color, linewidth=1.3, label='%s (%d seed%s)' % (label, len(smoothed),
+        ax.plot(iters, mean, color=color, linestyle=style, linewidth=1.3, label='%s (%d seed%s)' % (label, len(smoothed),
                                                                                    's' if len(smoothed) > 1 else ''))
     if switch is not None:
         ax.axvline(switch + 0.5, color='gray', linestyle='--', linewidth=1)
-        ax.text(switch + 0.5, ax.get_ylim()[1], ' block %d → %d' % blocks, va='top', ha='left', fontsize=8,
-                color='gray')
+        ax.text(switch + 0.5, ax.get_ylim()[0], ' block %d → %d' % blocks, va='bottom', ha='left', fontsize=8,
+                color='gray')  # at the bottom: the legend sits top right
     ax.set_xlabel('iteration')
     ax.set_ylabel('training loss (nats), %d-iteration moving average' % smooth)
     ax.set_title(title + '\nline: mean of seeds, band: min–max of seeds', fontsize=10)
