@@ -13,7 +13,7 @@ rubric note per question.
 Sizes: `full` is the handout's (gpt-mini, batch 64, 600 + 600 iterations, 200 for GQA): on a
 GPU about the handout's half hour per seed, hours on a CPU. `cpu` is a smaller model and
 shorter second phase for a CPU; `quick` (= --quick) is a smoke run of the same pipeline in a
-couple of minutes. Runs are cached under --runs (default OUT/runs) keyed by their flags:
+couple of minutes of CPU time. Runs are cached under --runs (default OUT/runs) keyed by their flags:
 rerunning skips what is complete, so an interrupted report continues where it stopped.
 """
 
