@@ -36,8 +36,14 @@ else
     run "$PY" -m pip install -q "${torch_args[@]}"
 fi
 run "$PY" -m pip install -q -r requirements.txt
-# developers and CI: pytest and the linter (pyproject.toml); Gradescope needs neither
-[[ $on_gradescope == 0 ]] && run "$PY" -m pip install -q -r requirements-dev.txt
+# developers, CI and staff: pytest and the linter (requirements-dev.txt), matplotlib for the figures of
+# `experiments` and `grade --png` (requirements-staff.txt). Never on Gradescope, and not from the
+# unpacked Gradescope zip, which carries neither file.
+if [[ $on_gradescope == 0 ]]; then
+    for extra in requirements-dev.txt requirements-staff.txt; do
+        if [[ -f $extra ]]; then run "$PY" -m pip install -q -r "$extra"; fi
+    done
+fi
 
 if [[ "${HW1_SKIP_DATA:-0}" != 1 ]]; then
     run "$PY" data/build_corpus.py

@@ -8,6 +8,7 @@ Command line of the autograder: `python -m autograder COMMAND ...`.
     build-zip             write dist/autograder.zip for Gradescope
     batch EXPORT_DIR      regrade a Gradescope export in parallel
     evaluate DIR          discrimination report over a corpus of submissions
+    experiments           staff: reference answers to the handout's empirical and written questions
 """
 
 import importlib
@@ -21,6 +22,7 @@ COMMANDS = {
     'build-zip': 'autograder.staff.build_zip',
     'batch': 'autograder.staff.batch',
     'evaluate': 'autograder.staff.evaluate',
+    'experiments': 'autograder.staff.experiments',
 }
 
 

@@ -1,0 +1,1 @@
+"""Staff tools: never shipped in the Gradescope zip."""
