@@ -225,7 +225,6 @@ def write(out, results, samples, s4, meta, log=print):
     def draw(fn, name, *args):
         """Draw one figure into out/name; None (no link) without matplotlib."""
         return fn(os.path.join(out, name), *args) if have_mpl else None
-    S = meta['sizes']
     lines = header(meta, results)
     s4_lines, s4_summary = section4(s4, meta, draw)
     lines += s4_lines

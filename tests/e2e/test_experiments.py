@@ -7,7 +7,6 @@ the second run must train nothing (every run cached). Timings are not checked.
 
 import json
 import math
-import os
 import subprocess
 import sys
 
