@@ -18,6 +18,8 @@ TAGS = registry.IDS  # a test's tags name the parts it checks, by test id
 # the known test ids and those that must carry a tolerance come from the one registry
 NEEDS_TOLERANCE = registry.NEEDS_TOLERANCE
 TEST_IDS = registry.IDS
+# the optional parts of the handout (the `# BEGIN OPTIONAL <part>` markers of reference/mingpt/model.py)
+OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 
 
 class GradingConfigError(ValueError):
@@ -58,6 +60,10 @@ class Grading:
             if t.id == test_id:
                 return t
         raise KeyError(test_id)
+
+    def is_extra_credit(self, spec):
+        """A test of an optional part counts on top of the required total unless handout.extra_credit says false."""
+        return spec.optional_part is not None and self.handout.get('extra_credit', {}).get(spec.optional_part, True)
 
     def enabled_tests(self):
         """Tests of optional parts that staff switched off are not graded."""
@@ -168,12 +174,16 @@ def load(path=GRADING_YAML):
 
     handout = v.typed(top['handout'][1], dict, 'handout')
     handout_entries = v.mapping(top['handout'][1], 'handout')
-    v.check_keys(handout_entries, {'optional_parts'}, 'handout')
+    v.check_keys(handout_entries, {'optional_parts', 'extra_credit'}, 'handout')
     parts = handout.get('optional_parts', {}) or {}
-    for key, (key_node, value_node) in v.mapping(handout_entries['optional_parts'][1], 'optional_parts').items():
-        if key != 'sliding_window':
-            v.fail(key_node, "unknown optional part %r (known: sliding_window)" % key)
-        v.typed(value_node, bool, 'optional_parts.%s' % key)
+    extra_credit = handout.get('extra_credit', {}) or {}
+    for section in ('optional_parts', 'extra_credit'):
+        if section not in handout_entries:
+            continue
+        for key, (key_node, value_node) in v.mapping(handout_entries[section][1], section).items():
+            if key not in OPTIONAL_PARTS:
+                v.fail(key_node, "unknown optional part %r (known: %s)" % (key, ', '.join(OPTIONAL_PARTS)))
+            v.typed(value_node, bool, '%s.%s' % (section, key))
 
     sandbox_entries = v.mapping(top['sandbox'][1], 'sandbox')
     v.check_keys(sandbox_entries, SANDBOX_KEYS, 'sandbox', required=tuple(SANDBOX_KEYS))
@@ -243,5 +253,6 @@ def load(path=GRADING_YAML):
                               visibility=values['visibility'], tags=list(values['tags']),
                               timeout=float(values['timeout']), tolerance=tolerance,
                               optional_part=values.get('optional_part')))
-    return Grading(path=path, version=version, handout={'optional_parts': parts}, sandbox=sandbox,
+    return Grading(path=path, version=version, handout={'optional_parts': parts, 'extra_credit': extra_credit},
+                   sandbox=sandbox,
                    profiles=profiles, tests=tests)

@@ -75,6 +75,9 @@ def verdicts_for(grading, profile, located, fx, sandbox, skip=()):
                                               % run.import_result.message])
         else:
             verdicts[spec.id] = judge(spec, run.probes[spec.id], fx, grading)
+            if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
+                verdicts[spec.id] = Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message],
+                                            not_implemented=True)
     info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
             'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
             'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:]}
@@ -128,6 +131,8 @@ def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADIN
         if summary is not None and summary.summary:
             out['output'] += ' ' + summary.summary + '.'
         out['extra_data'] = dict(info, profile=profile, fixtures_torch=fx.manifest.get('torch'))
+        # extra credit: optional parts count on top of the required 100 (see results.add_points)
+        results.add_points(out, {s.number for s in specs if grading.is_extra_credit(s)})
     except Exception as e:  # the grader's own failure: still a valid results.json
         staff = traceback.format_exc()
         message = ('Grading could not run: %s' % e) if isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError)) \
@@ -151,9 +156,13 @@ def table(out):
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     lines = ['  '.join(str(r[i]).ljust(widths[i]) for i in range(4)) + '  ' + r[4] for r in rows]
     lines.insert(1, '-' * min(160, sum(widths) + 80))
-    total = sum(t['score'] for t in out['tests'])
-    possible = sum(t['max_score'] for t in out['tests'])
-    lines.append('total: %g / %g   (%.1f s)   %s' % (total, possible, out['execution_time'], out.get('output', '')))
+    points = out.get('extra_data', {}).get('points')
+    if points:  # extra-credit tests count on top of the required maximum
+        total = '%g / %g (+ %g of %g extra credit)' % (points['required'], points['required_max'],
+                                                        points['extra_credit'], points['extra_credit_max'])
+    else:
+        total = '%g / %g' % (sum(t['score'] for t in out['tests']), sum(t['max_score'] for t in out['tests']))
+    lines.append('total: %s   (%.1f s)   %s' % (total, out['execution_time'], out.get('output', '')))
     return '\n'.join(lines)
 
 

@@ -34,6 +34,8 @@ def build_suite(specs, verdicts):
                 print(verdict.summary)
             print('\n'.join(verdict.lines))
             set_score(round(verdict.fraction * spec.weight, 4))
+            if verdict.not_implemented:   # an untouched optional part: said plainly, not as wrong values
+                self.fail('not implemented (optional)')
             if not verdict.passed:
                 self.fail('%s scored %.0f%% of its points' % (spec.name, 100 * verdict.fraction))
         test.__doc__ = spec.name
@@ -52,6 +54,26 @@ def run_suite(specs, verdicts, max_output_chars):
     for t in results['tests']:
         if 'output' in t:
             t['output'] = _truncate(t['output'].rstrip('\n'), max_output_chars)
+    return results
+
+
+def add_points(results, extra_credit_numbers):
+    """
+    Extra credit (grading.yaml handout.extra_credit): the tests numbered in `extra_credit_numbers`
+    keep their max_score (so a test reads 0/5 or 5/5) but count on top of the required total. The
+    top-level `score` (which Gradescope takes over the sum of the tests) is the sum of every test's
+    score, and may exceed the required maximum; staff set the assignment's total points to the
+    required maximum (100). extra_data.points spells the split out for the table and for staff.
+    """
+    tests = results.get('tests', [])
+    extra = [t for t in tests if str(t.get('number', '')) in extra_credit_numbers]
+    required = [t for t in tests if t not in extra]
+    points = {'required': round(sum(t['score'] for t in required), 4),
+              'required_max': round(sum(t['max_score'] for t in required), 4),
+              'extra_credit': round(sum(t['score'] for t in extra), 4),
+              'extra_credit_max': round(sum(t['max_score'] for t in extra), 4)}
+    results['score'] = round(points['required'] + points['extra_credit'], 4)
+    results.setdefault('extra_data', {})['points'] = points
     return results
 
 

@@ -15,6 +15,7 @@ class Verdict:
     fraction: float
     lines: List[str] = field(default_factory=list)
     summary: str = ''   # one-line numeric summary (loss curve), shown first
+    not_implemented: bool = False   # an optional part left untouched: reported as "not implemented (optional)"
 
     @property
     def passed(self):
@@ -23,6 +24,7 @@ class Verdict:
 
 STATUS_WORDS = {
     'not_implemented': 'not implemented yet',
+    'not_implemented_optional': 'not implemented (optional)',
     'error': 'your code raised an error',
     'timeout': 'timed out',
     'crashed': 'the test process died',

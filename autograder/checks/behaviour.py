@@ -1,6 +1,7 @@
 """
-Judges of behaviour rather than values: dropout in train vs eval mode, causality of the
-student's own model, and GPT.generate (shapes, greedy tokens, top_k sampling).
+Judges of behaviour rather than values: dropout in train vs eval mode, causality (both runs
+against the reference's outputs), and GPT.generate (shapes, greedy tokens, top_k sampling,
+generation past block_size).
 """
 
 import dataclasses
@@ -9,6 +10,7 @@ import numpy as np
 
 from autograder.checks import Verdict, case_error_line, compare
 from autograder.checks.values import judge_cases
+from autograder.child.configs import GENERATE_NEW
 
 DROPOUT_HINTS = {
     'attn_p1_train': 'with attn_pdrop=1 in train mode every attention weight is dropped, so the output must be '
@@ -34,29 +36,42 @@ def judge_dropout(test, result, fixtures, grading):
 
 
 def judge_causality(test, result, fixtures, grading):
+    """
+    Both runs (the input, and the input with its later tokens replaced) are compared with the
+    reference's outputs for the same inputs, never only with each other: a copied or rewritten
+    second output fails.
+    """
     tol = test.tolerance
+    expected = fixtures.probe('causality')
     errors = result.info.get('case_errors', {})
-    cut = grading.profiles[fixtures.profile]['module']['seq'] // 2
-    cut_model = grading.profiles[fixtures.profile]['model']['seq'] // 2
+    prof = grading.profiles[fixtures.profile]
     lines, passed, cases = [], 0, ('mha', 'gqa', 'gpt')
     for case in cases:
         if case in errors:
             lines.append('FAIL ' + case_error_line(case, errors[case]))
             continue
+        c = prof['model' if case == 'gpt' else 'module']['seq'] // 2
         base, future = result.arrays.get(case + '/base'), result.arrays.get(case + '/future')
-        c = cut_model if case == 'gpt' else cut
-        if base is None or future is None or base.shape != future.shape or base.ndim < 2:
-            lines.append('FAIL %s: outputs missing or of different shapes' % case)
+        exp_base, exp_future = expected[case + '/base'], expected[case + '/future']
+        if base is None or future is None or base.shape != exp_base.shape or future.shape != exp_future.shape:
+            lines.append('FAIL %s: outputs missing or of shape %s, expected %s' % (
+                case, None if future is None else tuple(future.shape), tuple(exp_future.shape)))
             continue
-        ok, desc = compare(future[:, :c], base[:, :c], tol.atol, tol.rtol)
-        if not ok:
+        prefix_ok, prefix_desc = compare(future[:, :c], exp_future[:, :c], tol.atol, tol.rtol)
+        self_ok, _ = compare(future[:, :c], base[:, :c], tol.atol, tol.rtol)
+        base_ok, base_desc = compare(base, exp_base, tol.atol, tol.rtol)
+        rest_ok, rest_desc = compare(future[:, c:], exp_future[:, c:], tol.atol, tol.rtol)
+        if not self_ok:
             lines.append('FAIL %s: tokens from position %d on were changed, and outputs at positions < %d changed '
-                         'too (%s): the model looks at future tokens; check the causal mask' % (case, c, c, desc))
-        elif np.array_equal(base[:, c:], future[:, c:]):
-            lines.append('FAIL %s: outputs did not change even where the inputs did' % case)
+                         'too (%s): the model looks at future tokens; check the causal mask' % (case, c, c, prefix_desc))
+        elif not (prefix_ok and base_ok and rest_ok):
+            lines.append('FAIL %s: the outputs differ from the reference\'s for the same inputs (%s), so causality '
+                         'cannot be confirmed; fix the values first (tests 3.1, 5.1, 8.1)'
+                         % (case, base_desc if not base_ok else prefix_desc if not prefix_ok else rest_desc))
         else:
             passed += 1
-            lines.append('ok   %s: earlier outputs unchanged when later tokens change' % case)
+            lines.append('ok   %s: earlier outputs unchanged when later tokens change, both runs equal the reference'
+                         % case)
     return Verdict(passed / len(cases), ['%d of %d modules are causal.' % (passed, len(cases))] + lines)
 
 
@@ -82,7 +97,7 @@ def judge_generate(test, result, fixtures, grading):
     errors = result.info.get('case_errors', {})
     expected = fixtures.probe('generate')
     greedy_exp = expected['greedy']
-    prompt_len = greedy_exp.shape[1] - 12
+    prompt_len = greedy_exp.shape[1] - GENERATE_NEW
     lines, passed = [], 0
     greedy = result.arrays.get('greedy')
 
@@ -128,4 +143,22 @@ def judge_generate(test, result, fixtures, grading):
         else:
             passed += 1
             lines.append('ok   do_sample=True, top_k=5 samples only among the 5 most likely tokens')
-    return Verdict(passed / 3, ['%d of 3 generation checks pass.' % passed] + lines)
+
+    # 4. past block_size the context is the LAST block_size tokens
+    long_exp, long = expected['greedy_past_block'], result.arrays.get('greedy_past_block')
+    if 'greedy_past_block' in errors:
+        lines.append('FAIL ' + case_error_line('greedy decoding past block_size', errors['greedy_past_block']))
+    elif long is None or long.shape != long_exp.shape:
+        lines.append('FAIL greedy decoding of %d new tokens (past block_size): returned shape %s, expected %s'
+                     % (long_exp.shape[1] - prompt_len, None if long is None else tuple(long.shape), tuple(long_exp.shape)))
+    elif not np.array_equal(long, long_exp):
+        first = np.argwhere(long != long_exp)[0]
+        block = grading.profiles[fixtures.profile]['model']['block_size']
+        lines.append('FAIL greedy decoding past block_size: tokens differ from the reference first at %s (expected '
+                     '%d, got %d)%s' % (list(first), long_exp[tuple(first)], long[tuple(first)],
+                                        ': once the sequence is longer than block_size=%d, condition on its LAST '
+                                        'block_size tokens (idx[:, -block_size:])' % block if first[1] >= block else ''))
+    else:
+        passed += 1
+        lines.append('ok   greedy decoding of %d new tokens, past block_size, matches' % (long.shape[1] - prompt_len))
+    return Verdict(passed / 4, ['%d of 4 generation checks pass.' % passed] + lines)

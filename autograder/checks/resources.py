@@ -1,79 +1,110 @@
 """
-Judges of memory: GQA's attention memory must fall as n_kv_head falls and be measured
-around the whole attention; sliding-window attention memory must grow linearly in N.
-Numbers come from the handout's AttentionMemory meter, run by the probe around the
-student's forward.
+Judges of memory. 9.1: the figure GroupedQueryAttention.forward reports must be a real
+measurement of the whole attention: compared, per n_kv_head, with what the harness's own meter
+saw for the same call (and, on CPU, with the readings the student's code took through the
+torch.cuda stand-ins of child/cuda_meter.py or the handout's AttentionMemory). How much memory a
+correct style allocates is not judged: fewer KV heads may cost more in some correct styles.
+11.2: sliding-window attention memory must grow linearly in N, credited only when the
+windowed outputs of the measured calls are the reference's.
 """
 
-from autograder.checks import Verdict, case_error_line
+from autograder.checks import Verdict, case_error_line, compare
 
-NET, PEAK, ALLOCATED, REPORTED = range(4)
+# figures of the memory probe (child/probes_workflow.py)
+NET, PEAK, REPORTED, FORCED, EXACT = range(5)
+ALLOCATED_READING = 0   # cuda_meter.ALLOCATED: a memory_allocated()-like reading (a possible start)
 
 
 def _mb(n):
     return '%.1f KB' % (n / 1024.0)
 
 
+def measured_figures(readings, meters):
+    """
+    Every figure the student's code could have measured in this call: a later reading minus an
+    earlier memory_allocated() reading (end - start, or max_memory_allocated() - start), and
+    the net or peak bytes of a handout AttentionMemory it used.
+    """
+    figures, starts = set(), []
+    for kind, value in (readings if readings is not None else []):
+        figures.update(int(value) - s for s in starts)
+        if int(kind) == ALLOCATED_READING:
+            starts.append(int(value))
+    for row in (meters if meters is not None else []):
+        figures.update(int(v) for v in row)
+    return figures
+
+
+def judge_memory_case(kv, fig, readings, meters, rtol):
+    """(ok, line) for one n_kv_head."""
+    net, peak, reported, forced, exact = (int(v) for v in fig)
+    name = 'n_kv_head=%d' % kv
+    how = ' (your code measures only when x.is_cuda; it was run again with is_cuda forced on)' if forced == 1 else ''
+    if reported <= 0:
+        if forced == -1:
+            return True, ('ok   %s: forward reports no figure on CPU and its CUDA-only branch cannot run here, so '
+                          'the figure cannot be judged on this grader (not docked)' % name)
+        return False, ('FAIL %s: forward reported %s: the memory is not measured%s. Measure the whole attention: '
+                       'torch.cuda.memory_allocated() before and after it (it reports real bytes on the CPU grader) '
+                       'or the handout\'s AttentionMemory, and return the difference in bytes'
+                       % (name, 'no figure' if reported < 0 else '0 bytes', how))
+    if reported > (1 + rtol) * peak:
+        return False, ('FAIL %s: forward reported %s, but at most %s were ever allocated during the call: the figure '
+                       'is not a measurement (a constant? another unit? scaled?)%s' % (name, _mb(reported), _mb(peak), how))
+    if reported < (1 - rtol) * net:
+        return False, ('FAIL %s: forward reported %s, but the attention leaves %s allocated: part of the attention '
+                       '(the K/V projections or repeat? the output projection?) is outside the measured region%s'
+                       % (name, _mb(reported), _mb(net), how))
+    if exact == 1:
+        figures = measured_figures(readings, meters)
+        if reported not in figures:
+            seen = sorted(figures)[:6]
+            return False, ('FAIL %s: forward reported %d bytes, which is no difference of two memory readings your '
+                           'code took (%s): report end - start in bytes, unscaled%s'
+                           % (name, reported, ', '.join(str(f) for f in seen) if seen else 'it took none', how))
+    return True, 'ok   %s reports %s (the harness saw %s left allocated, %s at peak)%s' % (
+        name, _mb(reported), _mb(net), _mb(peak), how)
+
+
 def judge_memory(test, result, fixtures, grading):
     rtol = test.tolerance.rtol
     errors = result.info.get('case_errors', {})
-    expected = fixtures.probe('memory')
-    kvs = sorted((int(k.split('=')[1]) for k in expected), reverse=True)
-    full = kvs[0]
-    lines, checks, passed = [], 0, 0
-    got = {kv: result.arrays.get('n_kv_head=%d' % kv) for kv in kvs}
+    kvs = sorted({int(k.split('/')[0].split('=')[1]) for k in fixtures.probe('memory')}, reverse=True)
+    lines, passed = [], 0
     for kv in kvs:
-        if 'n_kv_head=%d' % kv in errors:
-            lines.append('FAIL ' + case_error_line('n_kv_head=%d' % kv, errors['n_kv_head=%d' % kv]))
-    # 1. the saving from fewer KV heads
-    for kv in kvs[1:]:
-        checks += 1
-        if got[kv] is None or got[full] is None or got[kv].shape != (4,) or got[full].shape != (4,):
-            lines.append('FAIL n_kv_head=%d: no memory figures' % kv)
-            continue
-        ref_saving = int(expected['n_kv_head=%d' % full][ALLOCATED] - expected['n_kv_head=%d' % kv][ALLOCATED])
-        saving = int(got[full][ALLOCATED] - got[kv][ALLOCATED])
-        if saving >= (1 - rtol) * ref_saving:
-            passed += 1
-            lines.append('ok   n_kv_head %d -> %d allocates %s less (reference: %s less)'
-                         % (full, kv, _mb(saving), _mb(ref_saving)))
+        key = 'n_kv_head=%d' % kv
+        fig = result.arrays.get(key + '/figures')
+        if key in errors:
+            lines.append('FAIL ' + case_error_line(key, errors[key]))
+        elif fig is None or fig.shape != (5,) or fig.dtype.kind not in 'iu':
+            lines.append('FAIL %s: no memory figures' % key)
         else:
-            lines.append('FAIL n_kv_head %d -> %d: expected the attention to allocate at least %s less, observed %s '
-                         'less (%s vs %s): are k_proj/v_proj Linear(n_embd, n_kv_head * head_dim)?'
-                         % (full, kv, _mb((1 - rtol) * ref_saving), _mb(saving), _mb(got[kv][ALLOCATED]),
-                            _mb(got[full][ALLOCATED])))
-    # 2. the figure the module reports covers the attention
-    for kv in kvs:
-        checks += 1
-        g = got[kv]
-        if g is None or g.shape != (4,):
-            continue
-        reported, net = int(g[REPORTED]), int(g[NET])
-        if reported <= 0:
-            lines.append('FAIL n_kv_head=%d: forward reported %s bytes; measure the attention with '
-                         'AttentionMemory (as CausalSelfAttention does) and return mem.net_bytes'
-                         % (kv, 'no' if reported < 0 else reported))
-        elif reported < (1 - rtol) * net:
-            lines.append('FAIL n_kv_head=%d: forward reported %s, but the attention leaves %s allocated: part of '
-                         'the computation (the KV repeat?) is outside the measured region'
-                         % (kv, _mb(reported), _mb(net)))
-        else:
-            passed += 1
-            lines.append('ok   n_kv_head=%d reports %s (attention leaves %s allocated)' % (kv, _mb(reported), _mb(net)))
-    return Verdict(passed / checks if checks else 0.0, ['%d of %d memory checks pass.' % (passed, checks)] + lines)
+            ok, line = judge_memory_case(kv, fig, result.arrays.get(key + '/readings'),
+                                         result.arrays.get(key + '/meters'), rtol)
+            passed += ok
+            lines.append(line)
+    return Verdict(passed / len(kvs) if kvs else 0.0,
+                   ['%d of %d memory figures are measurements of the whole attention.' % (passed, len(kvs))] + lines)
 
 
 def judge_window_memory(test, result, fixtures, grading):
     rtol = test.tolerance.rtol
     errors = result.info.get('case_errors', {})
-    seqs = sorted(int(k.split('=')[1]) for k in fixtures.probe('sliding-window-memory'))
+    expected = fixtures.probe('sliding-window-memory')
+    seqs = sorted({int(k.split('/')[0].split('=')[1]) for k in expected})
+    values_tol = grading.test('sliding-window').tolerance  # the outputs are judged as in 11.1
     peaks = {}
     lines = []
     for n in seqs:
         key = 'N=%d' % n
         if key in errors:
             return Verdict(0.0, ['FAIL ' + case_error_line(key, errors[key])])
-        a = result.arrays.get(key)
+        # memory is credited only for the windowed attention: ignoring the window can be linear too (SDPA)
+        ok, desc = compare(result.arrays.get(key + '/y'), expected[key + '/y'], values_tol.atol, values_tol.rtol)
+        if not ok:
+            return Verdict(0.0, ['FAIL %s: the banded output is not the windowed attention (%s), so its memory is not '
+                                 'credited; see test 11.1' % (key, desc)])
+        a = result.arrays.get(key + '/peak')
         if a is None or a.shape != (1,) or a[0] <= 0:
             return Verdict(0.0, ['FAIL %s: no peak memory figure' % key])
         peaks[n] = int(a[0])

@@ -22,3 +22,7 @@ def model_configs(profile):
     """The GPT state dicts: label -> (n_kv_head, rope)."""
     nh = profile['model']['n_query_head']
     return {label: (kv or nh, rope) for label, kv, rope in MODEL_CONFIGS}
+
+
+# new tokens of the short generation checks (prompt + GENERATE_NEW stays within block_size)
+GENERATE_NEW = 12

@@ -176,6 +176,10 @@ def main(job_dir=None):
     os.makedirs(OUT, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True, warn_only=True)
+    if job['profile']['device'] == 'cpu':
+        # before model.py is imported: the course's torch.cuda.memory_allocated() measures real bytes on CPU
+        from . import cuda_meter
+        cuda_meter.install()
     real_stdout = sys.stdout
     captured = CappedStream()
     sys.stdout = sys.stderr = captured

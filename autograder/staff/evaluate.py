@@ -49,7 +49,10 @@ def load_corpus(root):
                 exp = yaml.safe_load(f) or {}
             subs.append({'name': name, 'kind': kind, 'path': os.path.join(d, 'model.py'),
                          'verdict': exp.get('verdict', kind), 'must_fail': list(exp.get('must_fail') or []),
-                         'fingerprint': exp.get('fingerprint'), 'bug': exp.get('bug', '')})
+                         'fingerprint': exp.get('fingerprint'), 'bug': exp.get('bug', ''),
+                         # optional parts (extra credit) this submission leaves untouched: their tests must say
+                         # "not implemented (optional)", and their 0 is then not a false failure
+                         'not_implemented': list(exp.get('not_implemented') or [])})
     return subs
 
 
@@ -76,7 +79,8 @@ def _evaluate_one(args):
 
 def analyse(rows, test_ids):
     for r in rows:
-        lost = {tid for tid, t in r['tests'].items() if t['score'] < t['max_score']}
+        lost = {tid for tid, t in r['tests'].items() if t['score'] < t['max_score']
+                and not (tid in r.get('not_implemented', ()) and t['output'].startswith('not implemented (optional)'))}
         r['lost'] = lost
         # a test skipped on purpose (loss-curve for mutants not expected to fail it) is not missing
         r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests'] and tid not in r.get('skipped', ())]

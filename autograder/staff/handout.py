@@ -36,7 +36,7 @@ REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingp
 # hand-written files of student_template/templates/, also processed for markers
 TEMPLATE_FILES = ['README.md', 'plot_logs.py', 'requirements.txt', 'test_model.py']
 # optional parts known to the markers; grading.yaml handout.optional_parts switches them
-OPTIONAL_PARTS = ('sliding_window',)
+OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 
 # the placeholders in templates/test_model.py that the generator fills in
 EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
@@ -81,11 +81,17 @@ def strip_markers(text, filename='<text>', optional_parts=None):
       - `# BEGIN PROMPT` .. `# END PROMPT`: every line is a comment `<indent># ...` in the
         reference and becomes `<indent>...` (its leading `# ` removed);
       - `# BEGIN OPTIONAL name` .. `# END OPTIONAL`: kept (markers removed, inner markers
-        processed) when optional_parts[name] is true, removed entirely when false.
+        processed) when optional_parts[name] is true, removed entirely when false;
+        `# BEGIN OPTIONAL !name` the other way round (what the part replaces when it is off).
     SOLUTION and PROMPT blocks may sit inside an OPTIONAL one; no other nesting is allowed.
     Blank lines around a removed region are collapsed to at most two.
     """
     optional_parts = dict.fromkeys(OPTIONAL_PARTS, True) if optional_parts is None else optional_parts
+
+    def kept(name):
+        # `# BEGIN OPTIONAL !part` (accuracy-a): kept only when the part is OFF, for the code the part replaces
+        # (the original starter's generate without a KV cache); its lines are PROMPT comments in the reference
+        return optional_parts[name.lstrip('!')] != name.startswith('!')
     out = []
     removed_at = []       # indices into `out` where something was dropped
     stack = []            # open blocks: (block, lineno, indent, name)
@@ -106,13 +112,13 @@ def strip_markers(text, filename='<text>', optional_parts=None):
                     raise MarkerError(filename, lineno, 'BEGIN %s inside %s opened at line %d: these blocks do not nest'
                                       % (block, stack[-1][0], stack[-1][1]))
                 if block == 'OPTIONAL':
-                    if name not in optional_parts:
+                    if name is None or name.lstrip('!') not in optional_parts:
                         raise MarkerError(filename, lineno, 'unknown optional part %r (known: %s)'
                                           % (name, ', '.join(sorted(optional_parts))))
                 elif name is not None:
                     raise MarkerError(filename, lineno, 'BEGIN %s takes no name' % block)
                 stack.append((block, lineno, indent, name))
-                if block == 'SOLUTION' or (block == 'OPTIONAL' and not optional_parts[name]):
+                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(name)):
                     dropping += 1
             else:
                 if not stack or stack[-1][0] != block:
@@ -121,7 +127,7 @@ def strip_markers(text, filename='<text>', optional_parts=None):
                 if name is not None:
                     raise MarkerError(filename, lineno, 'END %s takes no name' % block)
                 opened = stack.pop()
-                if block == 'SOLUTION' or (block == 'OPTIONAL' and not optional_parts[opened[3]]):
+                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(opened[3])):
                     dropping -= 1
             removed_at.append(len(out))
             continue

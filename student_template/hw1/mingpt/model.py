@@ -152,7 +152,9 @@ class CausalSelfAttention(_AttentionBase):
     def forward(self, x, kv_cache=None):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         hs = C // self.n_head
-        past = 0 if kv_cache is None else kv_cache.length
+        past = 0  # position of x's first token before the first one (RoPE offset)
+        if kv_cache is not None:
+            past = kv_cache.length  # tokens already in the cache
         with AttentionMemory(x.device) as mem:
             # calculate query, key, values for all heads in batch and move head forward to be the batch dim
             q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
@@ -190,8 +192,10 @@ class GroupedQueryAttention(_AttentionBase):
     def forward(self, x, kv_cache=None):
         # TODO (handout 5, GQA): grouped scaled dot-product attention with a causal mask,
         # following CausalSelfAttention.forward: the whole computation inside AttentionMemory
-        # (it measures the memory), RoPE on q and k when self.rope (offset=past), kv_cache
-        # handled as there. Return (y, memory in bytes).
+        # (it measures the memory), RoPE on q and k when self.rope (offset=past).
+        # Optional (KV cache): with a kv_cache, append k and v to it as CausalSelfAttention
+        # does; the queries then sit at positions past .. past+T-1 of the keys.
+        # Return (y, memory in bytes).
         raise NotImplementedError("TODO: implement GroupedQueryAttention.forward (handout section 5, 'Grouped Query Attention')")
 
 
@@ -408,7 +412,9 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, kv_caches=None):
         device = idx.device
         b, t = idx.size()
-        past = 0 if kv_caches is None else kv_caches[0].length
+        past = 0  # position of idx's first token before the first one
+        if kv_caches is not None:
+            past = kv_caches[0].length  # tokens already in the caches
         assert past + t <= self.block_size, f"Cannot forward sequence of length {past + t}, block size is only {self.block_size}"
 
         # forward the GPT model itself
@@ -438,14 +444,15 @@ class GPT(nn.Module):
         Take a conditioning sequence of indices idx (LongTensor of shape (b,t)) and complete
         the sequence max_new_tokens times, feeding the predictions back into the model each time.
         Most likely you'll want to make sure to be in model.eval() mode of operation for this.
-        With use_kv_cache=True each step feeds only the new token and reuses the keys and values
-        of earlier ones; once the context outgrows block_size the cache is rebuilt from the
-        cropped context, so the tokens are exactly those of the uncached loop.
         Returns (idx, mean attention seconds per forward).
         """
         attn_times = []
+        # With use_kv_cache=True each step feeds only the new token and reuses the keys and values
+        # of earlier ones; once the context outgrows block_size the cache is rebuilt from the
+        # cropped context, so the tokens are exactly those of the uncached loop.
         caches = None
         for _ in range(max_new_tokens):
+            # if the sequence context is growing too long we must crop it at block_size
             idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
             if not use_kv_cache:
                 logits, _, seconds, _ = self(idx_cond)
