@@ -98,7 +98,9 @@ def judge_window_memory(test, result, fixtures, grading):
     for n in seqs:
         key = 'N=%d' % n
         if key in errors:
-            return Verdict(0.0, ['FAIL ' + case_error_line(key, errors[key])])
+            untouched = errors[key].get('status') == 'not_implemented'   # the template's banded_attention TODO
+            return Verdict(0.0, [('not implemented (optional): ' if untouched else 'FAIL ')
+                                 + case_error_line(key, errors[key])], not_implemented=untouched)
         # memory is credited only for the windowed attention: ignoring the window can be linear too (SDPA)
         ok, desc = compare(result.arrays.get(key + '/y'), expected[key + '/y'], values_tol.atol, values_tol.rtol)
         if not ok:

@@ -279,3 +279,11 @@ def test_negated_optional_blocks_replace_the_part_when_it_is_off():
     off = strip_markers(text, 't.py', {'sliding_window': True, 'kv_cache': False})
     assert 'cached = True' in on and 'cached = False' not in on
     assert 'cached = False' in off and 'cached = True' not in off
+
+
+def test_reference_cached_tokens_are_its_uncached_tokens_in_the_fixtures():
+    # the fixtures 12.1 compares against are the reference's cached tokens; they must be its uncached ones (8.2)
+    from autograder import fixtures as fx_module
+    fx = fx_module.load(GRADING, 'cpu', check=False)
+    assert np.array_equal(fx.probe('kv-cache')['rope-gqa/tokens'], fx.probe('generate')['greedy_past_block'])
+    assert fx.probe('kv-cache')['rope-gqa/tokens'].shape[1] > 2 * GRADING.profiles['cpu']['model']['block_size']
