@@ -66,7 +66,6 @@ class RotaryPositionalEmbeddings(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         T = x.shape[-2]
-        c = self.cos_cached
         cos = self.cos_cached[:T].to(x.device, x.dtype)  # (T, d)
         sin = self.sin_cached[:T].to(x.device, x.dtype)  # (T, d)
         x1, x2 = x.chunk(2, dim=-1)                     # (B, nh, T, d/2) each
