@@ -6,7 +6,6 @@ and records plain arrays through `ctx.case`; none of them judges anything.
 """
 
 import gc
-import os
 
 import numpy as np
 import torch
