@@ -204,7 +204,7 @@ def _containing(lines, text):
 
 
 def _profile_key_typo(lines):
-    i = _containing(lines, 'student_seed: 7, window: 20}')
+    i = _containing(lines, 'student_seed: 7, window: 20,')
     lines[i] = lines[i].replace('window: 20', 'windw: 20')
     return i + 1
 
