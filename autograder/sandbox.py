@@ -4,9 +4,11 @@ Runs untrusted student code in a child process and brings back only plain data.
 The scratch folder holds the handout (chargpt.py, mingpt/{__init__,trainer,utils}.py), the
 submission as mingpt/model.py, the probe runner, the job and its inputs: nothing of the
 reference, the fixtures or the hidden tests. Under root the child runs as an unprivileged
-user who owns only the folder results go to. Limits: address space, CPU seconds, file size,
-processes, and a wall-clock deadline per probe enforced here. A probe that hangs or kills
-the process is recorded and the child is restarted for the probes after it.
+user of a pool (one per concurrent grading), in a scratch folder only that user can enter,
+owning only the folders results and temporary files go to. Limits: address space, CPU
+seconds, file size, processes, and a wall-clock deadline per probe enforced here. A probe
+that hangs or kills the process is recorded and the child is restarted for the probes after
+it. OS-level isolation (seccomp, namespaces, private /tmp, clean-up) is autograder/isolation.py.
 
 Results are read back without following links, as .npz with allow_pickle=False and JSON of
 capped size; anything else is refused.
@@ -31,7 +33,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from autograder import DATA_FILE, PACKAGE_DIR, TEMPLATE_DIR
+from autograder import DATA_FILE, GRADING_YAML, PACKAGE_DIR, TEMPLATE_DIR, isolation
 from autograder.child import wire
 
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
@@ -54,12 +56,42 @@ class RunResult:
     stdout_tail: str = ''
     sandboxed_as: Optional[str] = None
     wall_seconds: float = 0.0
+    isolation: dict = field(default_factory=dict)
 
 
-def _sandbox_user(name):
+def _pool_size():
+    from autograder import config
+    return config.load(GRADING_YAML).sandbox['pool_size']
+
+
+def child_python(uid, gid, python_copy):
     """
-    (uid, gid) of the unprivileged user, or None with the reason: not root, no such user (run
-    setup.sh), or the user cannot reach the Python installation.
+    (interpreter the sandbox user can run, extra environment) or (None, reason). The grader's
+    own interpreter when the user can reach it and torch (Gradescope: /usr/bin/python3);
+    otherwise the copy setup.sh makes at sandbox.python_copy (an interpreter under /root,
+    e.g. pyenv, is never opened up to other users).
+    """
+    import importlib.util
+    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
+    exe = os.path.realpath(sys.executable)
+    if _user_can_access(uid, gid, [(exe, os.X_OK), (torch_dir, os.R_OK)]):
+        return exe, {}
+    prefix = os.path.realpath(sys.prefix)
+    if python_copy and exe.startswith(prefix + os.sep) and torch_dir.startswith(prefix + os.sep):
+        copy_exe = os.path.join(python_copy, os.path.relpath(exe, prefix))
+        copy_torch = os.path.join(python_copy, os.path.relpath(torch_dir, prefix))
+        if _user_can_access(uid, gid, [(copy_exe, os.X_OK), (copy_torch, os.R_OK)]):
+            # the copy's binary may carry an absolute RUNPATH into the original prefix
+            return copy_exe, {'LD_LIBRARY_PATH': os.path.join(python_copy, 'lib')}
+    return None, ('the sandbox user cannot run %s or read torch, and there is no usable copy at %s '
+                  '(./setup.sh makes it)' % (exe, python_copy))
+
+
+def _sandbox_user(name, pool_size=None, python_copy=None):
+    """
+    ([(uid, gid), ...] of the pool, None) or (None, the reason): not root, no such user (run
+    setup.sh), or the user cannot reach a Python installation. The pool is `name`, name1, ...
+    up to sandbox.pool_size of grading.yaml (setup.sh creates the same users from it).
     """
     if os.geteuid() != 0:
         return None, 'the grader is not running as root, so student code runs as the same user'
@@ -67,17 +99,16 @@ def _sandbox_user(name):
         pw = pwd.getpwnam(name)
     except KeyError:
         return None, 'user %r does not exist (./setup.sh creates it); student code runs as root' % name
-    import importlib.util
-    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
-    if not _user_can_access(pw.pw_uid, pw.pw_gid, [(os.path.realpath(sys.executable), os.X_OK), (torch_dir, os.R_OK)]):
-        return None, ('user %r cannot run %s or read torch (./setup.sh grants traverse access); '
-                      'student code runs as root' % (name, sys.executable))
+    if python_copy is not None and child_python(pw.pw_uid, pw.pw_gid, python_copy)[0] is None:
+        return None, child_python(pw.pw_uid, pw.pw_gid, python_copy)[1] + '; student code runs as root'
     pool = [(pw.pw_uid, pw.pw_gid)]
-    for i in range(1, POOL_SIZE):
+    for i in range(1, pool_size or _pool_size()):
         try:
             extra = pwd.getpwnam('%s%d' % (name, i))
         except KeyError:
             break
+        if extra.pw_gid in [g for _, g in pool] or extra.pw_gid == 0:
+            break   # the scratch folder is opened to the user's own group: it must be theirs alone
         pool.append((extra.pw_uid, extra.pw_gid))
     return pool, None
 
@@ -100,9 +131,6 @@ def protect_source(paths):
     for path in paths:
         if os.path.exists(path):
             os.chmod(path, 0o700)
-
-
-POOL_SIZE = 4  # sandbox users hw1student, hw1student1..3: parallel gradings (batch --jobs) each get their own
 
 
 def _lock_path(uid):
@@ -139,17 +167,7 @@ def _claim_user(users):
 
 
 def _kill_user_processes(uid):
-    """Kill every process of the sandbox user, including ones that escaped the process group."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)  # as that user, -1 reaches exactly its processes
-        except BaseException:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+    isolation.kill_user_processes(uid)
 
 
 class Sandbox:
@@ -158,14 +176,28 @@ class Sandbox:
         self.handout_dir = handout_dir
         self.data_file = data_file
         # self.user is the (uid, gid) in use, claimed from the pool for the length of one run
-        self.pool, self.user_note = _sandbox_user(sandbox_cfg['user'])
+        self.pool, self.user_note = _sandbox_user(sandbox_cfg['user'], sandbox_cfg['pool_size'],
+                                                  sandbox_cfg['python_copy'])
         self.user = self.pool[0] if self.pool else None
+        self.python, self.python_env = sys.executable, {}
+        if self.user:
+            self.python, self.python_env = child_python(self.user[0], self.user[1], sandbox_cfg['python_copy'])
+        self.seccomp = isolation.Seccomp()
+        self.found = isolation.probe(*(self.user or (None, None)), seccomp=self.seccomp)
+        self.isolation = isolation.describe(self.found, bool(self.user))
+        self.isolation['python'] = self.python
+        self._tmpfs = None   # the scratch folder while it is a tmpfs mount
+        self._files_removed = 0
 
     # ------------------------------------------------------------------ scratch
 
     def _prepare(self, model_py, job, inputs, need_data):
-        scratch = tempfile.mkdtemp(prefix='hw1-sandbox-')
-        os.chmod(scratch, 0o755)
+        scratch = tempfile.mkdtemp(prefix='hw1-sandbox-', dir=isolation.scratch_base(bool(self.user)))
+        if self.user and self.found.get('tmpfs') is True:
+            # a size-limited file system of its own: the child cannot fill the disk or the inode table
+            isolation.mount('hw1-sandbox', scratch, 'tmpfs', isolation.MS_NOSUID | isolation.MS_NODEV,
+                            'size=%dm,nr_inodes=%d,mode=0700' % (self.cfg['scratch_mb'], self.cfg['scratch_inodes']))
+            self._tmpfs = scratch
         os.makedirs(os.path.join(scratch, 'mingpt'))
         for rel in HANDOUT_FILES:
             src = os.path.join(self.handout_dir, rel)
@@ -185,15 +217,22 @@ class Sandbox:
             np.savez(f, **inputs)
         for sub in ('out', 'home'):
             os.makedirs(os.path.join(job_dir, sub))
-        # everything readable, nothing writable by the child except out/ and home/
+        # inside: everything readable, nothing writable by the child except out/ and home/ (its TMPDIR);
+        # the folder itself is root:<the user's own group> 0750, so no other sandbox user (another
+        # grading of a batch) can enter it
         for root, dirs, files in os.walk(scratch):
             for d in dirs:
                 os.chmod(os.path.join(root, d), 0o755)
             for f in files:
                 os.chmod(os.path.join(root, f), 0o644)
         if self.user:
+            os.chown(scratch, 0, self.user[1])
+            os.chmod(scratch, 0o750)
             for sub in ('out', 'home'):
                 os.chown(os.path.join(job_dir, sub), *self.user)
+                os.chmod(os.path.join(job_dir, sub), 0o700)
+        else:
+            os.chmod(scratch, 0o700)
         return scratch, job_dir
 
     def _write_job(self, job_dir, job, probes):
@@ -203,36 +242,51 @@ class Sandbox:
 
     # ------------------------------------------------------------------ child
 
-    def _preexec(self):
+    def _preexec(self, job_dir):
+        """In the forked child, before exec: isolation first, then limits, then the user, then seccomp."""
         cfg = self.cfg
         mb = 1024 * 1024
+        os.umask(0o077)   # what the child writes is readable by its own user (and root) only
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            with open('/proc/self/oom_score_adj', 'w') as f:
+                f.write('1000')   # under memory pressure the kernel kills the child, never the grader first
+        except OSError:
+            pass
+        if self.user and self.found.get('namespaces') is True:
+            isolation.enter_namespaces(os.path.join(job_dir, 'home'))   # returns in the namespaces' first process
         resource.setrlimit(resource.RLIMIT_AS, (cfg['address_space_mb'] * mb,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (cfg['cpu_seconds'], cfg['cpu_seconds'] + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (cfg['max_file_mb'] * mb,) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self.user:
             resource.setrlimit(resource.RLIMIT_NPROC, (cfg['max_processes'],) * 2)
             uid, gid = self.user
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
+        if self.found.get('seccomp') is True:
+            self.seccomp.install()
 
     def _env(self, job_dir):
         home = os.path.join(job_dir, 'home')
         env = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'HOME': home, 'TMPDIR': home, 'LANG': 'C.UTF-8',
                'PYTHONHASHSEED': '0', 'PYTHONDONTWRITEBYTECODE': '1', 'PYTHONUNBUFFERED': '1',
                'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1'}
+        env.update(self.python_env)
         if 'CUDA_VISIBLE_DEVICES' in os.environ:  # the gpu profile needs to see the staff's GPU choice
             env['CUDA_VISIBLE_DEVICES'] = os.environ['CUDA_VISIBLE_DEVICES']
         return env
 
     def _launch(self, scratch, job_dir):
         log = open(os.path.join(scratch, 'child.log'), 'ab')
-        boot = 'import sys; sys.path.insert(0, %r); from child.runner import main; main()' % os.path.join(scratch, '_grader')
-        cmd = [sys.executable, '-I', '-c', boot, job_dir]
+        # os._exit right after the last probe: a thread the submission started cannot keep the child alive
+        boot = ('import os, sys\nsys.path.insert(0, %r)\nfrom child.runner import main\ntry:\n    main()\n'
+                'except BaseException:\n    import traceback\n    traceback.print_exc(file=sys.__stderr__)\n'
+                '    sys.__stderr__.flush()\n    os._exit(1)\nos._exit(0)\n' % os.path.join(scratch, '_grader'))
+        cmd = [self.python, '-I', '-c', boot, job_dir]
         proc = subprocess.Popen(cmd, cwd=os.path.join(job_dir, 'home'), env=self._env(job_dir),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=self._preexec, start_new_session=True, close_fds=True)
+                                preexec_fn=lambda: self._preexec(job_dir), start_new_session=True, close_fds=True)
         log.close()
         return proc
 
@@ -322,10 +376,11 @@ class Sandbox:
 
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data):
         started = time.time()
-        scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
         results, remaining = {}, list(probes)
         import_result = None
+        scratch = None
         try:
+            scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
             # Gradescope kills the whole run at its own timeout and then shows no results at all, so
             # the sum of per-probe timeouts (a hang in RoPE times out every test that uses it) is capped
             budget_end = started + self.cfg['total_seconds']
@@ -355,12 +410,17 @@ class Sandbox:
                     remaining = []
             stdout_tail = self._child_log(scratch)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if self._tmpfs:
+                isolation.umount(self._tmpfs)   # drops every file at once
+                self._tmpfs = None
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
         for pid in probes:
             results.setdefault(pid, ProbeResult('missing', 'this test did not run because the submission '
                                                            'could not be imported'))
         return RunResult(import_result, results, stdout_tail,
-                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started)
+                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started,
+                         dict(self.isolation, files_removed=self._files_removed))
 
     def _run_child(self, scratch, job_dir, job, probes, timeouts, import_timeout, budget_end):
         """
@@ -400,7 +460,9 @@ class Sandbox:
                 break
             time.sleep(0.05)
         if self.user:
+            # everything the child left: its processes (any namespace), then its files in the shared temp folders
             _kill_user_processes(self.user[0])
+            self._files_removed += isolation.remove_user_files(*self.user)
         return ended, current
 
     @staticmethod
