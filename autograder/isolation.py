@@ -394,6 +394,19 @@ def scratch_base(sandboxed):
     return tempfile.gettempdir()
 
 
-if __name__ == '__main__':   # python -m autograder.isolation [UID GID]: what this machine allows
-    ids = [int(a) for a in sys.argv[1:3]] or [None, None]
+def main(argv):
+    """
+    python -m autograder.isolation [UID GID]   what this machine allows (as that user)
+    python -m autograder.isolation --cleanup   sweep idle sandbox users (run_autograder, after its watchdog)
+    """
+    if argv[1:2] == ['--cleanup']:
+        from autograder import GRADING_YAML, config, sandbox
+        print('isolation: clean-up removed %d leftovers' % sandbox.cleanup_stale(config.load(GRADING_YAML).sandbox))
+        return 0
+    ids = [int(a) for a in argv[1:3]] or [None, None]
     print(json.dumps(probe(*ids), indent=2))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))

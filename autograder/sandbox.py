@@ -26,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -170,6 +171,53 @@ def _kill_user_processes(uid):
     isolation.kill_user_processes(uid)
 
 
+def _sweep(uid, gid):
+    """
+    What a grading killed before its own clean-up (the watchdog's SIGKILL) left for this user:
+    processes, files in the shared temp folders, a scratch folder and its tmpfs mount. Call it
+    only while holding the user's lock.
+    """
+    _kill_user_processes(uid)
+    removed = isolation.remove_user_files(uid, gid)
+    base = isolation.scratch_base(True)
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.startswith('hw1-sandbox-') and stat.S_ISDIR(st.st_mode) and st.st_gid == gid:
+            for sub in ('out', 'home'):
+                isolation.umount(os.path.join(path, 'job', sub))
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def cleanup_stale(sandbox_cfg):
+    """Sweep every sandbox user of the pool that no grading holds right now (run_autograder after its watchdog)."""
+    pool, _ = _sandbox_user(sandbox_cfg['user'], sandbox_cfg['pool_size'])
+    removed = 0
+    for uid, gid in pool or []:
+        lock = _try_lock(uid, blocking=False)
+        if lock is None and _lock_path(uid) is not None:
+            continue   # a grading in progress owns this user
+        try:
+            removed += _sweep(uid, gid)
+        finally:
+            if lock is not None:
+                os.close(lock)
+    return removed
+
+
+class GradingStopped(BaseException):
+    """SIGTERM (run_autograder's watchdog): stop the child, clean up, and let the caller end."""
+
+
+def _on_sigterm(signum, frame):
+    raise GradingStopped('stopped by SIGTERM')
+
+
 class Sandbox:
     def __init__(self, sandbox_cfg, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE):
         self.cfg = sandbox_cfg
@@ -184,20 +232,19 @@ class Sandbox:
             self.python, self.python_env = child_python(self.user[0], self.user[1], sandbox_cfg['python_copy'])
         self.seccomp = isolation.Seccomp()
         self.found = isolation.probe(*(self.user or (None, None)), seccomp=self.seccomp)
+        # staff and tests only (Gradescope never sets it): exercise the weaker set-ups, e.g. "namespaces,tmpfs"
+        for name in filter(None, os.environ.get('HW1_SANDBOX_DISABLE', '').split(',')):
+            if name in self.found:
+                self.found[name] = 'disabled by HW1_SANDBOX_DISABLE'
         self.isolation = isolation.describe(self.found, bool(self.user))
         self.isolation['python'] = self.python
-        self._tmpfs = None   # the scratch folder while it is a tmpfs mount
+        self._mounts = []   # the child's writable folders (out/, home/) while they are tmpfs mounts
         self._files_removed = 0
 
     # ------------------------------------------------------------------ scratch
 
     def _prepare(self, model_py, job, inputs, need_data):
         scratch = tempfile.mkdtemp(prefix='hw1-sandbox-', dir=isolation.scratch_base(bool(self.user)))
-        if self.user and self.found.get('tmpfs') is True:
-            # a size-limited file system of its own: the child cannot fill the disk or the inode table
-            isolation.mount('hw1-sandbox', scratch, 'tmpfs', isolation.MS_NOSUID | isolation.MS_NODEV,
-                            'size=%dm,nr_inodes=%d,mode=0700' % (self.cfg['scratch_mb'], self.cfg['scratch_inodes']))
-            self._tmpfs = scratch
         os.makedirs(os.path.join(scratch, 'mingpt'))
         for rel in HANDOUT_FILES:
             src = os.path.join(self.handout_dir, rel)
@@ -229,8 +276,15 @@ class Sandbox:
             os.chown(scratch, 0, self.user[1])
             os.chmod(scratch, 0o750)
             for sub in ('out', 'home'):
-                os.chown(os.path.join(job_dir, sub), *self.user)
-                os.chmod(os.path.join(job_dir, sub), 0o700)
+                path = os.path.join(job_dir, sub)
+                if self.found.get('tmpfs') is True:
+                    # each a size-limited file system of its own: the child cannot fill the disk or the
+                    # inode table, and filling its temp folder (home/ = TMPDIR = /tmp) leaves out/ working
+                    isolation.mount('hw1-sandbox', path, 'tmpfs', isolation.MS_NOSUID | isolation.MS_NODEV,
+                                    'size=%dm,nr_inodes=%d' % (self.cfg['scratch_mb'], self.cfg['scratch_inodes']))
+                    self._mounts.append(path)
+                os.chown(path, *self.user)
+                os.chmod(path, 0o700)
         else:
             os.chmod(scratch, 0o700)
         return scratch, job_dir
@@ -366,13 +420,19 @@ class Sandbox:
         Returns a RunResult; never raises for anything the student's code does.
         """
         lock = None
-        if self.pool:
-            self.user, lock = _claim_user(self.pool)
+        previous = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)   # a handler of the caller's (batch) is kept
         try:
+            if self.pool:
+                self.user, lock = _claim_user(self.pool)
+                self._files_removed += _sweep(*self.user)   # left by an earlier grading that was killed
             return self._run_locked(model_py, job, probes, inputs, timeouts, import_timeout, need_data)
         finally:
             if lock is not None:
                 os.close(lock)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data):
         started = time.time()
@@ -410,9 +470,9 @@ class Sandbox:
                     remaining = []
             stdout_tail = self._child_log(scratch)
         finally:
-            if self._tmpfs:
-                isolation.umount(self._tmpfs)   # drops every file at once
-                self._tmpfs = None
+            for path in self._mounts:
+                isolation.umount(path)   # drops every file at once
+            self._mounts = []
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
         for pid in probes:
@@ -436,6 +496,18 @@ class Sandbox:
         finally:
             os.close(dir_fd)
         proc = self._launch(scratch, job_dir)
+        try:
+            return self._watch(proc, job_dir, timeouts, import_timeout, budget_end)
+        except BaseException:   # the grader itself is stopping: the child must not outlive it
+            self._kill(proc)
+            raise
+        finally:
+            if self.user:
+                # everything the child left: its processes (any namespace), then its files in the shared temp folders
+                _kill_user_processes(self.user[0])
+                self._files_removed += isolation.remove_user_files(*self.user)
+
+    def _watch(self, proc, job_dir, timeouts, import_timeout, budget_end):
         current, current_start, deadline, seen = wire.IMPORT, time.time(), import_timeout, 0
         while True:
             code = proc.poll()
@@ -459,10 +531,6 @@ class Sandbox:
                 ended = ('budget', self.cfg['total_seconds'])
                 break
             time.sleep(0.05)
-        if self.user:
-            # everything the child left: its processes (any namespace), then its files in the shared temp folders
-            _kill_user_processes(self.user[0])
-            self._files_removed += isolation.remove_user_files(*self.user)
         return ended, current
 
     @staticmethod
