@@ -14,6 +14,7 @@ namespaces off: the set-up of a Docker container without CAP_SYS_ADMIN (Gradesco
 import glob
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -37,6 +38,12 @@ SCRATCH_BASE = '/var/lib/hw1-sandbox'
 # the set-ups each case runs under: the strongest, and (as root) the one without namespaces or tmpfs
 SETUPS = {'strongest': '', 'no-namespaces': 'namespaces,tmpfs'}
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox users (./setup.sh)')
+
+
+def test_every_os_case_is_graded_here():
+    graded = {'net_socket', 'plant_tmp', 'thread_forever', 'proc_snoop', 'other_victim', 'other_reader',
+              'hang_past_watchdog', 'memory_hog'}
+    assert set(OS_CASES) == graded
 
 
 def read(name):
@@ -341,8 +348,21 @@ def _cgroup_figures(kind, cg):
     return int(get('memory.peak') or 0), int(events.get('oom_kill', 0))
 
 
+def _memory_of(pid, rss_pages):
+    """Proportional set size (shared pages split between their users: the relay process forked from the
+    grader shares nearly all its pages), or the resident size where smaps_rollup is missing."""
+    try:
+        with open('/proc/%d/smaps_rollup' % pid) as f:
+            for line in f:
+                if line.startswith('Pss:'):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss_pages * os.sysconf('SC_PAGE_SIZE')
+
+
 def _tree_rss(root_pid):
-    """Sum of the resident memory of root_pid and all its descendants, in bytes (one sample)."""
+    """Memory of root_pid and all its descendants, in bytes (one sample): the sum of their PSS."""
     children, rss = {}, {}
     for entry in os.listdir('/proc'):
         if not entry.isdigit():
@@ -351,13 +371,14 @@ def _tree_rss(root_pid):
             with open('/proc/%s/stat' % entry) as f:
                 fields = f.read().rpartition(')')[2].split()
             children.setdefault(int(fields[1]), []).append(int(entry))
-            rss[int(entry)] = int(fields[21]) * os.sysconf('SC_PAGE_SIZE')
+            rss[int(entry)] = int(fields[21])
         except (OSError, IndexError, ValueError):
             continue
     total_rss, todo = 0, [root_pid]
     while todo:
         pid = todo.pop()
-        total_rss += rss.get(pid, 0)
+        if pid in rss:
+            total_rss += _memory_of(pid, rss[pid])
         todo += children.get(pid, [])
     return total_rss
 
@@ -365,13 +386,19 @@ def _tree_rss(root_pid):
 MEMORY_FIGURES = os.path.join(REPO, 'results', 'memory_peaks.json')   # for the report; git-ignored
 
 
-@pytest.mark.parametrize('name', ['reference', 'memory_hog', 'alloc_in_forward', 'print_50mb'])
+# the harness's own memory under the cases that aim at it (decompression bombs, oversized arrays), whoever wrote them
+MEMORY_CASES = ['reference', 'memory_hog', 'alloc_in_forward', 'print_50mb'] + sorted(
+    d for d in os.listdir(HOSTILE) if re.search(r'bomb|npz|oversiz|huge|inflat|decompress', d)
+    and os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
+
+
+@pytest.mark.parametrize('name', MEMORY_CASES)
 def test_memory_of_the_whole_tree_fits_768mb(ag_root, name):
     """
     The grader and everything it starts, in a real 768 MB memory cgroup where the machine allows
-    one: the grader is never the process killed, and results.json is always its own. Where no
-    cgroup can be made, the peak RSS of the process tree is measured instead (and the hog, which
-    only a cgroup would stop, is skipped).
+    one: the grader is never the process killed, and results.json is always its own. The tree's
+    memory (sum of PSS, sampled every 50 ms) is measured too, and where no cgroup can be made it
+    is the only figure (and the hog, which only a cgroup would stop, is skipped).
     """
     cgroup = _memory_cgroup()
     if cgroup is None and name == 'memory_hog':
@@ -392,7 +419,7 @@ def test_memory_of_the_whole_tree_fits_768mb(ag_root, name):
         peak_rss = max(peak_rss, _tree_rss(proc.pid))
         time.sleep(0.05)
     reader.join(timeout=5)
-    figures = {'tree_rss_peak_mb': round(peak_rss / 2 ** 20)}
+    figures = {'tree_pss_peak_mb': round(peak_rss / 2 ** 20)}
     try:
         out, raw = strict_load(root.results_path)
         tests = by_id(out)
