@@ -14,7 +14,9 @@ named in results.json's extra_data (`describe()`) so that staff can see what was
   namespace (only a loopback that is down), PID namespace with its own /proc (other processes
   are invisible), IPC namespace, and a mount namespace where /tmp, /var/tmp and /dev/shm are the
   grading's own private folder.
-- a size-limited tmpfs for the scratch folder (needs the same capability).
+- size-limited tmpfs mounts for the child's two writable folders, out/ and home/ (its TMPDIR and,
+  with namespaces, its /tmp), so that it can fill neither the disk nor the inode table (needs the
+  same capability).
 - after each child, every process and every file in /tmp, /var/tmp and /dev/shm of the sandbox
   user is removed, by a helper that runs AS that user (so a planted symlink can only make it
   delete what the student could delete anyway).
@@ -297,7 +299,8 @@ def describe(found, sandboxed):
                 else 'NOT hidden: /proc shows other processes (%s)' % found.get('namespaces'),
         'tmp': '/tmp, /var/tmp, /dev/shm are the grading\'s private folder' if ns
                else 'shared /tmp, /var/tmp, /dev/shm: files of the sandbox user are deleted after each child',
-        'scratch': ('private tmpfs' if sandboxed and found.get('tmpfs') is True else 'private folder on disk')
+        'scratch': ('folder on disk, its writable out/ and home/ each a size-limited tmpfs'
+                    if sandboxed and found.get('tmpfs') is True else 'private folder on disk')
                    + (', mode 0750 root:<sandbox group>, outputs 0600' if sandboxed else ', mode 0700'),
         'seccomp': found.get('seccomp'), 'namespaces': found.get('namespaces'), 'tmpfs': found.get('tmpfs'),
     }
