@@ -77,7 +77,8 @@ def verdicts_for(grading, profile, located, fx, sandbox, skip=()):
             verdicts[spec.id] = judge(spec, run.probes[spec.id], fx, grading)
     info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
             'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
-            'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:]}
+            'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
+            'isolation': run.isolation}
     # the student's per-iteration losses, for staff pictures (autograder/staff/plots.py)
     curve = run.probes['loss-curve'].arrays.get('seed%d' % prof['loss_curve']['student_seed']) \
         if 'loss-curve' in run.probes else None

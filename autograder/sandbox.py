@@ -4,9 +4,11 @@ Runs untrusted student code in a child process and brings back only plain data.
 The scratch folder holds the handout (chargpt.py, mingpt/{__init__,trainer,utils}.py), the
 submission as mingpt/model.py, the probe runner, the job and its inputs: nothing of the
 reference, the fixtures or the hidden tests. Under root the child runs as an unprivileged
-user who owns only the folder results go to. Limits: address space, CPU seconds, file size,
-processes, and a wall-clock deadline per probe enforced here. A probe that hangs or kills
-the process is recorded and the child is restarted for the probes after it.
+user of a pool (one per concurrent grading), in a scratch folder only that user can enter,
+owning only the folders results and temporary files go to. Limits: address space, CPU
+seconds, file size, processes, and a wall-clock deadline per probe enforced here. A probe
+that hangs or kills the process is recorded and the child is restarted for the probes after
+it. OS-level isolation (seccomp, namespaces, private /tmp, clean-up) is autograder/isolation.py.
 
 Results are read back without following links, as .npz with allow_pickle=False and JSON of
 capped size; anything else is refused.
@@ -24,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -31,7 +34,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from autograder import DATA_FILE, PACKAGE_DIR, TEMPLATE_DIR
+from autograder import DATA_FILE, GRADING_YAML, PACKAGE_DIR, TEMPLATE_DIR, isolation
 from autograder.child import wire
 
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
@@ -54,12 +57,42 @@ class RunResult:
     stdout_tail: str = ''
     sandboxed_as: Optional[str] = None
     wall_seconds: float = 0.0
+    isolation: dict = field(default_factory=dict)
 
 
-def _sandbox_user(name):
+def _pool_size():
+    from autograder import config
+    return config.load(GRADING_YAML).sandbox['pool_size']
+
+
+def child_python(uid, gid, python_copy):
     """
-    (uid, gid) of the unprivileged user, or None with the reason: not root, no such user (run
-    setup.sh), or the user cannot reach the Python installation.
+    (interpreter the sandbox user can run, extra environment) or (None, reason). The grader's
+    own interpreter when the user can reach it and torch (Gradescope: /usr/bin/python3);
+    otherwise the copy setup.sh makes at sandbox.python_copy (an interpreter under /root,
+    e.g. pyenv, is never opened up to other users).
+    """
+    import importlib.util
+    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
+    exe = os.path.realpath(sys.executable)
+    if _user_can_access(uid, gid, [(exe, os.X_OK), (torch_dir, os.R_OK)]):
+        return exe, {}
+    prefix = os.path.realpath(sys.prefix)
+    if python_copy and exe.startswith(prefix + os.sep) and torch_dir.startswith(prefix + os.sep):
+        copy_exe = os.path.join(python_copy, os.path.relpath(exe, prefix))
+        copy_torch = os.path.join(python_copy, os.path.relpath(torch_dir, prefix))
+        if _user_can_access(uid, gid, [(copy_exe, os.X_OK), (copy_torch, os.R_OK)]):
+            # the copy's binary may carry an absolute RUNPATH into the original prefix
+            return copy_exe, {'LD_LIBRARY_PATH': os.path.join(python_copy, 'lib')}
+    return None, ('the sandbox user cannot run %s or read torch, and there is no usable copy at %s '
+                  '(./setup.sh makes it)' % (exe, python_copy))
+
+
+def _sandbox_user(name, pool_size=None, python_copy=None):
+    """
+    ([(uid, gid), ...] of the pool, None) or (None, the reason): not root, no such user (run
+    setup.sh), or the user cannot reach a Python installation. The pool is `name`, name1, ...
+    up to sandbox.pool_size of grading.yaml (setup.sh creates the same users from it).
     """
     if os.geteuid() != 0:
         return None, 'the grader is not running as root, so student code runs as the same user'
@@ -67,17 +100,16 @@ def _sandbox_user(name):
         pw = pwd.getpwnam(name)
     except KeyError:
         return None, 'user %r does not exist (./setup.sh creates it); student code runs as root' % name
-    import importlib.util
-    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
-    if not _user_can_access(pw.pw_uid, pw.pw_gid, [(os.path.realpath(sys.executable), os.X_OK), (torch_dir, os.R_OK)]):
-        return None, ('user %r cannot run %s or read torch (./setup.sh grants traverse access); '
-                      'student code runs as root' % (name, sys.executable))
+    if python_copy is not None and child_python(pw.pw_uid, pw.pw_gid, python_copy)[0] is None:
+        return None, child_python(pw.pw_uid, pw.pw_gid, python_copy)[1] + '; student code runs as root'
     pool = [(pw.pw_uid, pw.pw_gid)]
-    for i in range(1, POOL_SIZE):
+    for i in range(1, pool_size or _pool_size()):
         try:
             extra = pwd.getpwnam('%s%d' % (name, i))
         except KeyError:
             break
+        if extra.pw_gid in [g for _, g in pool] or extra.pw_gid == 0:
+            break   # the scratch folder is opened to the user's own group: it must be theirs alone
         pool.append((extra.pw_uid, extra.pw_gid))
     return pool, None
 
@@ -100,9 +132,6 @@ def protect_source(paths):
     for path in paths:
         if os.path.exists(path):
             os.chmod(path, 0o700)
-
-
-POOL_SIZE = 4  # sandbox users hw1student, hw1student1..3: parallel gradings (batch --jobs) each get their own
 
 
 def _lock_path(uid):
@@ -139,17 +168,54 @@ def _claim_user(users):
 
 
 def _kill_user_processes(uid):
-    """Kill every process of the sandbox user, including ones that escaped the process group."""
-    pid = os.fork()
-    if pid == 0:
+    isolation.kill_user_processes(uid)
+
+
+def _sweep(uid, gid):
+    """
+    What a grading killed before its own clean-up (the watchdog's SIGKILL) left for this user:
+    processes, files in the shared temp folders, a scratch folder and its tmpfs mount. Call it
+    only while holding the user's lock.
+    """
+    _kill_user_processes(uid)
+    removed = isolation.remove_user_files(uid, gid)
+    base = isolation.scratch_base(True)
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
         try:
-            os.setgroups([])
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)  # as that user, -1 reaches exactly its processes
-        except BaseException:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.startswith('hw1-sandbox-') and stat.S_ISDIR(st.st_mode) and st.st_gid == gid:
+            for sub in ('out', 'home'):
+                isolation.umount(os.path.join(path, 'job', sub))
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def cleanup_stale(sandbox_cfg):
+    """Sweep every sandbox user of the pool that no grading holds right now (run_autograder after its watchdog)."""
+    pool, _ = _sandbox_user(sandbox_cfg['user'], sandbox_cfg['pool_size'])
+    removed = 0
+    for uid, gid in pool or []:
+        lock = _try_lock(uid, blocking=False)
+        if lock is None and _lock_path(uid) is not None:
+            continue   # a grading in progress owns this user
+        try:
+            removed += _sweep(uid, gid)
+        finally:
+            if lock is not None:
+                os.close(lock)
+    return removed
+
+
+class GradingStopped(BaseException):
+    """SIGTERM (run_autograder's watchdog): stop the child, clean up, and let the caller end."""
+
+
+def _on_sigterm(signum, frame):
+    raise GradingStopped('stopped by SIGTERM')
 
 
 class Sandbox:
@@ -158,14 +224,29 @@ class Sandbox:
         self.handout_dir = handout_dir
         self.data_file = data_file
         # self.user is the (uid, gid) in use, claimed from the pool for the length of one run
-        self.pool, self.user_note = _sandbox_user(sandbox_cfg['user'])
+        self.pool, self.user_note = _sandbox_user(sandbox_cfg['user'], sandbox_cfg['pool_size'],
+                                                  sandbox_cfg['python_copy'])
         self.user = self.pool[0] if self.pool else None
+        self.python, self.python_env = sys.executable, {}
+        if self.user:
+            self.python, self.python_env = child_python(self.user[0], self.user[1], sandbox_cfg['python_copy'])
+        self.seccomp = isolation.Seccomp()
+        self.found = isolation.probe(*(self.user or (None, None)), seccomp=self.seccomp)
+        # staff and tests only (Gradescope never sets it): exercise the weaker set-ups, e.g. "namespaces,tmpfs"
+        for name in filter(None, os.environ.get('HW1_SANDBOX_DISABLE', '').split(',')):
+            if name in self.found:
+                self.found[name] = 'disabled by HW1_SANDBOX_DISABLE'
+        self.isolation = isolation.describe(self.found, bool(self.user))
+        self.isolation['python'] = self.python
+        self._mounts = []   # the child's writable folders (out/, home/) while they are tmpfs mounts
+        self._files_removed = 0
 
     # ------------------------------------------------------------------ scratch
 
     def _prepare(self, model_py, job, inputs, need_data):
-        scratch = tempfile.mkdtemp(prefix='hw1-sandbox-')
-        os.chmod(scratch, 0o755)
+        scratch = tempfile.mkdtemp(prefix='hw1-sandbox-', dir=isolation.scratch_base(bool(self.user)))
+        if self.user:
+            os.chown(scratch, 0, self.user[1])   # at once: a sweep after a killed grading finds it by this group
         os.makedirs(os.path.join(scratch, 'mingpt'))
         for rel in HANDOUT_FILES:
             src = os.path.join(self.handout_dir, rel)
@@ -185,15 +266,29 @@ class Sandbox:
             np.savez(f, **inputs)
         for sub in ('out', 'home'):
             os.makedirs(os.path.join(job_dir, sub))
-        # everything readable, nothing writable by the child except out/ and home/
+        # inside: everything readable, nothing writable by the child except out/ and home/ (its TMPDIR);
+        # the folder itself is root:<the user's own group> 0750, so no other sandbox user (another
+        # grading of a batch) can enter it
         for root, dirs, files in os.walk(scratch):
             for d in dirs:
                 os.chmod(os.path.join(root, d), 0o755)
             for f in files:
                 os.chmod(os.path.join(root, f), 0o644)
         if self.user:
+            os.chown(scratch, 0, self.user[1])
+            os.chmod(scratch, 0o750)
             for sub in ('out', 'home'):
-                os.chown(os.path.join(job_dir, sub), *self.user)
+                path = os.path.join(job_dir, sub)
+                if self.found.get('tmpfs') is True:
+                    # each a size-limited file system of its own: the child cannot fill the disk or the
+                    # inode table, and filling its temp folder (home/ = TMPDIR = /tmp) leaves out/ working
+                    isolation.mount('hw1-sandbox', path, 'tmpfs', isolation.MS_NOSUID | isolation.MS_NODEV,
+                                    'size=%dm,nr_inodes=%d' % (self.cfg['scratch_mb'], self.cfg['scratch_inodes']))
+                    self._mounts.append(path)
+                os.chown(path, *self.user)
+                os.chmod(path, 0o700)
+        else:
+            os.chmod(scratch, 0o700)
         return scratch, job_dir
 
     def _write_job(self, job_dir, job, probes):
@@ -203,36 +298,51 @@ class Sandbox:
 
     # ------------------------------------------------------------------ child
 
-    def _preexec(self):
+    def _preexec(self, job_dir):
+        """In the forked child, before exec: isolation first, then limits, then the user, then seccomp."""
         cfg = self.cfg
         mb = 1024 * 1024
+        os.umask(0o077)   # what the child writes is readable by its own user (and root) only
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            with open('/proc/self/oom_score_adj', 'w') as f:
+                f.write('1000')   # under memory pressure the kernel kills the child, never the grader first
+        except OSError:
+            pass
+        if self.user and self.found.get('namespaces') is True:
+            isolation.enter_namespaces(os.path.join(job_dir, 'home'))   # returns in the namespaces' first process
         resource.setrlimit(resource.RLIMIT_AS, (cfg['address_space_mb'] * mb,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (cfg['cpu_seconds'], cfg['cpu_seconds'] + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (cfg['max_file_mb'] * mb,) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self.user:
             resource.setrlimit(resource.RLIMIT_NPROC, (cfg['max_processes'],) * 2)
             uid, gid = self.user
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
+        if self.found.get('seccomp') is True:
+            self.seccomp.install()
 
     def _env(self, job_dir):
         home = os.path.join(job_dir, 'home')
         env = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'HOME': home, 'TMPDIR': home, 'LANG': 'C.UTF-8',
                'PYTHONHASHSEED': '0', 'PYTHONDONTWRITEBYTECODE': '1', 'PYTHONUNBUFFERED': '1',
                'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1'}
+        env.update(self.python_env)
         if 'CUDA_VISIBLE_DEVICES' in os.environ:  # the gpu profile needs to see the staff's GPU choice
             env['CUDA_VISIBLE_DEVICES'] = os.environ['CUDA_VISIBLE_DEVICES']
         return env
 
     def _launch(self, scratch, job_dir):
         log = open(os.path.join(scratch, 'child.log'), 'ab')
-        boot = 'import sys; sys.path.insert(0, %r); from child.runner import main; main()' % os.path.join(scratch, '_grader')
-        cmd = [sys.executable, '-I', '-c', boot, job_dir]
+        # os._exit right after the last probe: a thread the submission started cannot keep the child alive
+        boot = ('import os, sys\nsys.path.insert(0, %r)\nfrom child.runner import main\ntry:\n    main()\n'
+                'except BaseException:\n    import traceback\n    traceback.print_exc(file=sys.__stderr__)\n'
+                '    sys.__stderr__.flush()\n    os._exit(1)\nos._exit(0)\n' % os.path.join(scratch, '_grader'))
+        cmd = [self.python, '-I', '-c', boot, job_dir]
         proc = subprocess.Popen(cmd, cwd=os.path.join(job_dir, 'home'), env=self._env(job_dir),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=self._preexec, start_new_session=True, close_fds=True)
+                                preexec_fn=lambda: self._preexec(job_dir), start_new_session=True, close_fds=True)
         log.close()
         return proc
 
@@ -312,20 +422,27 @@ class Sandbox:
         Returns a RunResult; never raises for anything the student's code does.
         """
         lock = None
-        if self.pool:
-            self.user, lock = _claim_user(self.pool)
+        previous = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)   # a handler of the caller's (batch) is kept
         try:
+            if self.pool:
+                self.user, lock = _claim_user(self.pool)
+                self._files_removed += _sweep(*self.user)   # left by an earlier grading that was killed
             return self._run_locked(model_py, job, probes, inputs, timeouts, import_timeout, need_data)
         finally:
             if lock is not None:
                 os.close(lock)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data):
         started = time.time()
-        scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
         results, remaining = {}, list(probes)
         import_result = None
+        scratch = None
         try:
+            scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
             # Gradescope kills the whole run at its own timeout and then shows no results at all, so
             # the sum of per-probe timeouts (a hang in RoPE times out every test that uses it) is capped
             budget_end = started + self.cfg['total_seconds']
@@ -355,12 +472,17 @@ class Sandbox:
                     remaining = []
             stdout_tail = self._child_log(scratch)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            for path in self._mounts:
+                isolation.umount(path)   # drops every file at once
+            self._mounts = []
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
         for pid in probes:
             results.setdefault(pid, ProbeResult('missing', 'this test did not run because the submission '
                                                            'could not be imported'))
         return RunResult(import_result, results, stdout_tail,
-                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started)
+                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started,
+                         dict(self.isolation, files_removed=self._files_removed))
 
     def _run_child(self, scratch, job_dir, job, probes, timeouts, import_timeout, budget_end):
         """
@@ -376,6 +498,18 @@ class Sandbox:
         finally:
             os.close(dir_fd)
         proc = self._launch(scratch, job_dir)
+        try:
+            return self._watch(proc, job_dir, timeouts, import_timeout, budget_end)
+        except BaseException:   # the grader itself is stopping: the child must not outlive it
+            self._kill(proc)
+            raise
+        finally:
+            if self.user:
+                # everything the child left: its processes (any namespace), then its files in the shared temp folders
+                _kill_user_processes(self.user[0])
+                self._files_removed += isolation.remove_user_files(*self.user)
+
+    def _watch(self, proc, job_dir, timeouts, import_timeout, budget_end):
         current, current_start, deadline, seen = wire.IMPORT, time.time(), import_timeout, 0
         while True:
             code = proc.poll()
@@ -399,8 +533,6 @@ class Sandbox:
                 ended = ('budget', self.cfg['total_seconds'])
                 break
             time.sleep(0.05)
-        if self.user:
-            _kill_user_processes(self.user[0])
         return ended, current
 
     @staticmethod

@@ -16,7 +16,8 @@ from typing import List, Optional
 
 NAME = re.compile(r'^model(\s*\(\d+\)|[-_ ]\d+|[-_ ]?copy)?\.py$', re.IGNORECASE)
 THIRD_PARTY = {'torch', 'einops', 'numpy', 'mingpt'}
-# standard-library modules a model has no business importing inside a grader
+# standard-library modules a model has no business importing inside a grader. A friendly message only,
+# NEVER a defence: __import__('so' + 'cket') passes it. The OS stops what matters (autograder/isolation.py).
 DENIED = {'subprocess', 'socket', 'multiprocessing', 'ctypes', 'pty', 'urllib', 'http', 'ftplib', 'smtplib',
           'telnetlib', 'webbrowser', 'signal', 'resource', 'shutil', 'pickle', 'marshal', 'importlib', 'builtins'}
 MAX_ZIP_BYTES = 20 * 1024 * 1024

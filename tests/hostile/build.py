@@ -246,6 +246,11 @@ CASES = {
                         FORGE_MALFORMED),
 }
 
+# the attacks on the machine itself (network, other gradings, temp files, /proc, watchdog, memory)
+sys.path.insert(0, HERE)
+from os_cases import CASES as OS_CASES  # noqa: E402
+CASES.update(OS_CASES)
+
 
 def build(name):
     what, base, edits = CASES[name]
