@@ -23,7 +23,7 @@ import stat
 import struct
 import zipfile
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 

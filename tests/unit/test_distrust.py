@@ -387,3 +387,15 @@ def test_a_10000_term_expression_is_a_clear_refusal(tmp_path):
     p = write(str(tmp_path / 'deep.py'), 'import torch\nx = ' + '+'.join(['1'] * 10_000) + '\n')
     (msg,) = submission.static_problems(p)
     assert msg.startswith('model.py could not be parsed (RecursionError') and 'very long expression' in msg
+
+
+def test_results_json_refuses_nan_and_caps_the_top_level_output(tmp_path):
+    from autograder import results
+    out = results.error_results('boom', 'trace', 1.0)
+    results.validate(out)
+    with pytest.raises(ValueError):
+        results.validate(dict(out, execution_time=float('nan')))
+    path = str(tmp_path / 'results.json')
+    results.write(dict(out, output='x' * 100_000), path)
+    with open(path) as f:
+        assert len(json.load(f)['output']) < results.MAX_TOP_OUTPUT_CHARS + 100
