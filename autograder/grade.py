@@ -19,6 +19,7 @@ import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, results, submission
 from autograder.checks import Verdict, judge
+from autograder.child import wire
 from autograder.sandbox import Sandbox, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
@@ -36,14 +37,25 @@ def _submission_verdict(located, problems, run):
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
         return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail)
-    notes = []
+    notes = {}  # distinct notes in order (a dict: each probe brings at most wire.MAX_NOTES)
     for r in run.probes.values():
-        notes += [n for n in r.info.get('notes', []) if n not in notes]
-    lines += ['Note: ' + n for n in notes]
+        notes.update(dict.fromkeys(r.info.get('notes', [])))
+    lines += ['Note: ' + n for n in list(notes)[:wire.MAX_NOTES]]
     printed = imp.info.get('stdout', '')
     if printed.strip():
         lines.append('model.py printed at import:\n' + printed[:1000])
     return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
+
+
+def expected_outputs(fx, probe_ids, prof):
+    """{probe id: {key: shape}} of the arrays each probe may return: the reference's, from the fixtures."""
+    spec = {}
+    for pid in probe_ids:
+        arrays = fx.probe(pid)
+        if pid == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
+            arrays = {'seed%d' % prof['loss_curve']['student_seed']: next(iter(arrays.values()))}
+        spec[pid] = {k: v.shape for k, v in arrays.items()}
+    return spec
 
 
 def graded_specs(grading, skip=()):
@@ -65,7 +77,8 @@ def verdicts_for(grading, profile, located, fx, sandbox, skip=()):
     timeouts = {s.id: s.timeout for s in specs}
     job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
     run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
-                      import_timeout=grading.test('submission').timeout, need_data='loss-curve' in probe_ids)
+                      import_timeout=grading.test('submission').timeout, need_data='loss-curve' in probe_ids,
+                      expected=expected_outputs(fx, probe_ids, prof))
     verdicts = {'submission': _submission_verdict(located, [], run)}
     for spec in specs:
         if spec.id == 'submission':
@@ -85,6 +98,12 @@ def verdicts_for(grading, profile, located, fx, sandbox, skip=()):
     if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
         info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
     return verdicts, info
+
+
+def _peak_rss_mb():
+    """The grader process's own peak resident memory (Linux reports ru_maxrss in KB); children excluded."""
+    import resource
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
 def lockdown(sandbox, results_path):
@@ -128,7 +147,8 @@ def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADIN
         summary = verdicts.get('loss-curve')
         if summary is not None and summary.summary:
             out['output'] += ' ' + summary.summary + '.'
-        out['extra_data'] = dict(info, profile=profile, fixtures_torch=fx.manifest.get('torch'))
+        out['extra_data'] = dict(info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
+                                 grader_peak_rss_mb=_peak_rss_mb())
     except Exception as e:  # the grader's own failure: still a valid results.json
         staff = traceback.format_exc()
         message = ('Grading could not run: %s' % e) if isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError)) \

@@ -10,12 +10,12 @@ seconds, file size, processes, and a wall-clock deadline per probe enforced here
 that hangs or kills the process is recorded and the child is restarted for the probes after
 it. OS-level isolation (seccomp, namespaces, private /tmp, clean-up) is autograder/isolation.py.
 
-Results are read back without following links, as .npz with allow_pickle=False and JSON of
-capped size; anything else is refused.
+Results are read back by autograder/readback.py, which trusts no byte of them (regular files
+only, never followed links, stored .npz checked against the expected keys and shapes, reports
+against child/wire.py's schema and caps). The harness owns every deadline: readback.Deadlines.
 """
 
 import fcntl
-import io
 import json
 import os
 import pwd
@@ -28,26 +28,17 @@ import sys
 import tempfile
 import threading
 import time
-import zipfile
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 import numpy as np
 
-from autograder import DATA_FILE, GRADING_YAML, PACKAGE_DIR, TEMPLATE_DIR, isolation
+from autograder import DATA_FILE, GRADING_YAML, PACKAGE_DIR, TEMPLATE_DIR, isolation, readback
 from autograder.child import wire
+from autograder.readback import ProbeResult  # noqa: F401  (re-exported: the result type of every probe)
 
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
 CHILD_PACKAGE = os.path.join(PACKAGE_DIR, 'child')   # copied whole into the scratch folder as _grader/child
-
-
-@dataclass
-class ProbeResult:
-    status: str                      # ok | error | not_implemented | timeout | crashed | missing | invalid
-    message: str = ''
-    arrays: Dict[str, np.ndarray] = field(default_factory=dict)
-    info: dict = field(default_factory=dict)
-    seconds: float = 0.0
 
 
 @dataclass
@@ -355,70 +346,19 @@ class Sandbox:
 
     # ------------------------------------------------------------------ reading back
 
-    def _open_out(self, job_dir):
-        return os.open(os.path.join(job_dir, 'out'), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-
-    def _read_file(self, dir_fd, name, limit):
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-        except (FileNotFoundError, OSError):
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError("%s is not a regular file" % name)
-            if st.st_size > limit:
-                raise ValueError("%s is %d bytes, more than the %d allowed" % (name, st.st_size, limit))
-            with os.fdopen(fd, 'rb') as f:
-                fd = None
-                return f.read(limit + 1)
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-    def _progress(self, job_dir):
-        try:
-            dir_fd = self._open_out(job_dir)
-        except OSError:
-            return []
-        try:
-            data = self._read_file(dir_fd, wire.PROGRESS_FILE, 1 << 20) or b''
-        except ValueError:
-            data = b''
-        finally:
-            os.close(dir_fd)
-        return [line.split(' ', 1) for line in data.decode('utf-8', 'replace').splitlines() if ' ' in line]
-
-    def _collect(self, job_dir, probe_id):
-        """The probe's JSON and arrays, validated; None when the probe left nothing."""
-        dir_fd = self._open_out(job_dir)
-        try:
-            raw = self._read_file(dir_fd, wire.report_name(probe_id), self.cfg['max_json_kb'] * 1024)
-            if raw is None:
-                return None
-            info = json.loads(raw.decode('utf-8'))
-            wire.check_report(info)
-            arrays = {}
-            blob = self._read_file(dir_fd, wire.arrays_name(probe_id), self.cfg['max_file_mb'] * 1024 * 1024)
-            if blob:
-                with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-                    for key in npz.files:
-                        a = npz[key]
-                        if a.dtype.kind not in wire.NUMERIC_KINDS:
-                            raise ValueError("array %s has dtype %s" % (key, a.dtype))
-                        arrays[key] = a
-        except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError, RecursionError) as e:
-            return ProbeResult('invalid', "the probe's output could not be read safely: %s" % e)
-        finally:
-            os.close(dir_fd)
-        status = info.get('status') if info.get('status') in wire.STATUSES else 'invalid'
-        return ProbeResult(status, str(info.get('message', ''))[:4000], arrays, info, float(info.get('seconds', 0) or 0))
+    def _read(self, job_dir, probe_id, expected):
+        """The probe's result as readback.read_probe reads it (never raises), or None when it left none."""
+        spec = None if expected is None else expected.get(probe_id, {})
+        return readback.read_probe(job_dir, probe_id, spec, self.cfg['max_json_kb'] * 1024,
+                                   self.cfg['max_file_mb'] * 1024 * 1024)
 
     # ------------------------------------------------------------------ main loop
 
-    def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False):
+    def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False, expected=None):
         """
         Run the probes named in `probes` on `model_py`. `timeouts` maps probe id -> seconds.
+        `expected`: {probe id: {key: reference shape}}, the arrays each probe may return (keys
+        outside it make the probe invalid; None accepts any key, for the reference at regenerate).
         Returns a RunResult; never raises for anything the student's code does.
         """
         lock = None
@@ -429,38 +369,36 @@ class Sandbox:
             if self.pool:
                 self.user, lock = _claim_user(self.pool)
                 self._files_removed += _sweep(*self.user)   # left by an earlier grading that was killed
-            return self._run_locked(model_py, job, probes, inputs, timeouts, import_timeout, need_data)
+            return self._run_locked(model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected)
         finally:
             if lock is not None:
                 os.close(lock)
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
 
-    def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data):
+    def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected):
         started = time.time()
         results, remaining = {}, list(probes)
         import_result = None
         scratch = None
+        if expected is not None:
+            expected = dict(expected, **{wire.IMPORT: {}})
         try:
             scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
             # Gradescope kills the whole run at its own timeout and then shows no results at all, so
             # the sum of per-probe timeouts (a hang in RoPE times out every test that uses it) is capped
             budget_end = started + self.cfg['total_seconds']
             while remaining:
-                ended, current = self._run_child(scratch, job_dir, job, remaining, timeouts, import_timeout,
-                                                 budget_end)
+                got, ended = self._run_child(scratch, job_dir, job, remaining, timeouts, import_timeout,
+                                             budget_end, expected)
+                first_import = got.pop(wire.IMPORT, None)
                 if import_result is None:
-                    import_result = self._collect(job_dir, wire.IMPORT) or self._import_failure(ended)
+                    import_result = first_import or self._import_failure(ended)
                     if import_result.status != 'ok':
                         break
-                before = len(results)
-                for pid in remaining:
-                    got = self._collect(job_dir, pid)
-                    if got is not None:
-                        results[pid] = got
-                if current in remaining and current not in results:
-                    results[current] = self._probe_failure(ended)  # the probe that hung or killed the child
-                if len(results) == before:
+                new = {pid: r for pid, r in got.items() if pid in remaining}
+                results.update(new)
+                if not new:
                     # the child ended without finishing anything new: do not relaunch forever
                     for pid in remaining:
                         results[pid] = ProbeResult('crashed', 'not run: the process ended early, %s'
@@ -484,22 +422,22 @@ class Sandbox:
                          pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started,
                          dict(self.isolation, files_removed=self._files_removed))
 
-    def _run_child(self, scratch, job_dir, job, probes, timeouts, import_timeout, budget_end):
+    NO_RESULTS = ('its process announced the end of this test without leaving results (was the progress file '
+                  'written by your code?)')
+
+    def _run_child(self, scratch, job_dir, job, probes, timeouts, import_timeout, budget_end, expected):
         """
-        One child over `probes`. Returns (how it ended, the probe in progress when it ended or None).
-        A probe is stopped at its own timeout or when the whole run's budget ends, whichever is first.
+        One child over [import] + `probes`. Returns ({probe id: ProbeResult} of the probes this child
+        ended, import included, and how the child ended). Each probe's result is read once, when the
+        harness's clock (readback.Deadlines) closes its slot, and is final; the probe whose slot was open
+        when the child died or was stopped gets its result if the child exited, else a failure.
+        Probes it never reached are left out (the caller runs them in a new child).
         """
         self._write_job(job_dir, job, probes)
-        dir_fd = self._open_out(job_dir)
-        try:
-            os.unlink(wire.PROGRESS_FILE, dir_fd=dir_fd)  # a fresh progress file for each child
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(dir_fd)
+        readback.clear_outputs(job_dir, [wire.IMPORT] + list(probes))  # a fresh progress file, no stale outputs
         proc = self._launch(scratch, job_dir)
         try:
-            return self._watch(proc, job_dir, timeouts, import_timeout, budget_end)
+            return self._watch(proc, job_dir, probes, timeouts, import_timeout, budget_end, expected)
         except BaseException:   # the grader itself is stopping: the child must not outlive it
             self._kill(proc)
             raise
@@ -509,31 +447,35 @@ class Sandbox:
                 _kill_user_processes(self.user[0])
                 self._files_removed += isolation.remove_user_files(*self.user)
 
-    def _watch(self, proc, job_dir, timeouts, import_timeout, budget_end):
-        current, current_start, deadline, seen = wire.IMPORT, time.time(), import_timeout, 0
+    def _watch(self, proc, job_dir, probes, timeouts, import_timeout, budget_end, expected):
+        clock = readback.Deadlines([wire.IMPORT] + list(probes),
+                                   [import_timeout] + [timeouts.get(p, 60) for p in probes], time.time())
+        got = {}
         while True:
-            code = proc.poll()
-            lines = self._progress(job_dir)
-            for kind, pid in lines[seen:]:
-                if kind == 'start':
-                    current, current_start = pid, time.time()
-                    deadline = import_timeout if pid == wire.IMPORT else timeouts.get(pid, 60)
-                elif kind == 'end' and pid == current:
-                    current = None
-            seen = len(lines)
+            code = proc.poll()  # before reading progress: the lines of a child that has exited are all there
+            now = time.time()
+            for pid in clock.advance(readback.read_progress(job_dir), now):
+                got[pid] = self._read(job_dir, pid, expected) or ProbeResult('invalid', self.NO_RESULTS)
             if code is not None:
                 ended = ('exit', code)
                 break
-            if current is not None and time.time() - current_start > deadline:
+            if clock.expired(now):
+                ended = ('timeout', clock.timeout)
                 self._kill(proc)
-                ended = ('timeout', deadline)
                 break
-            if time.time() > budget_end:
+            if now > budget_end:
                 self._kill(proc)
                 ended = ('budget', self.cfg['total_seconds'])
                 break
             time.sleep(0.05)
-        return ended, current
+        if self.user:
+            _kill_user_processes(self.user[0])   # nothing of the child may still write while its last result is read
+        current = clock.current
+        if current is not None:
+            result = self._read(job_dir, current, expected) if ended[0] == 'exit' else None
+            got[current] = result or (self._import_failure(ended) if current == wire.IMPORT
+                                      else self._probe_failure(ended))
+        return got, ended
 
     @staticmethod
     def _describe_end(ended):

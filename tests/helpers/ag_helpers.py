@@ -116,9 +116,9 @@ class AutograderRoot:
         os.chmod(target, 0o644)
         return target
 
-    def run(self, timeout=600, source=None):
-        """./run_autograder on this root. Returns (results dict, CompletedProcess)."""
-        env = dict(os.environ, AUTOGRADER_ROOT=self.path, PYTHON=sys.executable)
+    def run(self, timeout=600, source=None, env=None):
+        """./run_autograder on this root (`env`: extra variables). Returns (results dict, CompletedProcess)."""
+        env = dict(os.environ, AUTOGRADER_ROOT=self.path, PYTHON=sys.executable, **(env or {}))
         env.pop('HW1_SOURCE', None)
         if source:
             env['HW1_SOURCE'] = source
