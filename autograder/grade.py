@@ -26,6 +26,14 @@ from autograder.results import Results, points
 from autograder.sandbox import Sandbox, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
+UPLOAD_SCRATCH = set()   # folders holding unpacked copies of student code while a grading runs
+
+
+def remove_upload_scratch(*folders):
+    """Remove the unpacked uploads (all of this process's when none is named: a batch worker being stopped)."""
+    for folder in folders or list(UPLOAD_SCRATCH):
+        shutil.rmtree(folder, ignore_errors=True)
+        UPLOAD_SCRATCH.discard(folder)
 
 
 def _probe_ids(specs):
@@ -131,6 +139,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     """
     started = time.time()
     upload_scratch = tempfile.mkdtemp(prefix='hw1-upload-')
+    UPLOAD_SCRATCH.add(upload_scratch)
     try:
         grading = config.load(grading_path)
         if profile not in grading.profiles:
@@ -153,7 +162,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         message = ('Grading could not run: %s' % e) if known else 'The autograder failed internally (%s).' % type(e).__name__
         out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
     finally:
-        shutil.rmtree(upload_scratch, ignore_errors=True)
+        remove_upload_scratch(upload_scratch)
     out.execution_time = time.time() - started
     try:
         out.write(results_path)

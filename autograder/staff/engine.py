@@ -69,8 +69,9 @@ def worker(argv):
     profile, job = argv[0], Job(**json.loads(argv[1]))
     scratch = tempfile.mkdtemp(prefix='hw1-batch-')
 
-    def on_term(signum, frame):  # the run is stopping: stop the sandboxed child too, then go
+    def on_term(signum, frame):  # the run is stopping: stop the sandboxed child too, leave no student code, then go
         _kill_children()
+        grade.remove_upload_scratch()
         shutil.rmtree(scratch, ignore_errors=True)
         os._exit(143)
     signal.signal(signal.SIGTERM, on_term)
