@@ -8,8 +8,10 @@ the handout suggests) does not cost points; an empty model.py fails test 1.1.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 from autograder import REPO_ROOT, patching, results
@@ -40,8 +42,9 @@ def test_missing_path_and_unknown_profile_fail_clearly_and_still_write_results(t
 
 
 def test_zip_upload_with_a_guarded_wandb_import_scores_full_and_leaves_no_copy(tmp_path):
-    scratch = tmp_path / 'tmp'
-    scratch.mkdir()
+    # a TMPDIR of this grading's own, reachable by the sandbox user like /tmp is
+    scratch = tempfile.mkdtemp(prefix='hw1-test-tmpdir-', dir='/tmp')
+    os.chmod(scratch, 0o1777)
     upload = tmp_path / 'hw1.zip'
     with zipfile.ZipFile(str(upload), 'w') as z:
         z.writestr('hw1/mingpt/model.py', patching.patched_reference([WANDB], 'guarded wandb import'))
@@ -49,7 +52,10 @@ def test_zip_upload_with_a_guarded_wandb_import_scores_full_and_leaves_no_copy(t
     assert proc.returncode == 0, proc.stderr
     assert out.total == out.possible == 100, [(t.number, t.score, t.output[:200]) for t in out.tests.values()]
     assert 'from the zip you uploaded' in out['submission'].output
-    assert [n for n in os.listdir(str(scratch)) if n.startswith('hw1-')] == []
+    try:
+        assert [n for n in os.listdir(scratch) if n.startswith('hw1-')] == []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     assert 'total: 100 / 100' in proc.stdout
 
 
