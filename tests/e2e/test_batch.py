@@ -163,8 +163,9 @@ def test_the_csv_is_not_written_into_the_checkout_by_default(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert 'would be written inside this checkout' in err and 'give --out' in err
     assert not (tmp_path / 'export' / 'grades.csv').exists() and not (tmp_path / 'export' / 'submission_1' / 'results.json').exists()
-    ignore = subprocess.run(['git', 'check-ignore', '-q', 'grades.csv', 'grades-fall.csv'], cwd=REPO_ROOT)
-    assert ignore.returncode == 0, 'grades*.csv must be git-ignored'
+    ignore = subprocess.run(['git', 'check-ignore', 'grades.csv', 'export/grades-fall.csv'], cwd=REPO_ROOT,
+                            capture_output=True, text=True)
+    assert ignore.stdout.split() == ['grades.csv', 'export/grades-fall.csv'], 'grades*.csv must be git-ignored'
 
 
 def test_unreadable_exports_fail_with_one_sentence(tmp_path):
@@ -174,7 +175,7 @@ def test_unreadable_exports_fail_with_one_sentence(tmp_path):
     notzip = tmp_path / 'export.zip'
     notzip.write_text('not a zip')
     for target, words in ((bad_yaml, 'is not valid YAML'), (notzip, 'neither a folder nor a zip'),
-                          (tmp_path / 'nothing', 'does not exist'), (tmp_path, 'no Gradescope export in')):
+                          (tmp_path / 'nothing', 'does not exist'), (tmp_path / 'bad' / 'submission_1', 'no Gradescope export in')):
         proc = subprocess.run([sys.executable, '-m', 'autograder', 'batch', str(target)], cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, (target, proc.stderr)
