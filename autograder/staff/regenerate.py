@@ -168,5 +168,31 @@ def main(argv):
     ap.add_argument('--skip-reference-tests', action='store_true',
                     help='do not run tests/reference first (for iterating; never for fixtures you commit)')
     args = ap.parse_args(argv[1:])
-    regenerate('gpu' if args.device == 'cuda' else 'cpu', skip_tests=args.skip_reference_tests)
+    if args.device == 'cuda':
+        problem = cuda_problem()
+        if problem:
+            print('regenerate: --device cuda needs a CUDA GPU: %s; nothing was changed' % problem, file=sys.stderr)
+            return 2
+    try:
+        regenerate('gpu' if args.device == 'cuda' else 'cpu', skip_tests=args.skip_reference_tests)
+    except config.GradingConfigError as e:
+        print('regenerate: %s' % e, file=sys.stderr)
+        return 2
+    except SystemExit as e:  # the refusals above say why in one message
+        if isinstance(e.code, str):
+            print('regenerate: %s' % e.code, file=sys.stderr)
+            return 1
+        raise
     return 0
+
+
+def cuda_problem():
+    """Why torch sees no usable CUDA device here (asked in a subprocess, so the grader never imports torch), or None."""
+    proc = subprocess.run([sys.executable, '-c', 'import torch; print(torch.cuda.is_available(), torch.version.cuda)'],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        return 'torch could not be imported (%s)' % ((proc.stderr.strip().splitlines() or ['?'])[-1])
+    available, built = (proc.stdout.split() + ['?', '?'])[:2]
+    if available == 'True':
+        return None
+    return 'this torch is a CPU-only build' if built == 'None' else 'torch %s sees no CUDA device' % built

@@ -18,6 +18,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 REFERENCE = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from autograder import patching  # noqa: E402
 
 IMPORTS_END = 'from mingpt.utils import CfgNode as CN, AttentionMemory\n'
 ROPE_FORWARD = '    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:\n'
@@ -434,13 +438,10 @@ def build(name):
         name, what, ' from reference/mingpt/model.py' if base else '')
     if base is None:
         return header + edits
-    with open(REFERENCE) as f:
-        text = f.read()
-    for anchor, replacement in edits:
-        if text.count(anchor) != 1:
-            raise SystemExit('tests/hostile/build.py: %s: the anchor %r occurs %d times in the reference; '
-                             'update the case' % (name, anchor, text.count(anchor)))
-        text = text.replace(anchor, replacement)
+    try:
+        text = patching.patched_reference(edits, 'tests/hostile/build.py: %s' % name, REFERENCE)
+    except patching.PatchError as e:
+        raise SystemExit(str(e))
     return header + text
 
 
