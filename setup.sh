@@ -2,12 +2,17 @@
 # Set-up for Gradescope (runs once as root in /autograder/source at image build, system
 # Python 3.10 on Ubuntu 22.04) and for a local machine. Safe to run again.
 #
-#   ./setup.sh            install Python packages, build data/input.txt, create the sandbox user
+#   ./setup.sh            install Python packages, build data/input.txt, create the sandbox users
 #   ./setup.sh --dry-run  print what would be done, change nothing
 #
 # Environment: PYTHON (default python3), TORCH_INDEX_URL (an index holding CPU-only torch
 # wheels; on Gradescope it defaults to the PyTorch CPU index so that no CUDA packages are
-# pulled), HW1_SKIP_DATA=1 (no corpus), HW1_SANDBOX_USER (default hw1student).
+# pulled), HW1_SKIP_DATA=1 (no corpus), HW1_SANDBOX_USER (default: grading.yaml sandbox.user).
+#
+# As root it also creates the sandbox users (grading.yaml sandbox.user and pool_size) and, where the
+# interpreter lives in a folder other users cannot enter (pyenv under /root), a hard-linked copy of
+# the installation at sandbox.python_copy. It opens no folder to other users. Each change it makes
+# is printed as "+ command".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -49,29 +54,80 @@ if [[ "${HW1_SKIP_DATA:-0}" != 1 ]]; then
     run "$PY" data/build_corpus.py
 fi
 
-# the unprivileged users student code runs as (only possible, and only needed, as root):
-# hw1student, plus hw1student1..3 so that parallel regrades (batch --jobs) never share one
-user=${HW1_SANDBOX_USER:-hw1student}
-if [[ $(id -u) == 0 ]]; then
-    for u in "$user" "${user}1" "${user}2" "${user}3"; do
-        id "$u" >/dev/null 2>&1 && continue
-        if command -v adduser >/dev/null 2>&1; then
-            run adduser --quiet --disabled-password --gecos "" --no-create-home "$u"
-        else
-            run useradd --no-create-home --shell /usr/sbin/nologin "$u"
-        fi
-    done
+# ----------------------------------------------------------------------------- sandbox (root only)
+# One value, one place: the user name, pool size and interpreter copy come from grading.yaml's
+# sandbox section (read with a regex: PyYAML may not be installed yet on a --dry-run).
+yaml_get() {
+    "$PY" -c 'import re, sys; m = re.search(r"^\s+%s:\s*([^\s#]+)" % re.escape(sys.argv[1]), open("grading.yaml").read(), re.M); print(m.group(1) if m else "")' "$1"
+}
+user=${HW1_SANDBOX_USER:-$(yaml_get user)}
+pool_size=$(yaml_get pool_size)
+python_copy=$(yaml_get python_copy)
+
+if [[ $(id -u) != 0 ]]; then
+    echo "not root: no sandbox users (student code runs as $(id -un), isolated by process and seccomp only)"
+    echo "setup complete"
+    exit 0
 fi
-# the sandbox user must be able to run the interpreter: grant traverse-only (o+x) access on the
-# folders above it (e.g. /root/.pyenv on a developer machine; /usr/bin on Gradescope needs nothing)
-if [[ $(id -u) == 0 ]] && id "$user" >/dev/null 2>&1; then
-    for target in "$("$PY" -c 'import os,sys; print(os.path.realpath(sys.executable))')" \
-                  "$("$PY" -c 'import importlib.util as u; print(u.find_spec("torch").origin)' 2>/dev/null || true)"; do
-        d=$(dirname "$target")
-        while [[ -n "$target" && "$d" != / ]]; do
-            if [[ $(stat -c %A "$d") != *x ]]; then run chmod o+x "$d"; fi
-            d=$(dirname "$d")
-        done
-    done
+
+# the pool of unprivileged users student code runs as, one per concurrent grading (batch --jobs),
+# each with a group of its own (a grading's scratch folder is open to that group only)
+pool=("$user")
+for ((i = 1; i < ${pool_size:-1}; i++)); do pool+=("$user$i"); done
+for u in "${pool[@]}"; do
+    if id "$u" >/dev/null 2>&1; then
+        echo "sandbox user $u exists"
+    elif command -v adduser >/dev/null 2>&1; then
+        run adduser --quiet --disabled-password --gecos "" --no-create-home "$u"
+    else
+        run useradd --user-group --no-create-home --shell /usr/sbin/nologin "$u"
+    fi
+done
+
+# The sandbox user must run the interpreter and read torch. No folder is opened up for it: where
+# Python lives in a closed one (pyenv under /root), the installation is copied outside it to
+# sandbox.python_copy (hard links on the same file system: seconds, no extra space).
+can_run() {  # USER INTERPRETER TORCH_DIR: exit 0 when USER can run the one and read the other
+    "$PY" -c 'import os, pwd, sys
+pw = pwd.getpwnam(sys.argv[1])
+pid = os.fork()
+if pid == 0:
+    os.setgroups([]); os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid); os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+    os._exit(0 if os.access(sys.argv[2], os.X_OK) and os.access(sys.argv[3], os.R_OK) else 1)
+sys.exit(os.waitpid(pid, 0)[1] != 0)' "$@"
+}
+if id "$user" >/dev/null 2>&1; then
+    exe=$("$PY" -c 'import os, sys; print(os.path.realpath(sys.executable))')
+    prefix=$("$PY" -c 'import os, sys; print(os.path.realpath(sys.prefix))')
+    torch_dir=$("$PY" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("torch").origin))' 2>/dev/null || true)
+    if [[ -z "$torch_dir" ]]; then
+        echo "torch is not installed yet (dry run?): the interpreter check is skipped"
+    elif can_run "$user" "$exe" "$torch_dir" && [[ "${HW1_FORCE_PYTHON_COPY:-0}" != 1 ]]; then
+        echo "sandbox user $user can run $exe and read torch: nothing to grant"
+    elif [[ "$exe" != "$prefix"/* || "$torch_dir" != "$prefix"/* ]]; then
+        echo "WARNING: $user cannot run $exe or read $torch_dir, and they are not in one installation that"
+        echo "         could be copied: the grader will run student code as root. Install Python where others can read it."
+    else
+        copy_exe=$python_copy/${exe#"$prefix"/}
+        copy_torch=$python_copy/${torch_dir#"$prefix"/}
+        if [[ -e "$copy_exe" && "$(stat -c %i "$exe" "$torch_dir/__init__.py")" == "$(stat -c %i "$copy_exe" "$copy_torch/__init__.py" 2>/dev/null)" ]] \
+           && can_run "$user" "$copy_exe" "$copy_torch"; then
+            echo "the interpreter copy $python_copy is current (hard links to $prefix)"
+        else
+            echo "$user cannot reach $exe (a closed folder): copying $prefix to $python_copy"
+            run rm -rf "$python_copy.new"
+            run mkdir -p "$(dirname "$python_copy")"
+            if ! run cp -al "$prefix" "$python_copy.new" 2>/dev/null; then   # another file system: a real copy
+                run rm -rf "$python_copy.new"
+                run cp -a "$prefix" "$python_copy.new"
+            fi
+            run chmod 755 "$python_copy.new"
+            run rm -rf "$python_copy"
+            run mv "$python_copy.new" "$python_copy"
+            if [[ $DRY == 0 ]] && ! can_run "$user" "$copy_exe" "$copy_torch"; then
+                echo "WARNING: $user still cannot run $copy_exe: the grader will run student code as root"
+            fi
+        fi
+    fi
 fi
 echo "setup complete"

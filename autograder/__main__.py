@@ -11,6 +11,7 @@ Command line of the autograder: `python -m autograder COMMAND ...`.
     experiments           staff: reference answers to the handout's empirical and written questions
 """
 
+import difflib
 import importlib
 import sys
 
@@ -28,9 +29,14 @@ COMMANDS = {
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ('-h', '--help') or argv[0] not in COMMANDS:
+    if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip())
-        return 0 if argv and argv[0] in ('-h', '--help') else 2
+        return 0
+    if not argv or argv[0] not in COMMANDS:
+        near = difflib.get_close_matches(argv[0], COMMANDS, n=1) if argv else []
+        print(('autograder: unknown command %r%s\n\n' % (argv[0], '; did you mean %r?' % near[0] if near else '')
+               if argv else 'autograder: no command given\n\n') + __doc__.strip(), file=sys.stderr)
+        return 2
     module = importlib.import_module(COMMANDS[argv[0]])
     return module.main(argv)
 

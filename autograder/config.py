@@ -79,9 +79,11 @@ class Grading:
 # ----------------------------------------------------------------------------- validation
 
 SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu_seconds': int, 'max_processes': int,
-                'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int}
+                'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int,
+                'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int}
 PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
-                'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict}
+                'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict,
+                'workflow': dict}
 # the inside of a profile: every key of every section, its type, and whether it may be left out
 INT, NUMBER, BOOL = int, (int, float), bool
 INTS = ('list', int)   # a list of integers
@@ -93,7 +95,8 @@ PROFILE_SECTIONS = {
     'sliding_window': {'window': INT, 'seq': INT, 'memory_seqs': INTS, 'memory_window': INT},
     'loss_curve': {'n_layer': INT, 'n_embd': INT, 'n_query_head': INT, 'n_kv_head': INT, 'rope': BOOL,
                    'block_size': INT, 'batch_size': INT, 'iters': INT, 'learning_rate': NUMBER,
-                   'reference_seeds': INTS, 'student_seed': INT, 'window': INT},
+                   'reference_seeds': INTS, 'student_seed': INT, 'window': INT, 'heldout_seqs': INT},
+    'workflow': {'block_from': INT, 'block_to': INT},
 }
 PROFILE_LISTS = {'kv_heads': INTS, 'rope_cases': ('list', INTS)}   # rope_cases: [B, nh, T, d] each
 TEST_KEYS = {'id': str, 'name': str, 'number': str, 'weight': (int, float), 'visibility': str,

@@ -8,6 +8,8 @@ A patch that no longer applies makes `regenerate` fail, so the list cannot drift
 from dataclasses import dataclass
 from typing import List, Tuple
 
+from autograder import patching
+
 
 ROPE_APPLY_Q = "                q = self.query_rotary_pe(q, offset=past)\n"
 ROPE_APPLY_K = "                k = self.key_rotary_pe(k, offset=past)\n"
@@ -97,15 +99,8 @@ FINGERPRINTS = [
 BY_ID = {f.id: f for f in FINGERPRINTS}
 
 
-class PatchError(RuntimeError):
-    pass
+PatchError = patching.PatchError
 
 
 def apply(fingerprint, source):
-    for old, new, count in fingerprint.patches:
-        found = source.count(old)
-        if found != count:
-            raise PatchError("fingerprint %s: expected %d occurrence(s) of %r in the reference, found %d"
-                             % (fingerprint.id, count, old[:60], found))
-        source = source.replace(old, new)
-    return source
+    return patching.apply(source, fingerprint.patches, 'fingerprint %s' % fingerprint.id)

@@ -19,7 +19,7 @@ from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMP
 CHILD_DIR = os.path.join(PACKAGE_DIR, 'child')
 # what the fixtures depend on besides the reference: the whole child package, the inputs and the known bugs
 PROBE_CODE = sorted(os.path.join(CHILD_DIR, f) for f in os.listdir(CHILD_DIR) if f.endswith('.py')) + \
-    [os.path.join(PACKAGE_DIR, f) for f in ('inputs.py', 'fingerprints.py')]
+    [os.path.join(PACKAGE_DIR, f) for f in ('inputs.py', 'fingerprints.py', 'patching.py')]
 REFERENCE_CODE = [os.path.join(REFERENCE_DIR, f) for f in
                   ('chargpt.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
 HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in ('chargpt.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
@@ -94,7 +94,7 @@ def staleness(grading, profile, manifest):
     if manifest.get('profile_hash') != grading.profile_hash(profile):
         problems.append("grading.yaml's profiles.%s changed" % profile)
     if manifest.get('probe_code_sha256') != sha256_files(PROBE_CODE):
-        problems.append("the probe code (child/, inputs.py, fingerprints.py) changed")
+        problems.append("the probe code (child/, inputs.py, fingerprints.py, patching.py) changed")
     # the reference and the handout are not shipped to Gradescope; check them where they exist
     if all(os.path.isfile(p) for p in REFERENCE_CODE) and manifest.get('reference_sha256') != sha256_files(REFERENCE_CODE):
         problems.append("the reference solution changed")

@@ -1,7 +1,10 @@
 """
 `python -m autograder grade PATH [--profile cpu|gpu] [--results FILE]`: grades a model.py,
 a folder or a zip, prints a table and writes results.json (default ./results/results.json).
-Exits 0 whenever grading completed, whatever the score. run_autograder calls the same code.
+Exits 0 whenever grading completed, whatever the score; when it could not grade (a missing
+path, an unknown profile, stale fixtures, a grader failure) it still writes results.json
+(run_autograder relies on it), prints one sentence for the person who ran it on stderr and
+exits 2. run_autograder calls the same code and ignores the exit code.
 
 The pipeline: locate the file, check it statically, run the probes in the sandbox, judge
 each test against the fixtures, and report through gradescope-utils. Any failure of the
@@ -17,11 +20,21 @@ import tempfile
 import time
 import traceback
 
-from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, results, submission
+from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, submission
 from autograder.checks import Verdict, judge
+from autograder.child import wire
+from autograder.results import Results, add_points, points
 from autograder.sandbox import Sandbox, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
+UPLOAD_SCRATCH = set()   # folders holding unpacked copies of student code while a grading runs
+
+
+def remove_upload_scratch(*folders):
+    """Remove the unpacked uploads (all of this process's when none is named: a batch worker being stopped)."""
+    for folder in folders or list(UPLOAD_SCRATCH):
+        shutil.rmtree(folder, ignore_errors=True)
+        UPLOAD_SCRATCH.discard(folder)
 
 
 def _probe_ids(specs):
@@ -36,14 +49,30 @@ def _submission_verdict(located, problems, run):
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
         return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail)
-    notes = []
+    notes = {}  # distinct notes in order (a dict: each probe brings at most wire.MAX_NOTES)
     for r in run.probes.values():
-        notes += [n for n in r.info.get('notes', []) if n not in notes]
-    lines += ['Note: ' + n for n in notes]
+        notes.update(dict.fromkeys(r.info.get('notes', [])))
+    lines += ['Note: ' + n for n in list(notes)[:wire.MAX_NOTES]]
     printed = imp.info.get('stdout', '')
     if printed.strip():
         lines.append('model.py printed at import:\n' + printed[:1000])
+    with open(located.path, encoding='utf-8', errors='replace') as f:
+        lacks = interface.missing(f.read())
+    if lacks:
+        return Verdict(0.0, lines + ['model.py does not define the handout interface: %s is missing. Keep the '
+                                     "handout's class and method names." % ', '.join(lacks)])
     return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
+
+
+def expected_outputs(fx, probe_ids, prof):
+    """{probe id: {key: shape}} of the arrays each probe may return: the reference's, from the fixtures."""
+    spec = {}
+    for pid in probe_ids:
+        arrays = fx.probe(pid)
+        if pid == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
+            arrays = {'seed%d' % prof['loss_curve']['student_seed']: next(iter(arrays.values()))}
+        spec[pid] = {k: v.shape for k, v in arrays.items()}
+    return spec
 
 
 def graded_specs(grading, skip=()):
@@ -51,42 +80,61 @@ def graded_specs(grading, skip=()):
     return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
 
 
-def verdicts_for(grading, profile, located, fx, sandbox, skip=()):
-    """Run the submission in `sandbox` and judge every graded test. Returns ({id: Verdict}, run info)."""
-    specs = graded_specs(grading, skip)
-    problems = submission.static_problems(located.path) if located.path else []
-    if located.problem or problems:
-        reason = located.problem or problems[0]
-        verdicts = {s.id: Verdict(0.0, ['not graded: %s' % reason]) for s in specs}
-        verdicts['submission'] = _submission_verdict(located, problems, None)
-        return verdicts, {'sandbox': 'not run'}
-    prof = grading.profiles[profile]
-    probe_ids = _probe_ids(specs)
-    timeouts = {s.id: s.timeout for s in specs}
-    job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
-    run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
-                      import_timeout=grading.test('submission').timeout, need_data='loss-curve' in probe_ids)
-    verdicts = {'submission': _submission_verdict(located, [], run)}
-    for spec in specs:
+class Judging:
+    """
+    The submission run once in the sandbox (every probe it needs), then judged one test at a
+    time by `verdict(spec)`, which the gradescope-utils test bodies call (results.build_suite).
+    """
+
+    def __init__(self, grading, profile, located, fx, sandbox, skip=()):
+        self.grading, self.fx, self.located = grading, fx, located
+        self.specs = graded_specs(grading, skip)
+        self.verdicts = {}
+        self.run = None
+        self.problems = submission.static_problems(located.path) if located.path else []
+        self.info = {'sandbox': 'not run'}
+        if located.problem or self.problems:
+            return
+        prof = grading.profiles[profile]
+        probe_ids = _probe_ids(self.specs)
+        timeouts = {s.id: s.timeout for s in self.specs}
+        job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
+        run = self.run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
+                                     import_timeout=grading.test('submission').timeout,
+                                     need_data='loss-curve' in probe_ids,
+                                     expected=expected_outputs(fx, probe_ids, prof))
+        self.info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
+                     'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
+                     'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
+                     'isolation': run.isolation}
+        # the student's per-iteration losses, for staff pictures (autograder/staff/plots.py)
+        curve = run.probes['loss-curve'].arrays.get('seed%d' % prof['loss_curve']['student_seed']) \
+            if 'loss-curve' in run.probes else None
+        if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
+            self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
+
+    def verdict(self, spec):
+        self.verdicts[spec.id] = v = self._verdict(spec)
+        return v
+
+    def _verdict(self, spec):
+        located, run = self.located, self.run
         if spec.id == 'submission':
-            continue
+            return _submission_verdict(located, self.problems, run)
+        if located.problem or self.problems:
+            return Verdict(0.0, ['not graded: %s' % (located.problem or self.problems[0])])
         if run.import_result.status != 'ok':
-            verdicts[spec.id] = Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
-                                              % run.import_result.message])
-        else:
-            verdicts[spec.id] = judge(spec, run.probes[spec.id], fx, grading)
-            if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
-                verdicts[spec.id] = Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message],
-                                            not_implemented=True)
-    info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
-            'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
-            'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:]}
-    # the student's per-iteration losses, for staff pictures (autograder/staff/plots.py)
-    curve = run.probes['loss-curve'].arrays.get('seed%d' % prof['loss_curve']['student_seed']) \
-        if 'loss-curve' in run.probes else None
-    if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
-        info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
-    return verdicts, info
+            return Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
+                                 % run.import_result.message])
+        if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
+            return Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message], not_implemented=True)
+        return judge(spec, run.probes[spec.id], self.fx, self.grading)
+
+
+def _peak_rss_mb():
+    """The grader process's own peak resident memory (Linux reports ru_maxrss in KB); children excluded."""
+    import resource
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
 def lockdown(sandbox, results_path):
@@ -105,14 +153,15 @@ def lockdown(sandbox, results_path):
     protect_source(paths)
 
 
-def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=()):
+def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=()):
     """
-    Grade and write results.json. Returns the results dict. Never raises for a bad submission.
+    Grade and write results.json. Returns the Results. Never raises for a bad submission.
     `skip`: test ids not to run at all (the evaluation of the bug corpus skips the loss-curve
     training where a mutant's expected verdict does not involve it); they are left out of results.
     """
     started = time.time()
     upload_scratch = tempfile.mkdtemp(prefix='hw1-upload-')
+    UPLOAD_SCRATCH.add(upload_scratch)
     try:
         grading = config.load(grading_path)
         if profile not in grading.profiles:
@@ -122,48 +171,63 @@ def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADIN
         lockdown(sandbox, results_path)
         fx = fixtures.load(grading, profile)
         located = submission.locate(path, upload_scratch)
-        verdicts, info = verdicts_for(grading, profile, located, fx, sandbox, skip)
-        specs = graded_specs(grading, skip)
-        out = results.run_suite(specs, verdicts, grading.sandbox['max_output_chars'])
-        out['execution_time'] = round(time.time() - started, 2)
-        out['output'] = '%s. Profile %s.' % (located.note or 'no model.py found', profile)
-        summary = verdicts.get('loss-curve')
+        judging = Judging(grading, profile, located, fx, sandbox, skip)
+        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'])
+        out.output = '%s. Profile %s.' % (located.note or 'no model.py found', profile)
+        summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:
-            out['output'] += ' ' + summary.summary + '.'
-        out['extra_data'] = dict(info, profile=profile, fixtures_torch=fx.manifest.get('torch'))
+            out.output += ' ' + summary.summary + '.'
+        out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
+                              grader_peak_rss_mb=_peak_rss_mb())
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
-        results.add_points(out, {s.number for s in specs if grading.is_extra_credit(s)})
+        add_points(out, {s.id for s in judging.specs if grading.is_extra_credit(s)})
     except Exception as e:  # the grader's own failure: still a valid results.json
         staff = traceback.format_exc()
-        message = ('Grading could not run: %s' % e) if isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError)) \
-            else 'The autograder failed internally (%s).' % type(e).__name__
-        out = results.error_results(message, staff, time.time() - started)
+        known = isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError))
+        message = ('Grading could not run: %s' % e) if known else 'The autograder failed internally (%s).' % type(e).__name__
+        out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
     finally:
-        shutil.rmtree(upload_scratch, ignore_errors=True)
+        remove_upload_scratch(upload_scratch)
+    out.execution_time = time.time() - started
     try:
-        results.write(out, results_path)
+        out.write(results_path)
     except (ValueError, TypeError) as e:
-        out = results.error_results('The autograder produced an invalid results.json.', repr(e), time.time() - started)
-        results.write(out, results_path)
+        out = Results.error('The autograder produced an invalid results.json.', repr(e), time.time() - started,
+                            reason='invalid results.json: %s' % e)
+        out.write(results_path)
     return out
+
+
+def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=()):
+    """grade_results as the results.json dict (what Gradescope reads)."""
+    return grade_results(path, profile, results_path, grading_path, skip).to_json()
 
 
 def table(out):
     rows = [('#', 'test', 'score', 'status', 'message')]
-    for t in out['tests']:
-        first = next((l for l in t.get('output', '').splitlines() if l.strip()), '')
-        rows.append((t.get('number', ''), t['name'][:58], '%g/%g' % (t['score'], t['max_score']), t['status'], first[:70]))
+    for t in out.tests.values():
+        first = next((l for l in t.output.splitlines() if l.strip()), '')
+        rows.append((t.number, t.name[:58], '%s/%s' % (points(t.score), points(t.max_score)), t.status, first[:70]))
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     lines = ['  '.join(str(r[i]).ljust(widths[i]) for i in range(4)) + '  ' + r[4] for r in rows]
     lines.insert(1, '-' * min(160, sum(widths) + 80))
-    points = out.get('extra_data', {}).get('points')
-    if points:  # extra-credit tests count on top of the required maximum
-        total = '%g / %g (+ %g of %g extra credit)' % (points['required'], points['required_max'],
-                                                        points['extra_credit'], points['extra_credit_max'])
+    split = out.extra_data.get('points')
+    if split:  # extra-credit tests count on top of the required maximum
+        total = '%s / %s (+ %s of %s extra credit)' % (points(split['required']), points(split['required_max']),
+                                                       points(split['extra_credit']), points(split['extra_credit_max']))
     else:
-        total = '%g / %g' % (sum(t['score'] for t in out['tests']), sum(t['max_score'] for t in out['tests']))
-    lines.append('total: %s   (%.1f s)   %s' % (total, out['execution_time'], out.get('output', '')))
+        total = '%s / %s' % (points(out.total), points(out.possible))
+    lines.append('total: %s   (%.1f s)   %s' % (total, out.execution_time, out.output))
     return '\n'.join(lines)
+
+
+def staff_problem(path, out):
+    """The one sentence for the person at the command line when grading could not do its job, else None."""
+    if out.is_error:
+        return 'grade: could not grade %s: %s' % (path, out.extra_data.get('grader_error') or 'see results.json')
+    if not os.path.exists(path):
+        return 'grade: %s does not exist (give a model.py, a folder holding one, or a zip)' % path
+    return None
 
 
 def main(argv):
@@ -175,17 +239,22 @@ def main(argv):
     ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
     ap.add_argument('--png', metavar='FILE', help='also draw the loss curve over the reference band (needs matplotlib)')
     args = ap.parse_args(argv[1:])
-    out = grade(args.path, args.profile, args.results)
+    out = grade_results(args.path, args.profile, args.results)  # always writes results.json (run_autograder relies on it)
+    problem = staff_problem(args.path, out)
+    if problem:  # the student-facing text is in results.json; the person here gets one sentence and an exit code
+        print(problem, file=sys.stderr)
+        return 2
     print(table(out))
     if args.png:
         try:
             from autograder.staff import plots
         except ImportError:  # the Gradescope zip holds no staff tools
-            print('--png needs the staff tools (autograder/staff/), which this copy of the grader does not have')
+            print('--png needs the staff tools (autograder/staff/), which this copy of the grader does not have',
+                  file=sys.stderr)
             return 2
-        plots.loss_curve_png(out, args.png, args.profile, title=os.path.basename(os.path.normpath(args.path)))
+        plots.loss_curve_png(out.to_json(), args.png, args.profile, title=os.path.basename(os.path.normpath(args.path)))
     if args.verbose:
-        for t in out['tests']:
-            print('\n== %s %s (%g/%g)\n%s' % (t.get('number', ''), t['name'], t['score'], t['max_score'], t.get('output', '')))
+        for t in out.tests.values():
+            print('\n== %s %s (%s/%s)\n%s' % (t.number, t.name, points(t.score), points(t.max_score), t.output))
     print('results written to %s' % args.results)
     return 0

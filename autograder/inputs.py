@@ -8,8 +8,12 @@ Keys are flat strings `<group>/<name>`; weight sets are `w/<config>/<parameter n
 the handout's parameter names (q_proj, k_proj, v_proj, out_proj, ...).
 """
 
+import functools
+import os
+
 import numpy as np
 
+from autograder import DATA_FILE
 from autograder.child.configs import attention_configs, model_configs
 
 
@@ -99,4 +103,80 @@ def build(profile):
     out['sw/x'] = _rng(seed, 'sw').standard_normal((mod['batch'], sw['seq'], mod['n_embd'])).astype(np.float32)
     for n in sw['memory_seqs']:
         out['swmem/x%d' % n] = _rng(seed, 'swmem%d' % n).standard_normal((1, n, mod['n_embd'])).astype(np.float32)
+    wf = profile['workflow']
+    rng = _rng(seed, 'workflow')
+    out['workflow/idx_short'] = rng.integers(0, m['vocab_size'], (m['batch'], wf['block_from'])).astype(np.int64)
+    out['workflow/idx'] = rng.integers(0, m['vocab_size'], (1, wf['block_to'])).astype(np.int64)
+    # the rows a grown wpe keeps at their random init are overwritten with these, so logits compare
+    out['workflow/wpe_tail'] = (0.5 * rng.standard_normal((wf['block_to'] - wf['block_from'], m['n_embd']))
+                                ).astype(np.float32)
+
+    if os.path.isfile(DATA_FILE):   # the corpus is there wherever the loss-curve test runs
+        idx, _ = heldout(profile)
+        out['heldout/idx'] = idx
+        vocab = int(_corpus_tokens_of(DATA_FILE).max()) + 1
+        for k, val in training_init(seed, profile['loss_curve'], vocab).items():
+            out['model/lc-init/%s' % k] = val
     return out
+
+
+@functools.lru_cache(maxsize=4)
+def _corpus_tokens(path, size, mtime):
+    """The corpus as chargpt.CharDataset encodes it: sorted distinct characters -> 0..V-1."""
+    with open(path, 'r') as f:
+        text = f.read()
+    stoi = {ch: i for i, ch in enumerate(sorted(set(text)))}
+    return np.array([stoi[c] for c in text], dtype=np.int64)
+
+
+def _corpus_tokens_of(path):
+    st = os.stat(path)
+    return _corpus_tokens(path, st.st_size, st.st_mtime)
+
+
+def training_init(seed, lc, vocab):
+    """
+    The initial weights the loss-curve training starts from (reference names), drawn as minGPT's
+    _init_weights draws them (N(0, 0.02), zero biases, unit LayerNorm, residual projections at
+    0.02/sqrt(2 n_layer)). Every submission starts from the same point, so its trajectory follows
+    the reference's trained with the same seed; a model's own init, which differs with the order
+    its parameters are created in, would add seed-to-seed noise and hide bugs that slow learning.
+    """
+    rng = _rng(seed, 'training-init')
+    C, L = lc['n_embd'], lc['n_layer']
+    kv = lc['n_kv_head'] * (C // lc['n_query_head'])
+    resid = 0.02 / np.sqrt(2 * L)
+
+    def normal(shape, std=0.02):
+        return (std * rng.standard_normal(shape)).astype(np.float32)
+
+    zeros, ones = (lambda n: np.zeros(n, np.float32)), (lambda n: np.ones(n, np.float32))
+    state = {'transformer.wte.weight': normal((vocab, C))}
+    if not lc['rope']:
+        state['transformer.wpe.weight'] = normal((lc['block_size'], C))
+    for i in range(L):
+        p = 'transformer.h.%d.' % i
+        state.update({p + 'ln_1.weight': ones(C), p + 'ln_1.bias': zeros(C),
+                      p + 'ln_2.weight': ones(C), p + 'ln_2.bias': zeros(C)})
+        for name, rows in (('q_proj', C), ('k_proj', kv), ('v_proj', kv)):
+            state[p + 'attn.%s.weight' % name], state[p + 'attn.%s.bias' % name] = normal((rows, C)), zeros(rows)
+        state[p + 'attn.out_proj.weight'], state[p + 'attn.out_proj.bias'] = normal((C, C), resid), zeros(C)
+        state[p + 'mlp.c_fc.weight'], state[p + 'mlp.c_fc.bias'] = normal((4 * C, C)), zeros(4 * C)
+        state[p + 'mlp.c_proj.weight'], state[p + 'mlp.c_proj.bias'] = normal((C, 4 * C), resid), zeros(C)
+    state['transformer.ln_f.weight'], state['transformer.ln_f.bias'] = ones(C), zeros(C)
+    state['lm_head.weight'] = normal((vocab, C))
+    return state
+
+
+def heldout(profile, data_file=None):
+    """
+    (idx, targets), each (heldout_seqs, block_size) int64: text at positions the harness picks,
+    on which the trained model's logits are scored (the loss is computed here, not in the child).
+    Only idx is shipped to the child; the judge rebuilds targets from the corpus.
+    """
+    tokens = _corpus_tokens_of(data_file or DATA_FILE)
+    lc = profile['loss_curve']
+    T, n = lc['block_size'], lc['heldout_seqs']
+    starts = np.sort(_rng(profile['seed'], 'heldout').choice(len(tokens) - T - 1, size=n, replace=False))
+    rows = tokens[starts[:, None] + np.arange(T + 1)]   # (n, T + 1)
+    return rows[:, :-1].copy(), rows[:, 1:].copy()

@@ -12,7 +12,7 @@ inputs it needs in inputs.py, its entry in grading.yaml, then `python -m autogra
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from autograder.checks import behaviour, optional, resources, training, values
+from autograder.checks import behaviour, optional, resources, training, values, workflow
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ TESTS = (
     GradedTest('generate', behaviour.judge_generate, needs_tolerance=False),
     GradedTest('memory', resources.judge_memory),
     GradedTest('loss-curve', training.judge_loss_curve),
+    GradedTest('gradients', training.judge_gradients),
+    GradedTest('load-pretrained', workflow.judge_load_pretrained),
     GradedTest('sliding-window', optional.judge_sliding_window),
     GradedTest('sliding-window-memory', resources.judge_window_memory),
     GradedTest('kv-cache', optional.judge_kv_cache, needs_tolerance=False),

@@ -1,39 +1,233 @@
 """
-Builds results.json the way Gradescope specifies it. The graded tests run as a unittest
-suite through gradescope-utils' JSONTestRunner, with each test's weight, number,
-visibility and tags set on its method from grading.yaml, so no test code carries a number.
-The runner's gaps are closed here: execution_time becomes a number, outputs are truncated,
-and any internal error still yields a valid file (a visible "autograder error" test at 0
-and a hidden traceback for staff). The file is written atomically, by the harness only.
+The results of one grading as an object: tests keyed by id, `total`, `possible`, written as
+Gradescope's results.json and read back (validated) by the staff tools.
+
+The graded tests run as a unittest suite through gradescope-utils' JSONTestRunner: each
+test's body judges its probe result (the sandboxed run happened before, like any fixture),
+prints what the student reads and sets its score; weight, number, visibility and tags come
+from grading.yaml through the decorators, so no test code carries a number. The runner's
+gaps are closed here: execution_time becomes a number, every output is truncated, numbers are
+plain JSON (no NaN), each test carries its id in extra_data, and an internal error still
+yields a valid file (a visible "autograder error" test at 0 and a hidden traceback for staff).
+The file is written atomically, by the harness only.
 """
 
 import io
 import json
+import math
 import os
+import re
+import traceback
 import unittest
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
 
 from gradescope_utils.autograder_utils.decorators import number, partial_credit, tags, visibility
 from gradescope_utils.autograder_utils.json_test_runner import JSONTestRunner
 
+MAX_OUTPUT_CHARS = 20_000      # per test and top level, unless grading.yaml says less; Gradescope cuts at ~100k
+SCORE_DIGITS = 4               # stored; totals are shown with at most 2 decimals
+ERROR_NAME = 'Autograder error'
+VISIBILITIES = ('hidden', 'after_due_date', 'after_published', 'visible')
+# numpy scalars printed by repr (numpy >= 2): 'np.int64(0)', 'np.float32(1.5)' -> '0', '1.5'
+_NP_SCALAR = re.compile(r"\bnp\.(?:u?int\d*|float\d*|bool_?|str_)\((-?[^()]*)\)")
 
-def _truncate(text, limit):
+
+def truncate(text, limit=MAX_OUTPUT_CHARS):
+    text = _NP_SCALAR.sub(r'\1', str(text))
     if len(text) <= limit:
         return text
     return text[:limit] + '\n[... output truncated: %d more characters]' % (len(text) - limit)
 
 
-def build_suite(specs, verdicts):
-    """A TestCase class with one test per spec, decorated from grading.yaml; the bodies only report verdicts."""
+def points(x):
+    """A score for people: 67.4999 -> '67.5', 10.0 -> '10'."""
+    return '%g' % round(float(x), 2)
+
+
+@dataclass
+class TestResult:
+    id: str
+    name: str
+    score: float
+    max_score: float
+    status: str = 'passed'
+    number: str = ''
+    output: str = ''
+    visibility: str = 'visible'
+    tags: List[str] = field(default_factory=list)
+
+    @property
+    def lost(self):
+        return self.score < self.max_score
+
+    def to_json(self, limit):
+        out = {'name': self.name, 'score': round(float(self.score), SCORE_DIGITS),
+               'max_score': round(float(self.max_score), SCORE_DIGITS), 'status': self.status}
+        if self.number:
+            out['number'] = self.number
+        if self.output:
+            out['output'] = truncate(self.output, limit)
+        out['visibility'] = self.visibility
+        if self.tags:
+            out['tags'] = list(self.tags)
+        out['extra_data'] = {'id': self.id}
+        return out
+
+
+class Results:
+    """tests: {id: TestResult} in the order graded; output: the top-level message."""
+
+    def __init__(self, tests=None, output='', execution_time=0.0, extra_data=None, max_output_chars=MAX_OUTPUT_CHARS):
+        self.tests: Dict[str, TestResult] = dict(tests or {})
+        self.output = output
+        self.execution_time = float(execution_time)
+        self.extra_data = dict(extra_data or {})
+        self.max_output_chars = max_output_chars
+
+    # ------------------------------------------------------------------ the numbers
+    @property
+    def total(self):
+        return round(sum(t.score for t in self.tests.values()), SCORE_DIGITS)
+
+    @property
+    def possible(self):
+        return round(sum(t.max_score for t in self.tests.values()), SCORE_DIGITS)
+
+    @property
+    def is_error(self):
+        """The grader itself failed (not the submission)."""
+        return any(t.name.startswith(ERROR_NAME) for t in self.tests.values())
+
+    def score(self, test_id):
+        return self.tests[test_id].score if test_id in self.tests else None
+
+    def __getitem__(self, test_id):
+        return self.tests[test_id]
+
+    def __contains__(self, test_id):
+        return test_id in self.tests
+
+    def summary(self):
+        return '%s/%s' % (points(self.total), points(self.possible))
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def run(cls, specs, judge, max_output_chars=MAX_OUTPUT_CHARS):
+        """Run one gradescope-utils test per spec; `judge(spec)` returns its Verdict (called inside the test)."""
+        stream = io.StringIO()
+        failures = {}
+        suite = build_suite(specs, judge, failures)
+        JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(suite)
+        raw = json.loads(stream.getvalue())
+        by_number = {str(s.number): s for s in specs}
+        tests = {}
+        for t in raw['tests']:
+            spec = by_number[str(t['number'])]
+            tests[spec.id] = TestResult(spec.id, t['name'], float(t['score']), float(t['max_score']), t['status'],
+                                        str(t['number']), t.get('output', '').rstrip('\n'),
+                                        t.get('visibility', 'visible'), list(t.get('tags') or []))
+        return cls(tests, extra_data={'judge_errors': failures} if failures else None, max_output_chars=max_output_chars)
+
+    @classmethod
+    def error(cls, message, staff_detail, execution_time, reason=''):
+        """What students see when the grader itself failed: a visible 0 and a hidden traceback for staff."""
+        tests = {
+            'autograder-error': TestResult('autograder-error', ERROR_NAME, 0.0, 0.0, 'failed', '0.1', message[:2000],
+                                           'visible', ['submission']),
+            'autograder-error-detail': TestResult('autograder-error-detail', ERROR_NAME + ': details for staff',
+                                                  0.0, 0.0, 'failed', '0.2', staff_detail[-20000:], 'hidden'),
+        }
+        return cls(tests, 'The autograder hit an internal error; this is not your fault. Course staff can see the '
+                          'details.', execution_time, {'grader_error': str(reason or message)[:2000]})
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self):
+        out = {'score': round(self.total, 2), 'execution_time': round(self.execution_time, 2),
+               'output': truncate(self.output, self.max_output_chars), 'stdout_visibility': 'hidden',
+               'tests': [t.to_json(self.max_output_chars) for t in self.tests.values()], 'leaderboard': []}
+        if self.extra_data:
+            out['extra_data'] = self.extra_data
+        validate(out)
+        return out
+
+    def dumps(self):
+        return json.dumps(self.to_json(), indent=2, allow_nan=False) + '\n'
+
+    def write(self, path):
+        text = self.dumps()
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, '.%s.%d.tmp' % (os.path.basename(path), os.getpid()))
+        with open(tmp, 'w') as f:
+            f.write(text)
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_json(cls, data, ids_by_number=None):
+        """A Results from results.json's content; ValueError unless it follows Gradescope's specification.
+        Tests written before ids were stored are keyed through `ids_by_number` (else by number or name)."""
+        validate(data)
+        tests = {}
+        for t in data['tests']:
+            tid = (t.get('extra_data') or {}).get('id') or (ids_by_number or {}).get(str(t.get('number', ''))) \
+                or str(t.get('number') or t['name'])
+            tests[tid] = TestResult(tid, t['name'], float(t['score']), float(t['max_score']), t['status'],
+                                    str(t.get('number', '')), t.get('output', ''), t.get('visibility', 'visible'),
+                                    list(t.get('tags') or []))
+        return cls(tests, data.get('output', ''), data['execution_time'], data.get('extra_data'))
+
+
+def load(path, ids_by_number=None) -> Optional[Results]:
+    """The Results in `path`; ValueError when it is not a valid results.json, OSError when unreadable."""
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, dict):
+        raise ValueError('%s is not a JSON object' % path)
+    return Results.from_json(data, ids_by_number)
+
+
+def add_points(out, extra_credit_ids):
+    """
+    Extra credit (grading.yaml handout.extra_credit): the tests in `extra_credit_ids` keep their
+    max_score (a test reads 0/5 or 5/5) but count on top of the required total. results.json's
+    `score` (which Gradescope takes over the sum of the tests) is already every test's score, so
+    it may exceed the required maximum; staff set the assignment's total points to the required
+    maximum (100). extra_data.points spells the split out for the table and for staff.
+    """
+    extra = [t for tid, t in out.tests.items() if tid in extra_credit_ids]
+    required = [t for tid, t in out.tests.items() if tid not in extra_credit_ids]
+    out.extra_data['points'] = {
+        'required': round(sum(t.score for t in required), SCORE_DIGITS),
+        'required_max': round(sum(t.max_score for t in required), SCORE_DIGITS),
+        'extra_credit': round(sum(t.score for t in extra), SCORE_DIGITS),
+        'extra_credit_max': round(sum(t.max_score for t in extra), SCORE_DIGITS)}
+    return out
+
+
+def build_suite(specs, judge, failures=None):
+    """
+    A TestCase class with one test per spec, decorated from grading.yaml; each body judges its test.
+    A bug of the grader while judging one test costs that test only: the student reads that it was
+    not their fault, the traceback goes to `failures` (extra_data, staff only).
+    """
     class HW1Autograder(unittest.TestCase):
         pass
 
     for i, spec in enumerate(specs):
         def test(self, set_score=None, spec=spec):
-            verdict = verdicts[spec.id]
+            try:
+                verdict = judge(spec)
+            except Exception as e:
+                if failures is not None:
+                    failures[spec.id] = traceback.format_exc()[-5000:]
+                set_score(0.0)
+                self.fail('the autograder failed while judging this test (%s); this is not your fault, course staff '
+                          'can see the details' % type(e).__name__)
             if verdict.summary:
                 print(verdict.summary)
             print('\n'.join(verdict.lines))
-            set_score(round(verdict.fraction * spec.weight, 4))
+            set_score(round(verdict.fraction * spec.weight, SCORE_DIGITS))
             if verdict.not_implemented:   # an untouched optional part: said plainly, not as wrong values
                 self.fail('not implemented (optional)')
             if not verdict.passed:
@@ -47,80 +241,45 @@ def build_suite(specs, verdicts):
     return unittest.defaultTestLoader.loadTestsFromTestCase(HW1Autograder)
 
 
-def run_suite(specs, verdicts, max_output_chars):
-    stream = io.StringIO()
-    JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(build_suite(specs, verdicts))
-    results = json.loads(stream.getvalue())
-    for t in results['tests']:
-        if 'output' in t:
-            t['output'] = _truncate(t['output'].rstrip('\n'), max_output_chars)
-    return results
-
-
-def add_points(results, extra_credit_numbers):
-    """
-    Extra credit (grading.yaml handout.extra_credit): the tests numbered in `extra_credit_numbers`
-    keep their max_score (so a test reads 0/5 or 5/5) but count on top of the required total. The
-    top-level `score` (which Gradescope takes over the sum of the tests) is the sum of every test's
-    score, and may exceed the required maximum; staff set the assignment's total points to the
-    required maximum (100). extra_data.points spells the split out for the table and for staff.
-    """
-    tests = results.get('tests', [])
-    extra = [t for t in tests if str(t.get('number', '')) in extra_credit_numbers]
-    required = [t for t in tests if t not in extra]
-    points = {'required': round(sum(t['score'] for t in required), 4),
-              'required_max': round(sum(t['max_score'] for t in required), 4),
-              'extra_credit': round(sum(t['score'] for t in extra), 4),
-              'extra_credit_max': round(sum(t['max_score'] for t in extra), 4)}
-    results['score'] = round(points['required'] + points['extra_credit'], 4)
-    results.setdefault('extra_data', {})['points'] = points
-    return results
-
-
-def error_results(message, staff_detail, execution_time):
-    """What students see when the grader itself failed: a visible 0 and a hidden traceback for staff."""
-    return {
-        'score': 0.0,
-        'execution_time': float(execution_time),
-        'output': 'The autograder hit an internal error; this is not your fault. Course staff can see the details.',
-        'stdout_visibility': 'hidden',
-        'tests': [
-            {'name': 'Autograder error', 'number': '0.1', 'score': 0.0, 'max_score': 0.0, 'status': 'failed',
-             'output': message[:2000], 'visibility': 'visible', 'tags': ['submission']},
-            {'name': 'Autograder error: details for staff', 'number': '0.2', 'score': 0.0, 'max_score': 0.0,
-             'status': 'failed', 'output': staff_detail[-20000:], 'visibility': 'hidden'},
-        ],
-        'leaderboard': [],
-    }
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def validate(results):
     """Raise ValueError unless `results` follows Gradescope's results.json specification."""
-    if not isinstance(results.get('execution_time'), (int, float)):
+    if not isinstance(results, dict):
+        raise ValueError('results must be a JSON object')
+    if not _number(results.get('execution_time')):
         raise ValueError('execution_time must be a number')
+    if 'score' in results and not _number(results['score']):
+        raise ValueError('score must be a number')
+    if not isinstance(results.get('output', ''), str) or len(results.get('output', '')) > 50_000:
+        raise ValueError('the top-level output must be a string under 50000 characters')
     if not isinstance(results.get('tests'), list):
         raise ValueError('tests must be a list')
     for t in results['tests']:
+        if not isinstance(t, dict):
+            raise ValueError('a test is not a JSON object')
         for key in ('name', 'score', 'max_score', 'status'):
             if key not in t:
                 raise ValueError('a test lacks %r' % key)
         if t['status'] not in ('passed', 'failed'):
             raise ValueError('status must be passed or failed')
-        if not isinstance(t['score'], (int, float)) or not isinstance(t['max_score'], (int, float)):
-            raise ValueError('scores must be numbers')
-        if t.get('visibility', 'visible') not in ('hidden', 'after_due_date', 'after_published', 'visible'):
+        if not _number(t['score']) or not _number(t['max_score']):
+            raise ValueError('scores must be finite numbers')
+        if t.get('visibility', 'visible') not in VISIBILITIES:
             raise ValueError('bad visibility %r' % t.get('visibility'))
-        if len(t.get('output', '')) > 50_000:
-            raise ValueError('an output is too long')
-    json.dumps(results)
+        if not isinstance(t.get('output', ''), str) or len(t.get('output', '')) > 50_000:
+            raise ValueError('an output is too long or not a string')
+    json.dumps(results, allow_nan=False)
+
+
+# ---------------------------------------------------------------------- the dict interface older callers use
+
+def error_results(message, staff_detail, execution_time):
+    return Results.error(message, staff_detail, execution_time).to_json()
 
 
 def write(results, path):
-    validate(results)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, '.results.json.tmp')
-    with open(tmp, 'w') as f:
-        json.dump(results, f, indent=2)
-        f.write('\n')
-    os.replace(tmp, path)
+    """Write a results dict (validated) or a Results."""
+    (results if isinstance(results, Results) else Results.from_json(results)).write(path)

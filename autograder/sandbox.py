@@ -4,16 +4,18 @@ Runs untrusted student code in a child process and brings back only plain data.
 The scratch folder holds the handout (chargpt.py, mingpt/{__init__,trainer,utils}.py), the
 submission as mingpt/model.py, the probe runner, the job and its inputs: nothing of the
 reference, the fixtures or the hidden tests. Under root the child runs as an unprivileged
-user who owns only the folder results go to. Limits: address space, CPU seconds, file size,
-processes, and a wall-clock deadline per probe enforced here. A probe that hangs or kills
-the process is recorded and the child is restarted for the probes after it.
+user of a pool (one per concurrent grading), in a scratch folder only that user can enter,
+owning only the folders results and temporary files go to. Limits: address space, CPU
+seconds, file size, processes, and a wall-clock deadline per probe enforced here. A probe
+that hangs or kills the process is recorded and the child is restarted for the probes after
+it. OS-level isolation (seccomp, namespaces, private /tmp, clean-up) is autograder/isolation.py.
 
-Results are read back without following links, as .npz with allow_pickle=False and JSON of
-capped size; anything else is refused.
+Results are read back by autograder/readback.py, which trusts no byte of them (regular files
+only, never followed links, stored .npz checked against the expected keys and shapes, reports
+against child/wire.py's schema and caps). The harness owns every deadline: readback.Deadlines.
 """
 
 import fcntl
-import io
 import json
 import os
 import pwd
@@ -24,27 +26,19 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import zipfile
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 import numpy as np
 
-from autograder import DATA_FILE, PACKAGE_DIR, TEMPLATE_DIR
+from autograder import DATA_FILE, GRADING_YAML, PACKAGE_DIR, TEMPLATE_DIR, isolation, readback
 from autograder.child import wire
+from autograder.readback import ProbeResult  # noqa: F401  (re-exported: the result type of every probe)
 
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
 CHILD_PACKAGE = os.path.join(PACKAGE_DIR, 'child')   # copied whole into the scratch folder as _grader/child
-
-
-@dataclass
-class ProbeResult:
-    status: str                      # ok | error | not_implemented | timeout | crashed | missing | invalid
-    message: str = ''
-    arrays: Dict[str, np.ndarray] = field(default_factory=dict)
-    info: dict = field(default_factory=dict)
-    seconds: float = 0.0
 
 
 @dataclass
@@ -54,12 +48,42 @@ class RunResult:
     stdout_tail: str = ''
     sandboxed_as: Optional[str] = None
     wall_seconds: float = 0.0
+    isolation: dict = field(default_factory=dict)
 
 
-def _sandbox_user(name):
+def _pool_size():
+    from autograder import config
+    return config.load(GRADING_YAML).sandbox['pool_size']
+
+
+def child_python(uid, gid, python_copy):
     """
-    (uid, gid) of the unprivileged user, or None with the reason: not root, no such user (run
-    setup.sh), or the user cannot reach the Python installation.
+    (interpreter the sandbox user can run, extra environment) or (None, reason). The grader's
+    own interpreter when the user can reach it and torch (Gradescope: /usr/bin/python3);
+    otherwise the copy setup.sh makes at sandbox.python_copy (an interpreter under /root,
+    e.g. pyenv, is never opened up to other users).
+    """
+    import importlib.util
+    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
+    exe = os.path.realpath(sys.executable)
+    if _user_can_access(uid, gid, [(exe, os.X_OK), (torch_dir, os.R_OK)]):
+        return exe, {}
+    prefix = os.path.realpath(sys.prefix)
+    if python_copy and exe.startswith(prefix + os.sep) and torch_dir.startswith(prefix + os.sep):
+        copy_exe = os.path.join(python_copy, os.path.relpath(exe, prefix))
+        copy_torch = os.path.join(python_copy, os.path.relpath(torch_dir, prefix))
+        if _user_can_access(uid, gid, [(copy_exe, os.X_OK), (copy_torch, os.R_OK)]):
+            # the copy's binary may carry an absolute RUNPATH into the original prefix
+            return copy_exe, {'LD_LIBRARY_PATH': os.path.join(python_copy, 'lib')}
+    return None, ('the sandbox user cannot run %s or read torch, and there is no usable copy at %s '
+                  '(./setup.sh makes it)' % (exe, python_copy))
+
+
+def _sandbox_user(name, pool_size=None, python_copy=None):
+    """
+    ([(uid, gid), ...] of the pool, None) or (None, the reason): not root, no such user (run
+    setup.sh), or the user cannot reach a Python installation. The pool is `name`, name1, ...
+    up to sandbox.pool_size of grading.yaml (setup.sh creates the same users from it).
     """
     if os.geteuid() != 0:
         return None, 'the grader is not running as root, so student code runs as the same user'
@@ -67,17 +91,16 @@ def _sandbox_user(name):
         pw = pwd.getpwnam(name)
     except KeyError:
         return None, 'user %r does not exist (./setup.sh creates it); student code runs as root' % name
-    import importlib.util
-    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
-    if not _user_can_access(pw.pw_uid, pw.pw_gid, [(os.path.realpath(sys.executable), os.X_OK), (torch_dir, os.R_OK)]):
-        return None, ('user %r cannot run %s or read torch (./setup.sh grants traverse access); '
-                      'student code runs as root' % (name, sys.executable))
+    if python_copy is not None and child_python(pw.pw_uid, pw.pw_gid, python_copy)[0] is None:
+        return None, child_python(pw.pw_uid, pw.pw_gid, python_copy)[1] + '; student code runs as root'
     pool = [(pw.pw_uid, pw.pw_gid)]
-    for i in range(1, POOL_SIZE):
+    for i in range(1, pool_size or _pool_size()):
         try:
             extra = pwd.getpwnam('%s%d' % (name, i))
         except KeyError:
             break
+        if extra.pw_gid in [g for _, g in pool] or extra.pw_gid == 0:
+            break   # the scratch folder is opened to the user's own group: it must be theirs alone
         pool.append((extra.pw_uid, extra.pw_gid))
     return pool, None
 
@@ -100,9 +123,6 @@ def protect_source(paths):
     for path in paths:
         if os.path.exists(path):
             os.chmod(path, 0o700)
-
-
-POOL_SIZE = 4  # sandbox users hw1student, hw1student1..3: parallel gradings (batch --jobs) each get their own
 
 
 def _lock_path(uid):
@@ -139,17 +159,54 @@ def _claim_user(users):
 
 
 def _kill_user_processes(uid):
-    """Kill every process of the sandbox user, including ones that escaped the process group."""
-    pid = os.fork()
-    if pid == 0:
+    isolation.kill_user_processes(uid)
+
+
+def _sweep(uid, gid):
+    """
+    What a grading killed before its own clean-up (the watchdog's SIGKILL) left for this user:
+    processes, files in the shared temp folders, a scratch folder and its tmpfs mount. Call it
+    only while holding the user's lock.
+    """
+    _kill_user_processes(uid)
+    removed = isolation.remove_user_files(uid, gid)
+    base = isolation.scratch_base(True)
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
         try:
-            os.setgroups([])
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)  # as that user, -1 reaches exactly its processes
-        except BaseException:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.startswith('hw1-sandbox-') and stat.S_ISDIR(st.st_mode) and st.st_gid == gid:
+            for sub in ('out', 'home'):
+                isolation.umount(os.path.join(path, 'job', sub))
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def cleanup_stale(sandbox_cfg):
+    """Sweep every sandbox user of the pool that no grading holds right now (run_autograder after its watchdog)."""
+    pool, _ = _sandbox_user(sandbox_cfg['user'], sandbox_cfg['pool_size'])
+    removed = 0
+    for uid, gid in pool or []:
+        lock = _try_lock(uid, blocking=False)
+        if lock is None and _lock_path(uid) is not None:
+            continue   # a grading in progress owns this user
+        try:
+            removed += _sweep(uid, gid)
+        finally:
+            if lock is not None:
+                os.close(lock)
+    return removed
+
+
+class GradingStopped(BaseException):
+    """SIGTERM (run_autograder's watchdog): stop the child, clean up, and let the caller end."""
+
+
+def _on_sigterm(signum, frame):
+    raise GradingStopped('stopped by SIGTERM')
 
 
 class Sandbox:
@@ -158,14 +215,29 @@ class Sandbox:
         self.handout_dir = handout_dir
         self.data_file = data_file
         # self.user is the (uid, gid) in use, claimed from the pool for the length of one run
-        self.pool, self.user_note = _sandbox_user(sandbox_cfg['user'])
+        self.pool, self.user_note = _sandbox_user(sandbox_cfg['user'], sandbox_cfg['pool_size'],
+                                                  sandbox_cfg['python_copy'])
         self.user = self.pool[0] if self.pool else None
+        self.python, self.python_env = sys.executable, {}
+        if self.user:
+            self.python, self.python_env = child_python(self.user[0], self.user[1], sandbox_cfg['python_copy'])
+        self.seccomp = isolation.Seccomp()
+        self.found = isolation.probe(*(self.user or (None, None)), seccomp=self.seccomp)
+        # staff and tests only (Gradescope never sets it): exercise the weaker set-ups, e.g. "namespaces,tmpfs"
+        for name in filter(None, os.environ.get('HW1_SANDBOX_DISABLE', '').split(',')):
+            if name in self.found:
+                self.found[name] = 'disabled by HW1_SANDBOX_DISABLE'
+        self.isolation = isolation.describe(self.found, bool(self.user))
+        self.isolation['python'] = self.python
+        self._mounts = []   # the child's writable folders (out/, home/) while they are tmpfs mounts
+        self._files_removed = 0
 
     # ------------------------------------------------------------------ scratch
 
     def _prepare(self, model_py, job, inputs, need_data):
-        scratch = tempfile.mkdtemp(prefix='hw1-sandbox-')
-        os.chmod(scratch, 0o755)
+        scratch = tempfile.mkdtemp(prefix='hw1-sandbox-', dir=isolation.scratch_base(bool(self.user)))
+        if self.user:
+            os.chown(scratch, 0, self.user[1])   # at once: a sweep after a killed grading finds it by this group
         os.makedirs(os.path.join(scratch, 'mingpt'))
         for rel in HANDOUT_FILES:
             src = os.path.join(self.handout_dir, rel)
@@ -185,15 +257,29 @@ class Sandbox:
             np.savez(f, **inputs)
         for sub in ('out', 'home'):
             os.makedirs(os.path.join(job_dir, sub))
-        # everything readable, nothing writable by the child except out/ and home/
+        # inside: everything readable, nothing writable by the child except out/ and home/ (its TMPDIR);
+        # the folder itself is root:<the user's own group> 0750, so no other sandbox user (another
+        # grading of a batch) can enter it
         for root, dirs, files in os.walk(scratch):
             for d in dirs:
                 os.chmod(os.path.join(root, d), 0o755)
             for f in files:
                 os.chmod(os.path.join(root, f), 0o644)
         if self.user:
+            os.chown(scratch, 0, self.user[1])
+            os.chmod(scratch, 0o750)
             for sub in ('out', 'home'):
-                os.chown(os.path.join(job_dir, sub), *self.user)
+                path = os.path.join(job_dir, sub)
+                if self.found.get('tmpfs') is True:
+                    # each a size-limited file system of its own: the child cannot fill the disk or the
+                    # inode table, and filling its temp folder (home/ = TMPDIR = /tmp) leaves out/ working
+                    isolation.mount('hw1-sandbox', path, 'tmpfs', isolation.MS_NOSUID | isolation.MS_NODEV,
+                                    'size=%dm,nr_inodes=%d' % (self.cfg['scratch_mb'], self.cfg['scratch_inodes']))
+                    self._mounts.append(path)
+                os.chown(path, *self.user)
+                os.chmod(path, 0o700)
+        else:
+            os.chmod(scratch, 0o700)
         return scratch, job_dir
 
     def _write_job(self, job_dir, job, probes):
@@ -203,36 +289,51 @@ class Sandbox:
 
     # ------------------------------------------------------------------ child
 
-    def _preexec(self):
+    def _preexec(self, job_dir):
+        """In the forked child, before exec: isolation first, then limits, then the user, then seccomp."""
         cfg = self.cfg
         mb = 1024 * 1024
+        os.umask(0o077)   # what the child writes is readable by its own user (and root) only
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            with open('/proc/self/oom_score_adj', 'w') as f:
+                f.write('1000')   # under memory pressure the kernel kills the child, never the grader first
+        except OSError:
+            pass
+        if self.user and self.found.get('namespaces') is True:
+            isolation.enter_namespaces(os.path.join(job_dir, 'home'))   # returns in the namespaces' first process
         resource.setrlimit(resource.RLIMIT_AS, (cfg['address_space_mb'] * mb,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (cfg['cpu_seconds'], cfg['cpu_seconds'] + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (cfg['max_file_mb'] * mb,) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self.user:
             resource.setrlimit(resource.RLIMIT_NPROC, (cfg['max_processes'],) * 2)
             uid, gid = self.user
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
+        if self.found.get('seccomp') is True:
+            self.seccomp.install()
 
     def _env(self, job_dir):
         home = os.path.join(job_dir, 'home')
         env = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'HOME': home, 'TMPDIR': home, 'LANG': 'C.UTF-8',
                'PYTHONHASHSEED': '0', 'PYTHONDONTWRITEBYTECODE': '1', 'PYTHONUNBUFFERED': '1',
                'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1'}
+        env.update(self.python_env)
         if 'CUDA_VISIBLE_DEVICES' in os.environ:  # the gpu profile needs to see the staff's GPU choice
             env['CUDA_VISIBLE_DEVICES'] = os.environ['CUDA_VISIBLE_DEVICES']
         return env
 
     def _launch(self, scratch, job_dir):
         log = open(os.path.join(scratch, 'child.log'), 'ab')
-        boot = 'import sys; sys.path.insert(0, %r); from child.runner import main; main()' % os.path.join(scratch, '_grader')
-        cmd = [sys.executable, '-I', '-c', boot, job_dir]
+        # os._exit right after the last probe: a thread the submission started cannot keep the child alive
+        boot = ('import os, sys\nsys.path.insert(0, %r)\nfrom child.runner import main\ntry:\n    main()\n'
+                'except BaseException:\n    import traceback\n    traceback.print_exc(file=sys.__stderr__)\n'
+                '    sys.__stderr__.flush()\n    os._exit(1)\nos._exit(0)\n' % os.path.join(scratch, '_grader'))
+        cmd = [self.python, '-I', '-c', boot, job_dir]
         proc = subprocess.Popen(cmd, cwd=os.path.join(job_dir, 'home'), env=self._env(job_dir),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=self._preexec, start_new_session=True, close_fds=True)
+                                preexec_fn=lambda: self._preexec(job_dir), start_new_session=True, close_fds=True)
         log.close()
         return proc
 
@@ -245,105 +346,59 @@ class Sandbox:
 
     # ------------------------------------------------------------------ reading back
 
-    def _open_out(self, job_dir):
-        return os.open(os.path.join(job_dir, 'out'), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-
-    def _read_file(self, dir_fd, name, limit):
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-        except (FileNotFoundError, OSError):
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError("%s is not a regular file" % name)
-            if st.st_size > limit:
-                raise ValueError("%s is %d bytes, more than the %d allowed" % (name, st.st_size, limit))
-            with os.fdopen(fd, 'rb') as f:
-                fd = None
-                return f.read(limit + 1)
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-    def _progress(self, job_dir):
-        try:
-            dir_fd = self._open_out(job_dir)
-        except OSError:
-            return []
-        try:
-            data = self._read_file(dir_fd, wire.PROGRESS_FILE, 1 << 20) or b''
-        except ValueError:
-            data = b''
-        finally:
-            os.close(dir_fd)
-        return [line.split(' ', 1) for line in data.decode('utf-8', 'replace').splitlines() if ' ' in line]
-
-    def _collect(self, job_dir, probe_id):
-        """The probe's JSON and arrays, validated; None when the probe left nothing."""
-        dir_fd = self._open_out(job_dir)
-        try:
-            raw = self._read_file(dir_fd, wire.report_name(probe_id), self.cfg['max_json_kb'] * 1024)
-            if raw is None:
-                return None
-            info = json.loads(raw.decode('utf-8'))
-            wire.check_report(info)
-            arrays = {}
-            blob = self._read_file(dir_fd, wire.arrays_name(probe_id), self.cfg['max_file_mb'] * 1024 * 1024)
-            if blob:
-                with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-                    for key in npz.files:
-                        a = npz[key]
-                        if a.dtype.kind not in wire.NUMERIC_KINDS:
-                            raise ValueError("array %s has dtype %s" % (key, a.dtype))
-                        arrays[key] = a
-        except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError, RecursionError) as e:
-            return ProbeResult('invalid', "the probe's output could not be read safely: %s" % e)
-        finally:
-            os.close(dir_fd)
-        status = info.get('status') if info.get('status') in wire.STATUSES else 'invalid'
-        return ProbeResult(status, str(info.get('message', ''))[:4000], arrays, info, float(info.get('seconds', 0) or 0))
+    def _read(self, job_dir, probe_id, expected):
+        """The probe's result as readback.read_probe reads it (never raises), or None when it left none."""
+        spec = None if expected is None else expected.get(probe_id, {})
+        return readback.read_probe(job_dir, probe_id, spec, self.cfg['max_json_kb'] * 1024,
+                                   self.cfg['max_file_mb'] * 1024 * 1024)
 
     # ------------------------------------------------------------------ main loop
 
-    def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False):
+    def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False, expected=None):
         """
         Run the probes named in `probes` on `model_py`. `timeouts` maps probe id -> seconds.
+        `expected`: {probe id: {key: reference shape}}, the arrays each probe may return (keys
+        outside it make the probe invalid; None accepts any key, for the reference at regenerate).
         Returns a RunResult; never raises for anything the student's code does.
         """
         lock = None
-        if self.pool:
-            self.user, lock = _claim_user(self.pool)
+        previous = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)   # a handler of the caller's (batch) is kept
         try:
-            return self._run_locked(model_py, job, probes, inputs, timeouts, import_timeout, need_data)
+            if self.pool:
+                self.user, lock = _claim_user(self.pool)
+                self._files_removed += _sweep(*self.user)   # left by an earlier grading that was killed
+            return self._run_locked(model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected)
         finally:
             if lock is not None:
                 os.close(lock)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
-    def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data):
+    def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected):
         started = time.time()
-        scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
         results, remaining = {}, list(probes)
         import_result = None
+        scratch = None
+        if expected is not None:
+            expected = dict(expected, **{wire.IMPORT: {}})
         try:
+            scratch, job_dir = self._prepare(model_py, job, inputs, need_data)
             # Gradescope kills the whole run at its own timeout and then shows no results at all, so
             # the sum of per-probe timeouts (a hang in RoPE times out every test that uses it) is capped
             budget_end = started + self.cfg['total_seconds']
             while remaining:
-                ended, current = self._run_child(scratch, job_dir, job, remaining, timeouts, import_timeout,
-                                                 budget_end)
+                got, ended = self._run_child(scratch, job_dir, job, remaining, timeouts, import_timeout,
+                                             budget_end, expected)
+                first_import = got.pop(wire.IMPORT, None)
                 if import_result is None:
-                    import_result = self._collect(job_dir, wire.IMPORT) or self._import_failure(ended)
+                    import_result = first_import or self._import_failure(ended)
                     if import_result.status != 'ok':
                         break
-                before = len(results)
-                for pid in remaining:
-                    got = self._collect(job_dir, pid)
-                    if got is not None:
-                        results[pid] = got
-                if current in remaining and current not in results:
-                    results[current] = self._probe_failure(ended)  # the probe that hung or killed the child
-                if len(results) == before:
+                new = {pid: r for pid, r in got.items() if pid in remaining}
+                results.update(new)
+                if not new:
                     # the child ended without finishing anything new: do not relaunch forever
                     for pid in remaining:
                         results[pid] = ProbeResult('crashed', 'not run: the process ended early, %s'
@@ -355,53 +410,72 @@ class Sandbox:
                     remaining = []
             stdout_tail = self._child_log(scratch)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            for path in self._mounts:
+                isolation.umount(path)   # drops every file at once
+            self._mounts = []
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
         for pid in probes:
             results.setdefault(pid, ProbeResult('missing', 'this test did not run because the submission '
                                                            'could not be imported'))
         return RunResult(import_result, results, stdout_tail,
-                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started)
+                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started,
+                         dict(self.isolation, files_removed=self._files_removed))
 
-    def _run_child(self, scratch, job_dir, job, probes, timeouts, import_timeout, budget_end):
+    NO_RESULTS = ('its process announced the end of this test without leaving results (was the progress file '
+                  'written by your code?)')
+
+    def _run_child(self, scratch, job_dir, job, probes, timeouts, import_timeout, budget_end, expected):
         """
-        One child over `probes`. Returns (how it ended, the probe in progress when it ended or None).
-        A probe is stopped at its own timeout or when the whole run's budget ends, whichever is first.
+        One child over [import] + `probes`. Returns ({probe id: ProbeResult} of the probes this child
+        ended, import included, and how the child ended). Each probe's result is read once, when the
+        harness's clock (readback.Deadlines) closes its slot, and is final; the probe whose slot was open
+        when the child died or was stopped gets its result if the child exited, else a failure.
+        Probes it never reached are left out (the caller runs them in a new child).
         """
         self._write_job(job_dir, job, probes)
-        dir_fd = self._open_out(job_dir)
-        try:
-            os.unlink(wire.PROGRESS_FILE, dir_fd=dir_fd)  # a fresh progress file for each child
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(dir_fd)
+        readback.clear_outputs(job_dir, [wire.IMPORT] + list(probes))  # a fresh progress file, no stale outputs
         proc = self._launch(scratch, job_dir)
-        current, current_start, deadline, seen = wire.IMPORT, time.time(), import_timeout, 0
+        try:
+            return self._watch(proc, job_dir, probes, timeouts, import_timeout, budget_end, expected)
+        except BaseException:   # the grader itself is stopping: the child must not outlive it
+            self._kill(proc)
+            raise
+        finally:
+            if self.user:
+                # everything the child left: its processes (any namespace), then its files in the shared temp folders
+                _kill_user_processes(self.user[0])
+                self._files_removed += isolation.remove_user_files(*self.user)
+
+    def _watch(self, proc, job_dir, probes, timeouts, import_timeout, budget_end, expected):
+        clock = readback.Deadlines([wire.IMPORT] + list(probes),
+                                   [import_timeout] + [timeouts.get(p, 60) for p in probes], time.time())
+        got = {}
         while True:
-            code = proc.poll()
-            lines = self._progress(job_dir)
-            for kind, pid in lines[seen:]:
-                if kind == 'start':
-                    current, current_start = pid, time.time()
-                    deadline = import_timeout if pid == wire.IMPORT else timeouts.get(pid, 60)
-                elif kind == 'end' and pid == current:
-                    current = None
-            seen = len(lines)
+            code = proc.poll()  # before reading progress: the lines of a child that has exited are all there
+            now = time.time()
+            for pid in clock.advance(readback.read_progress(job_dir), now):
+                got[pid] = self._read(job_dir, pid, expected) or ProbeResult('invalid', self.NO_RESULTS)
             if code is not None:
                 ended = ('exit', code)
                 break
-            if current is not None and time.time() - current_start > deadline:
+            if clock.expired(now):
+                ended = ('timeout', clock.timeout)
                 self._kill(proc)
-                ended = ('timeout', deadline)
                 break
-            if time.time() > budget_end:
+            if now > budget_end:
                 self._kill(proc)
                 ended = ('budget', self.cfg['total_seconds'])
                 break
             time.sleep(0.05)
         if self.user:
-            _kill_user_processes(self.user[0])
-        return ended, current
+            _kill_user_processes(self.user[0])   # nothing of the child may still write while its last result is read
+        current = clock.current
+        if current is not None:
+            result = self._read(job_dir, current, expected) if ended[0] == 'exit' else None
+            got[current] = result or (self._import_failure(ended) if current == wire.IMPORT
+                                      else self._probe_failure(ended))
+        return got, ended
 
     @staticmethod
     def _describe_end(ended):

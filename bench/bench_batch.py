@@ -1,11 +1,11 @@
 """
 Batch regrading throughput, run by hand (never by pytest):
 
-    python bench/bench_batch.py                      # --jobs 1 and --jobs 2 on tests/export, once each
+    python bench/bench_batch.py                      # --jobs 1 and --jobs 2 on the synthetic export, once each
     python bench/bench_batch.py --jobs 1 2 4 --repeat 2 --copies 2
 
-Each measurement regrades a fresh copy of the synthetic export in tests/export (5
-submissions: reference, template, syntax error, RoPE-from-0 bug, zip upload; --copies K
+Each measurement regrades a fresh copy of the synthetic export of tests/helpers/synthetic_export.py
+(5 submissions: reference, template, syntax error, RoPE-from-0 bug, zip upload; --copies K
 repeats each of them K times) with `python -m autograder batch DIR --jobs N`, and reports
 wall-clock seconds and submissions per minute. The job counts are interleaved round-robin
 over the repeats so that a change in machine load hits all of them alike; the load average
@@ -24,20 +24,21 @@ import time
 from machine import cpu_model  # bench/machine.py, beside this script
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXPORT = os.path.join(REPO, 'tests', 'export')
+sys.path.insert(0, os.path.join(REPO, 'tests', 'helpers'))
+import synthetic_export  # noqa: E402  (tests/helpers: the realistic synthetic export)
 
 
 def make_export(target, copies):
-    if copies == 1:
-        shutil.copytree(EXPORT, target)
-        return len([d for d in os.listdir(target) if d.startswith('submission_') and os.path.isdir(os.path.join(target, d))])
-    os.makedirs(target)
-    n = 0
-    for k in range(copies):
-        for d in sorted(os.listdir(EXPORT)):
-            if d.startswith('submission_') and os.path.isdir(os.path.join(EXPORT, d)):
-                shutil.copytree(os.path.join(EXPORT, d), os.path.join(target, '%s%d' % (d, k)))
-                n += 1
+    """The synthetic export (no missing folder) with each submission repeated `copies` times; returns its size."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = synthetic_export.build(tmp, metadata=False)
+        os.makedirs(target)
+        n = 0
+        for k in range(copies):
+            for d in sorted(os.listdir(source)):
+                if d.startswith('submission_') and os.path.isdir(os.path.join(source, d)):
+                    shutil.copytree(os.path.join(source, d), os.path.join(target, '%s%d' % (d, k)))
+                    n += 1
     return n
 
 

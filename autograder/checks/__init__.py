@@ -4,6 +4,7 @@ the reference into a Verdict (a fraction of the test's weight and the lines the 
 reads). Pure numpy; nothing here imports torch or the student's code.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import List
 
@@ -30,7 +31,16 @@ STATUS_WORDS = {
     'crashed': 'the test process died',
     'missing': 'not run',
     'invalid': 'the output could not be read',
+    'shape': 'wrong output shape',
 }
+
+SUB_OUTPUTS = ('logits', 'loss', 'base', 'future', 'tokens')   # one case's several outputs: 'mha/base', 'mha/future'
+
+
+def case_of(key):
+    """The case an output key belongs to, as the probe named it: 'vanilla/logits' -> 'vanilla'."""
+    head, _, last = key.rpartition('/')
+    return head if head and last in SUB_OUTPUTS else key
 
 
 def probe_failure(result):
@@ -82,6 +92,32 @@ def close(a, b, atol, rtol):
         np.allclose(a.astype(np.float64), b.astype(np.float64), atol=atol, rtol=rtol))
 
 
+def guard_shapes(test_id, result, fixtures):
+    """
+    The result with every array whose shape differs from the reference's array of that key (or,
+    for keys the fixtures lack, any array larger than the largest of them) taken out and turned
+    into a failure of its case, "KEY has shape X, expected Y": judges then only ever compute on
+    arrays of the reference's shapes, so an oversized output cannot make them slow.
+    """
+    expected = fixtures.probe(test_id)
+    largest = max([a.size for a in expected.values()] + [1])
+    errors = dict(result.info.get('case_errors', {}))
+    arrays, problems = {}, dict(result.refused)
+    for key, a in result.arrays.items():
+        exp = expected.get(key)
+        if exp is not None and a.shape != exp.shape:
+            problems[key] = 'has shape %s, expected %s' % (tuple(a.shape), tuple(exp.shape))
+        elif exp is None and a.size > 8 * largest:
+            problems[key] = 'has shape %s, far larger than any output of this test' % (tuple(a.shape),)
+        else:
+            arrays[key] = a
+    if not problems:
+        return result
+    for key, why in sorted(problems.items()):
+        errors.setdefault(case_of(key), {'status': 'shape', 'message': '%s %s' % (key, why)})
+    return dataclasses.replace(result, arrays=arrays, info=dict(result.info, case_errors=errors), refused={})
+
+
 def judge(test, result, fixtures, grading):
     """Verdict of one graded test from the probe result of the same id (its judge is in registry.py)."""
     from autograder.registry import BY_ID
@@ -89,8 +125,9 @@ def judge(test, result, fixtures, grading):
     if failed:
         return failed
     try:
+        result = guard_shapes(test.id, result, fixtures)
         return BY_ID[test.id].judge(test, result, fixtures, grading)
-    except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError) as e:
+    except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError, RecursionError) as e:
         # the arrays come from student code (which can also write the output files itself): NaN where an
         # integer belongs, a wrong rank or dtype must cost this test, not crash the whole grading
         return Verdict(0.0, ['FAIL your outputs could not be judged (wrong dtype, shape or non-finite values?): '

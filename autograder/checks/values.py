@@ -6,21 +6,18 @@ case names the known bug (fingerprint) whose outputs it matches.
 
 from collections import Counter
 
-from autograder.checks import Verdict, case_error_line, close, compare
+from autograder.checks import Verdict, case_error_line, case_of, close, compare
 from autograder.fingerprints import BY_ID
 
 FINGERPRINT_SLACK = 10.0  # a fingerprint matches at 10x the test's tolerance: styles add float noise
 
-
-SUB_OUTPUTS = ('logits', 'loss', 'base', 'future', 'tokens')
 
 
 def group_cases(expected):
     """Keys grouped by case: 'vanilla/logits' and 'vanilla/loss' are one case, 'vanilla'."""
     cases = {}
     for key in expected:
-        head, _, last = key.rpartition('/')
-        cases.setdefault(head if head and last in SUB_OUTPUTS else key, []).append(key)
+        cases.setdefault(case_of(key), []).append(key)
     return cases
 
 

@@ -152,16 +152,20 @@ def plan_projections(layers, n_embd, kv_dim):
     return plan, [r for r in need if r not in plan]
 
 
-def _load_by_shape(module, w, n_embd):
-    """Fallback for renamed or fused projections: plan_projections decides which layer is which."""
+def module_plan(module, n_embd, kv_dim):
+    """{role: (layer name, Linear)} of an attention module without the handout names (see plan_projections)."""
     linears = dict((n, m) for n, m in _linears(module) if m.in_features == n_embd)
-    names, missing = plan_projections([(n, m.out_features) for n, m in linears.items()], n_embd,
-                                      w['k_proj.weight'].shape[0])
+    names, missing = plan_projections([(n, m.out_features) for n, m in linears.items()], n_embd, kv_dim)
     if missing:
         raise AdapterError("could not find the %s projection(s) among %s's linear layers %s" % (
             '/'.join(missing), type(module).__name__,
             ', '.join('%s %d->%d' % (n, m.in_features, m.out_features) for n, m in _linears(module))))
-    plan = {role: (name, linears[name]) for role, name in names.items()}
+    return {role: (name, linears[name]) for role, name in names.items()}
+
+
+def _load_by_shape(module, w, n_embd):
+    """Fallback for renamed or fused projections: plan_projections decides which layer is which."""
+    plan = module_plan(module, n_embd, w['k_proj.weight'].shape[0])
     cat = lambda *names: (torch.cat([w[n + '.weight'] for n in names]), torch.cat([w[n + '.bias'] for n in names]))
     try:
         if 'qkv' in plan:
@@ -205,6 +209,55 @@ def load_gpt(model, state, n_embd):
     if extra:
         notes.append("parameters the reference does not have kept their initial values: %s" % ', '.join(extra[:6]))
     return list(dict.fromkeys(notes))
+
+
+def attention_gradients(module, n_embd, kv_dim):
+    """
+    {handout name: gradient or None} of an attention module's projections, after a backward:
+    q_proj.weight, ..., out_proj.bias. Fused layers are split back along their output rows in
+    the order load_attention filled them ([q; k; v] or [k; v]).
+    """
+    def grads(linear):
+        w, b = linear.weight.grad, linear.bias.grad if linear.bias is not None else None
+        return w, b
+    if all(isinstance(getattr(module, n, None), nn.Linear) for n in HANDOUT_PROJECTIONS):
+        parts = {n: grads(getattr(module, n)) for n in HANDOUT_PROJECTIONS}
+    else:
+        plan = module_plan(module, n_embd, kv_dim)
+        parts = {}
+        rows = {'qkv': (('q_proj', n_embd), ('k_proj', kv_dim), ('v_proj', kv_dim)),
+                'kv': (('k_proj', kv_dim), ('v_proj', kv_dim))}
+        for role, (name, linear) in plan.items():
+            w, b = grads(linear)
+            if role in rows:
+                start = 0
+                for handout, n in rows[role]:
+                    parts[handout] = (None if w is None else w[start:start + n], None if b is None else b[start:start + n])
+                    start += n
+            else:
+                parts[{'q': 'q_proj', 'k': 'k_proj', 'v': 'v_proj', 'out': 'out_proj'}[role]] = (w, b)
+    out = {}
+    for n, (w, b) in parts.items():
+        out[n + '.weight'], out[n + '.bias'] = w, b
+    return out
+
+
+def gpt_gradients(model, state, n_embd):
+    """{reference parameter name: gradient or None} of the student's GPT after a backward, for every
+    name of the reference `state`; attention parameters through attention_gradients, so fused or
+    renamed projections map back to the handout's names."""
+    own = dict(model.named_parameters())
+    out = {}
+    for prefix in sorted({k.split('attn.')[0] + 'attn' for k in state if '.attn.' in k}):
+        kv_dim = state[prefix + '.k_proj.weight'].shape[0]
+        for k, g in attention_gradients(model.get_submodule(prefix), n_embd, kv_dim).items():
+            out[prefix + '.' + k] = g
+    for k in state:
+        if '.attn.' not in k:
+            if k not in own:
+                raise AdapterError("the model has no parameter %s (expected from the handout's GPT)" % k)
+            out[k] = own[k].grad
+    return out
 
 
 # ----------------------------------------------------------------------------- calls

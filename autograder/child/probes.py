@@ -5,9 +5,6 @@ this package (so a new group of probes can live in a module of its own). Each ru
 and records plain arrays through `ctx.case`; none of them judges anything.
 """
 
-import os
-
-import numpy as np
 import torch
 
 from . import adapter
@@ -106,34 +103,6 @@ def probe_model(ctx):
                 logits, loss = adapter.call_gpt(model, ctx.t('model/idx'), ctx.t('model/targets'))
             return {'logits': logits, 'loss': loss.reshape(1) if loss is not None else None}
         ctx.case(label, run)
-
-
-def probe_loss_curve(ctx):
-    import chargpt
-    from mingpt.trainer import Trainer
-    from mingpt.utils import set_seed
-    lc = ctx.profile['loss_curve']
-    with open(os.path.join(ctx.scratch, 'input.txt')) as f:
-        text = f.read()
-    for seed in ctx.job.get('loss_curve_seeds', [lc['student_seed']]):
-        def run(seed=seed):
-            set_seed(seed)
-            data_cfg = chargpt.CharDataset.get_default_config()
-            data_cfg.block_size = lc['block_size']
-            dataset = chargpt.CharDataset(data_cfg, text)
-            cfg = adapter.make_config(n_layer=lc['n_layer'], n_embd=lc['n_embd'], n_query_head=lc['n_query_head'],
-                                      n_kv_head=lc['n_kv_head'], rope=lc['rope'], vocab_size=dataset.get_vocab_size(),
-                                      block_size=lc['block_size'])
-            model = adapter.gpt(cfg)
-            tcfg = Trainer.get_default_config()
-            tcfg.device, tcfg.max_iters, tcfg.batch_size = ctx.profile['device'], lc['iters'], lc['batch_size']
-            tcfg.learning_rate, tcfg.num_workers = lc['learning_rate'], 0
-            trainer = Trainer(tcfg, model, dataset)
-            losses = []
-            trainer.add_callback('on_batch_end', lambda t: losses.append(float(t.loss.item())))
-            trainer.run()
-            return np.array(losses, dtype=np.float64)
-        ctx.case('seed%d' % seed, run)
 
 
 def probe_sliding_window(ctx):

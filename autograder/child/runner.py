@@ -108,8 +108,9 @@ class Context:
 
     def note(self, *notes):
         for n in notes:
-            if n and n not in self.info.setdefault('notes', []):
-                self.info['notes'].append(n)
+            kept = self.info.setdefault('notes', [])
+            if n and n not in kept and len(kept) < wire.MAX_NOTES:
+                kept.append(n)
 
     def attention(self, kind, label, n_kv_head, **fields):
         mod, m = self.profile['module'], adapter
@@ -150,12 +151,13 @@ def probe_table():
 
 
 def write_result(probe_id, arrays, info):
+    """The probe's arrays (np.savez: STORED members, the only kind the harness reads) and its report, clipped."""
     tmp = os.path.join(OUT, '.%s.tmp' % probe_id)
     with open(tmp + '.npz', 'wb') as f:
         np.savez(f, **arrays)
     os.replace(tmp + '.npz', os.path.join(OUT, wire.arrays_name(probe_id)))
     with open(tmp, 'w') as f:
-        json.dump(info, f)
+        json.dump(wire.clip_report(info), f, allow_nan=False)
     os.replace(tmp, os.path.join(OUT, wire.report_name(probe_id)))
 
 

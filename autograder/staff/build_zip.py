@@ -15,13 +15,12 @@ Before writing, the build refuses (exit 1, nothing written) when:
     printed; `--update-listing` accepts the new list);
   - unless --no-verify: the unpacked zip's own run_autograder, run in a temporary
     AUTOGRADER_ROOT, does not give the reference 100% and the untouched template 0 on every
-    test that carries points.
+    test that carries points (read back as a validated Results).
 """
 
 import argparse
 import difflib
 import io
-import json
 import os
 import shutil
 import stat
@@ -31,7 +30,8 @@ import tempfile
 import time
 import zipfile
 
-from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, config, fixtures
+from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, config, fixtures, results
+from autograder.results import points
 
 DEFAULT_OUT = os.path.join(REPO_ROOT, 'dist', 'autograder.zip')
 LISTING = os.path.join(PACKAGE_DIR, 'staff', 'zip_listing.txt')
@@ -138,7 +138,7 @@ def run_unpacked(zip_path, model_py, root, python=sys.executable, data_file=DATA
     """
     Grade `model_py` with the zip's own run_autograder in a Gradescope-like layout under `root`:
     root/source (the unpacked zip), root/submission/model.py, root/results/results.json.
-    The corpus is copied in (on Gradescope setup.sh builds it). Returns the results dict.
+    The corpus is copied in (on Gradescope setup.sh builds it). Returns the validated Results.
     """
     source = os.path.join(root, 'source')
     unpack(zip_path, source)
@@ -154,12 +154,10 @@ def run_unpacked(zip_path, model_py, root, python=sys.executable, data_file=DATA
     path = os.path.join(root, 'results', 'results.json')
     if not os.path.isfile(path):
         raise BuildError('run_autograder wrote no results.json (exit %d):\n%s' % (proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]))
-    with open(path) as f:
-        return json.load(f)
-
-
-def score_of(results):
-    return sum(t['score'] for t in results['tests']), sum(t['max_score'] for t in results['tests'])
+    try:
+        return results.load(path)
+    except ValueError as e:
+        raise BuildError('run_autograder wrote an invalid results.json: %s' % e)
 
 
 def verify(zip_path, log=print):
@@ -180,18 +178,17 @@ def verify(zip_path, log=print):
                 procs[label] = pool.submit(run_unpacked, zip_path, path, root)
             got = {label: f.result() for label, f in procs.items()}
     ref, tpl = got['reference'], got['template']
-    total, possible = score_of(ref)
-    log('verify: reference scores %g / %g with the unpacked zip' % (total, possible))
-    if possible <= 0 or total != possible:
-        failed = ['%s %s: %g/%g' % (t.get('number', ''), t['name'], t['score'], t['max_score'])
-                  for t in ref['tests'] if t['score'] != t['max_score']]
-        raise BuildError('the reference does not score 100%% with the zip (%g / %g): %s' % (total, possible, '; '.join(failed)))
-    scored = [t for t in tpl['tests'] if t['max_score'] > 0 and t['score'] != 0]
-    total, possible = score_of(tpl)
-    log('verify: untouched template scores %g / %g with the unpacked zip' % (total, possible))
-    if scored or possible <= 0:
+    log('verify: reference scores %s / %s with the unpacked zip' % (points(ref.total), points(ref.possible)))
+    if ref.possible <= 0 or ref.total != ref.possible:
+        failed = ['%s %s: %s/%s' % (t.number, t.name, points(t.score), points(t.max_score))
+                  for t in ref.tests.values() if t.lost]
+        raise BuildError('the reference does not score 100%% with the zip (%s / %s): %s'
+                         % (points(ref.total), points(ref.possible), '; '.join(failed)))
+    scored = [t for t in tpl.tests.values() if t.max_score > 0 and t.score != 0]
+    log('verify: untouched template scores %s / %s with the unpacked zip' % (points(tpl.total), points(tpl.possible)))
+    if scored or tpl.possible <= 0:
         raise BuildError('the untouched template earns points: %s'
-                         % '; '.join('%s %s: %g' % (t.get('number', ''), t['name'], t['score']) for t in scored))
+                         % '; '.join('%s %s: %s' % (t.number, t.name, points(t.score)) for t in scored))
 
 
 def build(out=DEFAULT_OUT, do_verify=True, update_listing=False, log=print):

@@ -4,8 +4,11 @@ discrimination report over a corpus of submissions (tests/submissions).
 
 DIR/correct/<name>/ and DIR/buggy/<name>/ each hold a model.py and an expected.yaml
 (verdict: correct | buggy; for buggy ones must_fail: [test ids] and fingerprint: id or null).
-Every submission is graded by grade() (a pool of --jobs workers, a temp results.json each)
-and run through the course's current public tests (autograder/staff/course_tests.py), the baseline.
+Every submission is graded on batch's regrade engine (engine.py: one process per submission,
+--jobs at a time, a per-submission timeout, a crash or timeout becomes that submission's error,
+a progress bar), a temporary results.json each, and run through the course's current public
+tests (autograder/staff/course_tests.py), the baseline. The loss-curve training is skipped for
+mutants whose expected.yaml does not involve it.
 
 Printed: one row per submission, one cell per test ("ok"/"lost", with "!" where that is not
 what expected.yaml says: a correct variant losing points, or a must_fail test keeping them),
@@ -13,12 +16,13 @@ and the totals with their targets:
     false failures on correct variants (any test below max_score)   target 0
     bugs caught (every must_fail test lost points)                   target 100%
     fingerprints named (the expected id appears in a test's output)  target >= 90%
-Exits 1 when a target is missed. --out writes the same as a markdown report.
+Exits 1 when a target is missed or a submission could not be graded, 2 when there is no
+corpus at DIR. --out writes the same as a markdown report.
 """
 
 import argparse
 import datetime
-import multiprocessing
+import json
 import os
 import shutil
 import subprocess
@@ -28,8 +32,8 @@ import time
 
 import yaml
 
-from autograder import config
-from autograder.staff import course_tests
+from autograder import config, fixtures, results
+from autograder.staff import course_tests, engine
 
 FINGERPRINT_TARGET = 0.90
 
@@ -56,25 +60,23 @@ def load_corpus(root):
     return subs
 
 
-def _evaluate_one(args):
-    sub, profile, ids_by_number = args
-    from autograder.grade import grade
-    started = time.time()
-    scratch = tempfile.mkdtemp(prefix='hw1-eval-')
-    try:
-        # training is the expensive probe: run it for correct variants and for mutants expected to fail it
-        skip = () if sub['verdict'] == 'correct' or 'loss-curve' in sub['must_fail'] else ('loss-curve',)
-        out = grade(sub['path'], profile, results_path=os.path.join(scratch, 'results.json'), skip=skip)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    tests = {}
-    for t in out.get('tests', []):
-        tid = ids_by_number.get(str(t.get('number', '')), t.get('name'))
-        tests[tid] = {'score': t['score'], 'max_score': t['max_score'], 'output': t.get('output', '')}
-    grade_seconds = time.time() - started
-    course = course_tests.run(sub['path'])
-    return dict(sub, tests=tests, skipped=list(skip), grade_seconds=round(grade_seconds, 1), course=course,
-                grader_output=out.get('output', ''))
+def skipped_tests(sub):
+    """Training is the expensive probe: run it for correct variants and for mutants expected to fail it."""
+    return () if sub['verdict'] == 'correct' or 'loss-curve' in sub['must_fail'] else ('loss-curve',)
+
+
+def row(sub, out, course, seconds):
+    """One submission's row: its expected.yaml, its Results and the course tests' verdict."""
+    tests = {tid: {'score': t.score, 'max_score': t.max_score, 'output': t.output} for tid, t in out.tests.items()}
+    return dict(sub, tests=tests, skipped=list(skipped_tests(sub)), grade_seconds=round(seconds, 1), course=course,
+                grader_output=out.output)
+
+
+def error_row(sub, message, seconds):
+    """A submission the engine could not grade: every test counts as missing, and the analysis says so."""
+    checks = {n: {'ok': False, 'message': 'not run: %s' % message} for n in course_tests.CHECKS}
+    return dict(sub, tests={}, skipped=list(skipped_tests(sub)), grade_seconds=round(seconds, 1),
+                course={'checks': checks, 'passed': False}, grader_output=message, engine_error=message)
 
 
 def analyse(rows, test_ids):
@@ -114,7 +116,8 @@ def analyse(rows, test_ids):
     s['caught_rate'] = s['caught'] / len(buggy) if buggy else 1.0
     s['fp_rate'] = s['fp_named'] / len(with_fp) if with_fp else 1.0
     s['course_rate'] = s['course_caught'] / len(buggy) if buggy else 1.0
-    s['ok'] = s['false_failures'] == 0 and s['caught'] == len(buggy) and s['fp_rate'] >= FINGERPRINT_TARGET
+    s['errors'] = sum(bool(r.get('engine_error')) for r in rows)
+    s['ok'] = s['errors'] == 0 and s['false_failures'] == 0 and s['caught'] == len(buggy) and s['fp_rate'] >= FINGERPRINT_TARGET
     return s
 
 
@@ -163,8 +166,8 @@ def summary_lines(s):
                                                             pct(FINGERPRINT_TARGET)),
         "course's current public tests: catch %d / %d = %s of the bugs, false failures %d / %d" % (
             s['course_caught'], s['n_buggy'], pct(s['course_rate']), s['course_false_failures'], s['n_correct']),
-        'targets: %s' % ('MET' if s['ok'] else 'MISSED'),
-    ]
+    ] + (['submissions the engine could not grade (crash or timeout): %d (target 0)' % s['errors']]
+         if s.get('errors') else []) + ['targets: %s' % ('MET' if s['ok'] else 'MISSED')]
 
 
 def disagreement_lines(rows):
@@ -176,6 +179,8 @@ def disagreement_lines(rows):
             lines.append('%s/%s  %s: expected %s, got %s.  %s' % (r['kind'], r['name'], tid, exp, got, first))
         if r['verdict'] != 'correct' and r['fingerprint'] and not r['fp_named']:
             lines.append('%s/%s  fingerprint %s not named in any output' % (r['kind'], r['name'], r['fingerprint']))
+        if r.get('engine_error'):
+            lines.append('%s/%s  not graded: %s' % (r['kind'], r['name'], r['engine_error']))
         if r.get('missing_tests'):
             lines.append('%s/%s  tests missing from the results: %s' % (r['kind'], r['name'], ', '.join(r['missing_tests'])))
     return lines
@@ -221,24 +226,48 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
     return '\n'.join(md) + '\n'
 
 
-def evaluate(root, jobs=2, profile='cpu', progress=True):
-    """Grade the corpus; returns (rows, summary, test_ids, tests_meta, seconds)."""
+def evaluate(root, jobs=2, profile='cpu', progress=True, timeout=None):
+    """Grade the corpus on the regrade engine; returns (rows, summary, test_ids, tests_meta, seconds)."""
     grading = config.load()
+    if profile not in grading.profiles:
+        raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
     tests_meta = [t for t in grading.enabled_tests()]
     test_ids = [t.id for t in tests_meta]
-    ids_by_number = {str(t.number): t.id for t in tests_meta}
     subs = load_corpus(root)
+    if not subs:
+        raise CorpusError('no submission in %s: expected %s/correct/<name>/ and %s/buggy/<name>/, each with a '
+                          'model.py and an expected.yaml' % (root, root, root))
     started = time.time()
-    rows = []
-    ctx = multiprocessing.get_context('spawn')
-    with ctx.Pool(max(1, jobs)) as pool:
-        for i, r in enumerate(pool.imap(_evaluate_one, [(s, profile, ids_by_number) for s in subs])):
-            rows.append(r)
-            if progress:
-                print('[%d/%d] %s/%s graded in %.0f s (%.0f s elapsed)' % (i + 1, len(subs), r['kind'], r['name'],
-                      r['grade_seconds'], time.time() - started), file=sys.stderr, flush=True)
+    scratch = tempfile.mkdtemp(prefix='hw1-eval-')
+    try:
+        jobs_todo = []
+        for i, sub in enumerate(subs):
+            base = os.path.join(scratch, '%03d' % i)
+            jobs_todo.append(engine.Job('%s/%s' % (sub['kind'], sub['name']), sub['path'],
+                                        base + '-results.json', skip=skipped_tests(sub), course_path=base + '-course.json'))
+        eng = engine.Engine(profile, jobs, timeout or engine.default_timeout(grading),
+                            lambda msg: print('evaluate: ' + msg, file=sys.stderr, flush=True), progress=progress)
+        outcomes = eng.run(jobs_todo)
+        if outcomes is None:
+            raise KeyboardInterrupt('evaluate interrupted')
+        rows = []
+        for sub, job in zip(subs, jobs_todo):
+            status, message = outcomes.get(job.key, ('error', 'not graded'))
+            seconds = eng.seconds.get(job.key, 0.0)
+            if status != 'graded':
+                rows.append(error_row(sub, message, seconds))
+                continue
+            with open(job.course_path) as f:
+                course = json.load(f)
+            rows.append(row(sub, results.load(job.results_path), course, seconds))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.time() - started
     return rows, analyse(rows, test_ids), test_ids, tests_meta, seconds
+
+
+class CorpusError(ValueError):
+    """The corpus folder holds no submission; the message says what was expected."""
 
 
 def main(argv):
@@ -248,8 +277,17 @@ def main(argv):
     ap.add_argument('--jobs', type=int, default=2, help='gradings at once (default 2)')
     ap.add_argument('--profile', default='cpu')
     ap.add_argument('--out', help='also write the markdown report here (e.g. docs/DISCRIMINATION.md)')
+    ap.add_argument('--timeout', type=int, default=None,
+                    help='seconds one submission may take before it is stopped (default: sum of the test timeouts)')
     args = ap.parse_args(argv[1:])
-    rows, s, test_ids, tests_meta, seconds = evaluate(args.dir, args.jobs, args.profile)
+    try:
+        rows, s, test_ids, tests_meta, seconds = evaluate(args.dir, args.jobs, args.profile, timeout=args.timeout)
+    except (CorpusError, config.GradingConfigError, fixtures.StaleFixtures) as e:
+        print('evaluate: %s' % e, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print('evaluate: interrupted; nothing written', file=sys.stderr)
+        return 130
     header, body = table_rows(rows, test_ids)
     print(text_table(header, body))
     print()

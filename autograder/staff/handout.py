@@ -197,20 +197,10 @@ def solution_lines(text):
 
 
 def load_optional_parts(path=GRADING_YAML):
-    """grading.yaml handout.optional_parts, each part defaulting to on."""
-    import yaml
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
-    given = ((data.get('handout') or {}).get('optional_parts') or {})
-    unknown = sorted(set(given) - set(OPTIONAL_PARTS))
-    if unknown:
-        raise ValueError('%s: handout.optional_parts has unknown part(s) %s (known: %s)'
-                         % (path, ', '.join(unknown), ', '.join(OPTIONAL_PARTS)))
+    """grading.yaml handout.optional_parts (config.load validates it), each known part defaulting to on."""
+    from autograder import config
     parts = dict.fromkeys(OPTIONAL_PARTS, True)
-    for name, value in given.items():
-        if not isinstance(value, bool):
-            raise ValueError('%s: handout.optional_parts.%s must be true or false, not %r' % (path, name, value))
-        parts[name] = value
+    parts.update(config.load(path).handout['optional_parts'])
     return parts
 
 # ----------------------------------------------------------------------------- generation

@@ -79,7 +79,7 @@ def diff_report(old, new, window):
             lines.append("  ~ %s changed (%d of %d entries)" % (key, int(np.sum(old[key] != new[key])), old[key].size))
 
     def band(arrays):
-        finals = [v[-window:].mean() for k, v in arrays.items() if k.startswith('loss-curve/')]
+        finals = [v[-window:].mean() for k, v in arrays.items() if k.startswith('loss-curve/') and k.count('/') == 1]
         return (min(finals), max(finals)) if finals else None
     ob, nb = band(old), band(new)
     if ob and nb:
@@ -99,7 +99,9 @@ def regenerate(profile_name, skip_tests=False):
     log("[2/4] reference through the probes (profile %s, device %s, %d loss-curve seeds) ..."
         % (profile_name, profile['device'], len(profile['loss_curve']['reference_seeds'])))
     t0 = time.time()
-    result = run_probes(sandbox, ref_model, profile, list(registry.PROBED), inp, seeds=profile['loss_curve']['reference_seeds'])
+    # the student's seed too: the reference's run at that seed, from the same initial weights, is what 10.1 judges against
+    lc_seeds = sorted(set(profile['loss_curve']['reference_seeds']) | {profile['loss_curve']['student_seed']})
+    result = run_probes(sandbox, ref_model, profile, list(registry.PROBED), inp, seeds=lc_seeds)
     bad = {pid: (r.status, r.message, r.info.get('case_errors')) for pid, r in result.probes.items()
            if r.status != 'ok' or r.info.get('case_errors')}
     if bad:
@@ -166,5 +168,31 @@ def main(argv):
     ap.add_argument('--skip-reference-tests', action='store_true',
                     help='do not run tests/reference first (for iterating; never for fixtures you commit)')
     args = ap.parse_args(argv[1:])
-    regenerate('gpu' if args.device == 'cuda' else 'cpu', skip_tests=args.skip_reference_tests)
+    if args.device == 'cuda':
+        problem = cuda_problem()
+        if problem:
+            print('regenerate: --device cuda needs a CUDA GPU: %s; nothing was changed' % problem, file=sys.stderr)
+            return 2
+    try:
+        regenerate('gpu' if args.device == 'cuda' else 'cpu', skip_tests=args.skip_reference_tests)
+    except config.GradingConfigError as e:
+        print('regenerate: %s' % e, file=sys.stderr)
+        return 2
+    except SystemExit as e:  # the refusals above say why in one message
+        if isinstance(e.code, str):
+            print('regenerate: %s' % e.code, file=sys.stderr)
+            return 1
+        raise
     return 0
+
+
+def cuda_problem():
+    """Why torch sees no usable CUDA device here (asked in a subprocess, so the grader never imports torch), or None."""
+    proc = subprocess.run([sys.executable, '-c', 'import torch; print(torch.cuda.is_available(), torch.version.cuda)'],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        return 'torch could not be imported (%s)' % ((proc.stderr.strip().splitlines() or ['?'])[-1])
+    available, built = (proc.stdout.split() + ['?', '?'])[:2]
+    if available == 'True':
+        return None
+    return 'this torch is a CPU-only build' if built == 'None' else 'torch %s sees no CUDA device' % built

@@ -6,9 +6,16 @@ the sandbox user may survive the grading.
 
 Timeouts stay at grading.yaml's values except where a case hangs on purpose: there the
 copy of grading.yaml in $ROOT/source gets a few seconds for the one test that hangs.
+
+Besides the model.py files of tests/hostile/, UPLOADS are hostile uploads built here (links,
+hard links, zips, bytes that are not UTF-8). Every case must also leave a strict results.json
+(no NaN/Infinity), no temporary folder of the grader behind, and the grader's own peak memory
+(extra_data.grader_peak_rss_mb) under GRADER_MEMORY_MB.
 """
 
+import json
 import os
+import zipfile
 import pwd
 import re
 import subprocess
@@ -27,6 +34,8 @@ CAP = GRADING.sandbox['max_output_chars']
 PROFILE = GRADING.profiles['cpu']
 IMPLEMENTATION = [t.id for t in GRADING.enabled_tests() if t.id != 'submission']
 ROPE_TESTS = ('rope', 'rope-cache', 'mha-rope', 'gqa-rope')
+GRADER_MEMORY_MB = 250   # the harness alone (numpy, fixtures, judges) is ~45 MB; Gradescope gives the tree 768 MB
+PEAK_MB = {}             # case -> the grader's peak resident memory, printed at the end (pytest -s)
 
 
 def read(name):
@@ -180,6 +189,62 @@ def check_forge_outputs(out, tests, root):
     all_zero(tests)
 
 
+def outputs_say(tests, words, ids=IMPLEMENTATION):
+    missing = {i: tests[i]['output'][:300] for i in ids if words not in tests[i]['output']}
+    assert not missing, 'expected %r in: %s' % (words, missing)
+
+
+def check_fifo_outputs(out, tests, root):
+    outputs_say(tests, 'is not a regular file')
+    all_zero(tests)
+
+
+def check_oversized_arrays(out, tests, root):
+    assert 'greedy has shape (2, 6000001) (12000002 values), expected (2, 17): far too large, not read' \
+        in tests['generate']['output'], tests['generate']['output']
+    assert 'd2_T5 has shape (2, 3, 5, 200000)' in tests['rope']['output']
+    assert 'n_kv_head=1 has shape (2, 13, 480000)' in tests['gqa']['output']
+    all_zero(tests)
+
+
+def check_npz_bomb(out, tests, root):
+    # the member is rope's d2_T5: there it is refused as compressed; elsewhere as an array the test never returns
+    assert 'arrays must be stored (np.savez)' in tests['rope']['output'], tests['rope']['output']
+    outputs_say(tests, 'the output could not be read')
+    all_zero(tests)
+
+
+def check_npz_malformed(out, tests, root):
+    assert 'arrays must be stored' in tests['rope']['output']          # the corrupt deflate stream is never inflated
+    assert 'BadZipFile' in tests['rope-cache']['output'] and 'CRC' in tests['rope-cache']['output']
+    assert 'declares shape (1099511627776,)' in tests['mha-rope']['output']
+    assert 'holds 5000 files' in tests['gqa']['output'] and 'at most 64 are allowed' in tests['gqa']['output']
+    all_zero(tests)
+
+
+def check_report_numbers(out, tests, root):
+    assert 'out of range' in tests['rope']['output']                   # 1e400
+    assert 'NaN' in tests['rope-cache']['output']
+    assert '-Infinity' in tests['mha-rope']['output']
+    assert "field 'seconds'" in tests['gqa']['output']                 # -5
+    outputs_say(tests, 'the output could not be read')
+    assert 'HOSTILE-NAN' not in json.dumps(out)
+    all_zero(tests)
+
+
+def check_many_notes(out, tests, root):
+    outputs_say(tests, "field 'notes'")
+    assert os.path.getsize(root.results_path) < 100_000
+    all_zero(tests)
+
+
+def check_forged_progress(out, tests, root):
+    lc = tests['loss-curve']
+    assert lc['score'] == 0 and 'announced the end of this test without leaving results' in lc['output'], lc['output']
+    assert [i for i, t in tests.items() if i != 'loss-curve' and not full(t)] == []
+    assert total(out) == possible(out) - lc['max_score']
+
+
 CASES = {
     # name: (timeouts for the copy of grading.yaml, check)
     'syntax_error': ({}, check_syntax_error),
@@ -200,14 +265,23 @@ CASES = {
     'wrong_shape': ({}, check_wrong_shape),
     'forge_outputs': ({}, check_forge_outputs),
     'forge_malformed': ({}, check_forge_outputs),
+    'fifo_outputs': ({}, check_fifo_outputs),
+    'oversized_arrays': ({}, check_oversized_arrays),
+    'npz_bomb': ({}, check_npz_bomb),
+    'npz_malformed': ({}, check_npz_malformed),
+    'report_numbers': ({}, check_report_numbers),
+    'many_notes': ({}, check_many_notes),
+    'forged_progress': ({'loss-curve': 8}, check_forged_progress),   # with 0.1 s per iteration it takes > 12 s
 }
 # where running as the same user as the grader would be unsafe or the check meaningless
 NEED_SANDBOX = ('fork_bomb', 'write_results', 'read_fixtures')
 
 
 def test_corpus_matches_cases():
+    sys.path.insert(0, HOSTILE)
+    from os_cases import CASES as OS_CASES   # the attacks on the machine: tests/corpora/test_hostile_os.py
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
-    assert on_disk == sorted(CASES)
+    assert on_disk == sorted(list(CASES) + list(OS_CASES))
 
 
 def test_corpus_is_built_from_the_current_reference():
@@ -227,8 +301,24 @@ def test_hostile(name, ag_root):
         secret = os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz')
         assert sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
     root.submit('model.py', read(name))
+    grade_and_check(name, root, check)
+
+
+def refuse_constant(name):
+    raise ValueError('results.json holds %s, which is not JSON' % name)
+
+
+def grade_and_check(name, root, check):
+    """Grade `root`'s submission through run_autograder and check what every case must satisfy, then `check`."""
+    tmp = os.path.join(root.path, 'tmp')   # the grader's own temporary folders go here, to be checked
+    os.makedirs(tmp)
     started = time.time()
-    out, proc = root.run()
+    out, proc = root.run(env={'TMPDIR': tmp})
+    with open(root.results_path) as f:
+        assert json.loads(f.read(), parse_constant=refuse_constant) == out
+    PEAK_MB[name] = out.get('extra_data', {}).get('grader_peak_rss_mb')
+    assert PEAK_MB[name] is not None and PEAK_MB[name] < GRADER_MEMORY_MB, PEAK_MB[name]
+    assert [n for n in os.listdir(tmp) if not n.endswith('.lock')] == [], 'left behind in TMPDIR'
     tests = by_id(out)
     assert set(tests) == {t.id for t in GRADING.enabled_tests()}, proc.stdout[-2000:]
     assert 'Autograder error' not in [t['name'] for t in out['tests']]
@@ -240,3 +330,92 @@ def test_hostile(name, ag_root):
     left = sandbox_processes()
     assert left == [], 'processes of the sandbox users survived the grading: %s' % describe(left)
     assert time.time() - started < 180  # bounded, whatever the submission does
+
+
+# ----------------------------------------------------------------------------- hostile uploads
+
+REFERENCE_TEXT = open(os.path.join(REPO, 'reference', 'mingpt', 'model.py')).read()
+
+
+def upload_symlink_reference(root):
+    os.makedirs(os.path.join(root.submission, 'mingpt'))
+    os.symlink(os.path.join(root.source, 'reference', 'mingpt', 'model.py'),
+               os.path.join(root.submission, 'mingpt', 'model.py'))
+
+
+def upload_symlink_root_only(root):
+    secret = os.path.join(root.path, 'root-only.py')
+    with open(secret, 'w') as f:
+        f.write('HOSTILE-SECRET-7f3a = (\n')   # a syntax error: its line used to be quoted in the feedback
+    os.chmod(secret, 0o600)
+    os.symlink(secret, os.path.join(root.submission, 'model.py'))
+
+
+def upload_hard_link(root):
+    os.link(os.path.join(root.source, 'reference', 'mingpt', 'model.py'), os.path.join(root.submission, 'model.py'))
+
+
+def upload_zip_20k(root):
+    with zipfile.ZipFile(os.path.join(root.submission, 'hw1.zip'), 'w') as z:
+        z.writestr('hw1/mingpt/model.py', 'import torch\n')
+        for i in range(20_000):
+            z.writestr('copies/%d/model.py' % i, '')
+
+
+def upload_expr_10000(root):
+    root.submit('model.py', REFERENCE_TEXT + '\n_HOSTILE = ' + '+'.join(['1'] * 10_000) + '\n')
+
+
+def upload_nul_byte(root):
+    with open(os.path.join(root.submission, 'model.py'), 'wb') as f:
+        f.write(REFERENCE_TEXT.encode() + b'\n# HOSTILE \0 byte\n')
+
+
+def upload_latin1_coding(root):
+    with open(os.path.join(root.submission, 'model.py'), 'wb') as f:
+        f.write(('# -*- coding: latin-1 -*-\n# r\xe9sum\xe9 du mod\xe8le\n' + REFERENCE_TEXT).encode('latin-1'))
+
+
+def refused_with(words):
+    def check(out, tests, root):
+        assert words in tests['submission']['output'], tests['submission']['output']
+        text = open(root.results_path).read()
+        assert 'HOSTILE-SECRET' not in text and 'END SOLUTION' not in text
+        all_zero(tests)
+    return check
+
+
+def check_zip_20k(out, tests, root):
+    assert 'graded hw1.zip/hw1/mingpt/model.py (from the zip you uploaded)' in tests['submission']['output']
+    assert 'and 19995 more (not graded)' in tests['submission']['output']
+    assert os.path.getsize(root.results_path) < 100_000
+    all_zero(tests)
+
+
+def check_latin1(out, tests, root):
+    assert total(out) == possible(out), [(i, t['output'][:200]) for i, t in tests.items() if not full(t)]
+
+
+UPLOADS = {
+    'symlink_reference': (upload_symlink_reference, refused_with('mingpt/model.py is a symbolic link')),
+    'symlink_root_only': (upload_symlink_root_only, refused_with('model.py is a symbolic link')),
+    'hard_link': (upload_hard_link, refused_with('model.py is a hard link')),
+    'zip_20k': (upload_zip_20k, check_zip_20k),
+    'expr_10000': (upload_expr_10000, refused_with('could not be parsed (RecursionError')),
+    'nul_byte': (upload_nul_byte, refused_with('contains a NUL byte')),
+    'latin1_coding': (upload_latin1_coding, check_latin1),
+}
+
+
+@pytest.mark.parametrize('name', sorted(UPLOADS))
+def test_hostile_upload(name, ag_root):
+    build, check = UPLOADS[name]
+    root = ag_root(grading_text())
+    build(root)
+    grade_and_check(name, root, check)
+
+
+def test_print_grader_peak_memory():
+    """Runs last in this module: the grader's peak memory per case, for the record (pytest -s)."""
+    if PEAK_MB:
+        print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv for kv in sorted(PEAK_MB.items(), key=lambda kv: -kv[1])))

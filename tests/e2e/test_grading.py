@@ -12,7 +12,7 @@ import os
 import pytest
 
 from ag_helpers import REPO, AutograderRoot, by_id, possible, total
-from autograder import GRADING_YAML, config, grade
+from autograder import GRADING_YAML, config, grade, patching
 
 GRADING = config.load(GRADING_YAML)
 CAP = GRADING.sandbox['max_output_chars']
@@ -23,12 +23,7 @@ TEMPLATE_MODEL = os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.
 
 def reference_with(*edits):
     """The reference's model.py with each (old, new) replaced; every `old` must occur exactly once."""
-    with open(REFERENCE_MODEL) as f:
-        text = f.read()
-    for old, new in edits:
-        assert text.count(old) == 1, 'the reference changed; update this edit: %r' % old
-        text = text.replace(old, new)
-    return text
+    return patching.patched_reference(edits, 'tests/e2e/test_grading.py', REFERENCE_MODEL)
 
 
 def graded(tmp_path_factory, name, text, runs=1):

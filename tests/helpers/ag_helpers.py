@@ -76,7 +76,11 @@ def _copy_tree(src, dst):
 
 class AutograderRoot:
     def __init__(self, grading=None):
-        self.path = tempfile.mkdtemp(prefix='hw1-agtest-', dir='/tmp')
+        # not under /tmp: with namespaces the child's /tmp is its own private folder, where a relocated
+        # /autograder/... path would be out of reach for the wrong reason
+        base = '/var/lib/hw1-agtest' if os.geteuid() == 0 else tempfile.gettempdir()
+        os.makedirs(base, mode=0o755, exist_ok=True)
+        self.path = tempfile.mkdtemp(prefix='hw1-agtest-', dir=base)
         self.source = os.path.join(self.path, 'source')
         self.submission = os.path.join(self.path, 'submission')
         self.results_dir = os.path.join(self.path, 'results')
@@ -112,9 +116,9 @@ class AutograderRoot:
         os.chmod(target, 0o644)
         return target
 
-    def run(self, timeout=600, source=None):
-        """./run_autograder on this root. Returns (results dict, CompletedProcess)."""
-        env = dict(os.environ, AUTOGRADER_ROOT=self.path, PYTHON=sys.executable)
+    def run(self, timeout=600, source=None, env=None):
+        """./run_autograder on this root (`env`: extra variables). Returns (results dict, CompletedProcess)."""
+        env = dict(os.environ, AUTOGRADER_ROOT=self.path, PYTHON=sys.executable, **(env or {}))
         env.pop('HW1_SOURCE', None)
         if source:
             env['HW1_SOURCE'] = source

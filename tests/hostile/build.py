@@ -18,6 +18,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 REFERENCE = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from autograder import patching  # noqa: E402
 
 IMPORTS_END = 'from mingpt.utils import CfgNode as CN, AttentionMemory\n'
 ROPE_FORWARD = '    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:\n'
@@ -202,6 +206,170 @@ for probe in ['import'] + list(job['probes']):
 os._exit(0)
 '''
 
+# the start of every stand-alone forgery below: the job, and helpers to write a probe's files
+FORGE_PRELUDE = '''import json
+import os
+import sys
+import zipfile
+
+import numpy as np
+
+JOB = os.path.abspath(sys.argv[1])   # the probe runner is started with the job folder as its argument
+OUT = os.path.join(JOB, 'out')
+with open(os.path.join(JOB, 'job.json')) as f:
+    job = json.load(f)
+PROBES = list(job['probes'])
+
+
+def report(probe, text='{"status": "ok", "seconds": 0.0}'):
+    with open(os.path.join(OUT, probe + '.json'), 'w') as f:
+        f.write(text)
+
+
+def announce_all_done():
+    with open(os.path.join(OUT, 'progress'), 'a') as f:
+        for p in ['import'] + PROBES:
+            f.write('start %s\\nend %s\\n' % (p, p))
+
+
+report('import')
+'''
+
+FIFO_OUTPUTS = FORGE_PRELUDE + '''
+# HOSTILE: FIFOs where the harness reads each probe's report or arrays; opening one for reading
+# without O_NONBLOCK waits forever for a writer that never comes
+for i, probe in enumerate(PROBES):
+    if i % 2 == 0:
+        os.mkfifo(os.path.join(OUT, probe + '.json'))
+    else:
+        report(probe)
+        os.mkfifo(os.path.join(OUT, probe + '.npz'))
+announce_all_done()
+os._exit(0)
+'''
+
+OVERSIZED_ARRAYS = FORGE_PRELUDE + '''
+# HOSTILE: arrays of the right names but millions of elements (under the 64 MB file limit):
+# a judge looping over every generated position would run for hours
+N = 6_000_000
+huge = {
+    'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5/tokens': np.zeros((2, N + 1), np.int8),
+                 'top_k=5/logits': np.zeros((2, N, 1), np.float16)},
+    'rope': {'d2_T5': np.zeros((2, 3, 5, 2 * 100_000), np.float32)},
+    'gqa': {'n_kv_head=1': np.zeros((2, 13, 48 * 10_000), np.float32)},
+}
+for probe in PROBES:
+    report(probe)
+    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
+        np.savez(f, **huge.get(probe, {}))
+announce_all_done()
+os._exit(0)
+'''
+
+NPZ_BOMB = FORGE_PRELUDE + '''
+# HOSTILE: every probe's .npz holds one deflated member that inflates to 1 GiB of zeros (about
+# 1 MB on disk); reading it whole kills a grader limited to 768 MB
+HEADER = ("{'descr': '|u1', 'fortran_order': False, 'shape': (%d,), }" % (1 << 30)).encode()
+HEADER = b'\\x93NUMPY\\x01\\x00' + (118).to_bytes(2, 'little') + HEADER.ljust(117) + b'\\n'
+bomb = os.path.join(OUT, '.bomb')
+with zipfile.ZipFile(bomb, 'w', zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    with z.open('d2_T5.npy', 'w') as m:
+        m.write(HEADER)
+        chunk = bytes(1 << 20)
+        for _ in range(1024):
+            m.write(chunk)
+data = open(bomb, 'rb').read()
+for probe in PROBES:
+    report(probe)
+    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
+        f.write(data)
+announce_all_done()
+os._exit(0)
+'''
+
+NPZ_MALFORMED = FORGE_PRELUDE + '''
+# HOSTILE: malformed arrays files, one kind per probe
+def npy(array):
+    import io
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array)
+    return buf.getvalue()
+
+
+def write_zip(probe, members, compression=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(os.path.join(OUT, probe + '.npz'), 'w', compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def corrupt(probe, offset):
+    path = os.path.join(OUT, probe + '.npz')
+    blob = bytearray(open(path, 'rb').read())
+    blob[offset:offset + 16] = bytes(16)
+    open(path, 'wb').write(bytes(blob))
+
+
+ones = np.ones((2, 3, 5, 2), np.float32)
+# rope: a corrupt deflate stream
+write_zip('rope', {'d2_T5.npy': npy(ones)}, zipfile.ZIP_DEFLATED)
+corrupt('rope', 30 + len('d2_T5.npy') + 4)
+# rope-cache: stored, but the data no longer matches its CRC
+write_zip('rope-cache', {'call0_T8.npy': npy(np.ones((1, 2, 8, 8), np.float32))})
+corrupt('rope-cache', 30 + len('call0_T8.npy') + 128)
+# mha-rope: an .npy header declaring 8 TiB of float64 (the bytes are not there)
+header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }".encode().ljust(117) + b'\\n'
+write_zip('mha-rope', {'n_kv_head=6.npy': b'\\x93NUMPY\\x01\\x00' + (118).to_bytes(2, 'little') + header + bytes(32)})
+# gqa: 5000 members
+write_zip('gqa', {'x%d.npy' % i: b'' for i in range(5000)})
+for probe in PROBES:
+    report(probe)
+announce_all_done()
+os._exit(0)
+'''
+
+REPORT_NUMBERS = FORGE_PRELUDE + '''
+# HOSTILE: reports with numbers JSON does not allow or Python cannot hold: 1e400 parses as inf,
+# NaN and Infinity are accepted by Python's json by default and would end up in results.json
+texts = {
+    'rope': '{"status": "ok", "seconds": 1e400}',
+    'rope-cache': '{"status": "ok", "seconds": NaN}',
+    'mha-rope': '{"status": "ok", "seconds": -Infinity}',
+    'gqa': '{"status": "ok", "seconds": -5}',
+    'gqa-rope': '{"status": "ok", "seconds": %s}' % ('9' * 100_000),
+}
+for probe in PROBES:
+    report(probe, texts.get(probe, '{"status": "ok", "seconds": NaN, "message": "HOSTILE-NAN"}'))
+announce_all_done()
+os._exit(0)
+'''
+
+MANY_NOTES = FORGE_PRELUDE + '''
+# HOSTILE: 4,000 distinct notes per probe, 52,000 in all, each report under the 256 KB cap; the
+# harness used to merge them with a list (quadratic: hours)
+for k, probe in enumerate(PROBES):
+    notes = ['%x' % (k * 4000 + i) for i in range(4000)]
+    report(probe, json.dumps({'status': 'ok', 'seconds': 0.0, 'notes': notes}))
+announce_all_done()
+os._exit(0)
+'''
+
+FORGED_PROGRESS_FORWARD = '''        # HOSTILE: when the loss-curve probe starts training, write "end loss-curve" into the
+        # harness's progress file (which used to lift its deadline), then train slowly
+        global _FORGED
+        if self.training and targets is not None and not _FORGED:
+            import sys
+            progress = os.path.join(os.path.abspath(sys.argv[1]), 'out', 'progress')
+            with open(progress) as f:
+                last = f.read().splitlines()[-1:]
+            if last == ['start loss-curve']:
+                _FORGED = True
+                with open(progress, 'a') as f:
+                    f.write('end loss-curve\\n')
+        if _FORGED and self.training:
+            import time
+            time.sleep(0.1)
+'''
+
 # ----------------------------------------------------------------------------- the corpus
 
 # name -> (what it does, base: 'reference' or None for stand-alone, [(anchor, replacement)] or the file text)
@@ -244,7 +412,24 @@ CASES = {
     'forge_outputs': ("writes the probes' output files itself (status ok, arrays of zeros) and exits", None, FORGE),
     'forge_malformed': ("writes malformed probe output files (NaN, wrong ranks and JSON types) and exits", None,
                         FORGE_MALFORMED),
+    'fifo_outputs': ('puts FIFOs where the harness reads probe reports and arrays, and exits', None, FIFO_OUTPUTS),
+    'oversized_arrays': ('writes arrays of millions of elements under the expected names (generate, rope, gqa)',
+                         None, OVERSIZED_ARRAYS),
+    'npz_bomb': ('writes a deflated .npz that inflates to 1 GiB for every probe', None, NPZ_BOMB),
+    'npz_malformed': ('writes a corrupt deflate stream, a bad CRC, an 8 TiB .npy header and 5000 members', None,
+                      NPZ_MALFORMED),
+    'report_numbers': ('writes reports with seconds 1e400, NaN, -Infinity, -5 and a 100,000-digit number', None,
+                       REPORT_NUMBERS),
+    'many_notes': ('writes 52,000 distinct notes across the probe reports', None, MANY_NOTES),
+    'forged_progress': ('writes "end loss-curve" into the progress file when training starts, then trains slowly',
+                        'reference', [(IMPORTS_END, IMPORTS_END + '\n_FORGED = False  # HOSTILE\n'),
+                                      (GPT_FORWARD, GPT_FORWARD + FORGED_PROGRESS_FORWARD)]),
 }
+
+# the attacks on the machine itself (network, other gradings, temp files, /proc, watchdog, memory)
+sys.path.insert(0, HERE)
+from os_cases import CASES as OS_CASES  # noqa: E402
+CASES.update(OS_CASES)
 
 
 def build(name):
@@ -253,13 +438,10 @@ def build(name):
         name, what, ' from reference/mingpt/model.py' if base else '')
     if base is None:
         return header + edits
-    with open(REFERENCE) as f:
-        text = f.read()
-    for anchor, replacement in edits:
-        if text.count(anchor) != 1:
-            raise SystemExit('tests/hostile/build.py: %s: the anchor %r occurs %d times in the reference; '
-                             'update the case' % (name, anchor, text.count(anchor)))
-        text = text.replace(anchor, replacement)
+    try:
+        text = patching.patched_reference(edits, 'tests/hostile/build.py: %s' % name, REFERENCE)
+    except patching.PatchError as e:
+        raise SystemExit(str(e))
     return header + text
 
 

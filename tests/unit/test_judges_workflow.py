@@ -250,14 +250,15 @@ def test_required_weights_sum_to_100_and_optional_parts_are_extra():
 
 
 def test_points_split_required_and_extra_credit():
-    out = {'tests': [{'number': '1', 'score': 60.0, 'max_score': 60.0}, {'number': '2', 'score': 40.0, 'max_score': 40.0},
-                     {'number': '11.1', 'score': 5.0, 'max_score': 5.0}, {'number': '12.1', 'score': 0.0, 'max_score': 5.0}],
-           'execution_time': 1.0}
-    results.add_points(out, {'11.1', '12.1'})
-    assert out['score'] == 105.0
-    assert out['extra_data']['points'] == {'required': 100.0, 'required_max': 100.0, 'extra_credit': 5.0,
-                                           'extra_credit_max': 10.0}
-    assert 'total: 100 / 100 (+ 5 of 10 extra credit)' in grade.table(dict(out, tests=[]))
+    from autograder.results import Results, TestResult
+    out = Results({tid: TestResult(tid, tid, score, max_score, number=num) for tid, score, max_score, num in (
+        ('a', 60.0, 60.0, '1'), ('b', 40.0, 40.0, '2'), ('sliding-window', 5.0, 5.0, '11.1'),
+        ('kv-cache', 0.0, 5.0, '12.1'))}, execution_time=1.0)
+    results.add_points(out, {'sliding-window', 'kv-cache'})
+    assert out.to_json()['score'] == 105.0
+    assert out.extra_data['points'] == {'required': 100.0, 'required_max': 100.0, 'extra_credit': 5.0,
+                                        'extra_credit_max': 10.0}
+    assert 'total: 100 / 100 (+ 5 of 10 extra credit)' in grade.table(out)
 
 
 def test_extra_credit_switch_makes_a_part_required(tmp_path):

@@ -68,7 +68,8 @@ def test_locate_inside_a_zip(tmp_path):
     for target in (z, str(tmp_path / 'up')):  # the zip itself, or a folder holding it
         got = submission.locate(target, scratch)
         assert got.problem is None
-        assert got.note == 'graded hw1.zip/hw1/mingpt/model.py (from the zip you uploaded)'
+        assert got.note == ('graded hw1.zip/hw1/mingpt/model.py (from the zip you uploaded); ignored 1 zip member '
+                            'with an unsafe path (absolute or with ..): ../escape/model.py')
         with open(got.path) as f:
             assert f.read() == 'x = 1\n'
     assert not os.path.exists(str(tmp_path / 'escape'))
@@ -204,7 +205,7 @@ def _containing(lines, text):
 
 
 def _profile_key_typo(lines):
-    i = _containing(lines, 'student_seed: 7, window: 20}')
+    i = _containing(lines, 'student_seed: 7, window: 20,')
     lines[i] = lines[i].replace('window: 20', 'windw: 20')
     return i + 1
 

@@ -336,6 +336,10 @@ class GPT(nn.Module):
             raise FileNotFoundError("no model.pt in pretrained_folder %r: train a model there first" % folder)
         saved = torch.load(path, map_location='cpu', weights_only=True)
         own = self.state_dict()
+        # the causal masks (attn.bias) are buffers sized by block_size, not learnt weights: like
+        # minGPT's from_pretrained, skip them so that a block-16 checkpoint loads at block 256
+        saved = {k: v for k, v in saved.items() if not k.endswith('.attn.bias')}
+        own = {k: v for k, v in own.items() if not k.endswith('.attn.bias')}
         unknown = sorted(set(saved) - set(own))
         missing = sorted(set(own) - set(saved))
         if unknown or missing:

@@ -45,58 +45,34 @@ class RotaryPositionalEmbeddings(nn.Module):
 
     def __init__(self, d: int, base: int = 10_000):
         super().__init__()
-        # BEGIN PROMPT
-        # # TODO (handout 5, RoPE): store d and base, and prepare an empty cos/sin cache
-        # # (it is filled on the first forward).
-        # raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings.__init__ (handout section 5, 'Rotary Position Embeddings')")
-        # END PROMPT
-        # BEGIN SOLUTION
         assert d % 2 == 0, "RoPE rotates pairs of features, so d=%d must be even" % d
         self.d = d
         self.base = base
         # non-persistent: the cache follows .to() but stays out of state_dict
-        self.register_buffer('cos_cached', None, persistent=False)
-        self.register_buffer('sin_cached', None, persistent=False)
-        # END SOLUTION
+        self.register_buffer('cos_cached', None)  # BUG: persistent, the tables land in state_dict
+        self.register_buffer('sin_cached', None)
 
     def _build_cache(self, x: torch.Tensor):
-        # BEGIN PROMPT
-        # # TODO (handout 5, RoPE): build cos(C) and sin(C) for positions m = 1..T, where
-        # # T = x.shape[-2], on x's device and in x's dtype.
-        # raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings._build_cache (handout section 5, 'Rotary Position Embeddings')")
-        # END PROMPT
-        # BEGIN SOLUTION
         T = x.shape[-2]
         # angles in float64 so that long caches lose no precision before the cast
         i = torch.arange(0, self.d, 2, dtype=torch.float64, device=x.device)  # 2(i-1) for i = 1..d/2
         theta = self.base ** (-i / self.d)                                      # (d/2,)
-        m = torch.arange(0, T, dtype=torch.float64, device=x.device)       # positions 1..T
+        m = torch.arange(1, T + 1, dtype=torch.float64, device=x.device)       # positions 1..T
         C = torch.outer(m, theta)                                               # (T, d/2)
         C = torch.cat([C, C], dim=-1)                                           # (T, d)
         self.cos_cached = C.cos().to(x.dtype)
         self.sin_cached = C.sin().to(x.dtype)
-        # END SOLUTION
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        # BEGIN PROMPT
-        # # TODO (handout 5, RoPE): (re)build the cache when it is missing, too short, or on
-        # # another device or dtype than x; then return g(x), of the same shape as x.
-        # # `offset` shifts the positions to offset+1 .. offset+T: generation with a KV cache
-        # # passes the number of tokens already cached (it is 0 otherwise).
-        # raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings.forward (handout section 5, 'Rotary Position Embeddings')")
-        # END PROMPT
-        # BEGIN SOLUTION
-        # `offset` shifts the positions to offset+1..offset+T (used by KV-cache generation)
-        T = x.shape[-2] + offset
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[-2]
         c = self.cos_cached
         if c is None or c.shape[0] < T or c.device != x.device or c.dtype != x.dtype:
-            self._build_cache(x if offset == 0 else x.new_empty((T, 0)))  # only T, device and dtype are read
-        cos = self.cos_cached[offset:T]                 # (T, d)
-        sin = self.sin_cached[offset:T]                 # (T, d)
+            self._build_cache(x)
+        cos = self.cos_cached[:T]                       # (T, d)
+        sin = self.sin_cached[:T]                       # (T, d)
         x1, x2 = x.chunk(2, dim=-1)                     # (B, nh, T, d/2) each
         rotated = torch.cat([-x2, x1], dim=-1)          # (B, nh, T, d)
         return x * cos + rotated * sin
-        # END SOLUTION
 
 # -----------------------------------------------------------------------------
 # attention cores shared by both attention modules
@@ -114,84 +90,36 @@ def causal_attention(q, k, v, mask, dropout):
     return att @ v  # (B, nh, T, hs)
 
 
-# BEGIN OPTIONAL sliding_window
 def sliding_window_mask(T, window, device=None):
     """
     (T, T) boolean mask of causal sliding-window attention (handout 4.1): query t attends to
     the w' = window//2 + 1 tokens ending at itself, i.e. keys t-w'+1 .. t.
     """
-    # BEGIN PROMPT
-    # # TODO (optional, handout 4.1): the mask M of equation (1), as booleans.
-    # raise NotImplementedError("TODO (optional): implement sliding_window_mask (handout section 4.1)")
-    # END PROMPT
-    # BEGIN SOLUTION
     w = window // 2 + 1
     t = torch.arange(T, device=device)
     offset = t[:, None] - t[None, :]  # (T, T): query index minus key index
     return (offset >= 0) & (offset < w)
-    # END SOLUTION
 
 
 def banded_attention(q, k, v, window, dropout):
     """
     Causal sliding-window attention computed only on the band: the same result as
-    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but no (T, T) tensor
-    is ever built: the scores cover a band O(w) wide, so time and memory are O(T * w).
+    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but the scores are
+    (B, nh, T, w') instead of (B, nh, T, T), so time and memory are O(T * w).
     """
-    # BEGIN PROMPT
-    # # TODO (optional, handout 4.2): attention on the band only, never a (T, T) tensor.
-    # raise NotImplementedError("TODO (optional): implement banded_attention (handout section 4.2)")
-    # END PROMPT
-    # BEGIN SOLUTION
     B, nh, T, hs = q.shape
     w = window // 2 + 1
-    # Queries in blocks of w: block n (tokens nw .. nw+w-1) only needs the keys of blocks n-1
-    # and n. A per-query window (T, hs, w) would be copied whole by einsum, hs times the band;
-    # blocks keep every tensor at O(T * w) or O(T * hs).
-    n = -(-T // w)                                                    # number of blocks, ceil(T / w)
-    pad = n * w - T                                                   # fills the last block
-    q_blk = F.pad(q, (0, 0, 0, pad)).view(B, nh, n, w, hs)            # (B, nh, n, w, hs)
-    k_blk = F.pad(k, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view: blocks n-1, n
-    v_blk = F.pad(v, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view
-    att = torch.einsum('bhnqd,bhndk->bhnqk', q_blk, k_blk) * (1.0 / math.sqrt(hs))  # (B, nh, n, w, 2w)
-    # query i of block n is token nw+i and key j is token nw-w+j: inside the window iff
-    # i < j <= i+w, and a real token (not the front padding) iff nw-w+j >= 0
-    i = torch.arange(w, device=q.device)[:, None]                     # (w, 1)
-    j = torch.arange(2 * w, device=q.device)                          # (2w,)
-    blk = torch.arange(n, device=q.device)[:, None, None]             # (n, 1, 1)
-    valid = (j > i) & (j <= i + w) & (blk * w - w + j >= 0)           # (n, w, 2w)
+    # key/value windows: window j covers tokens j-w+1 .. j; the padding marks positions < 0
+    k_pad = F.pad(k, (0, 0, w - 1, 0))               # (B, nh, T+w-1, hs)
+    v_pad = F.pad(v, (0, 0, w - 1, 0))               # (B, nh, T+w-1, hs)
+    k_win = k_pad.unfold(2, w, 1)                    # (B, nh, T, hs, w) view, no copy
+    v_win = v_pad.unfold(2, w, 1)                    # (B, nh, T, hs, w) view, no copy
+    att = torch.einsum('bhtd,bhtdw->bhtw', q, k_win) * (1.0 / math.sqrt(hs))  # (B, nh, T, w)
+    valid = torch.arange(T, device=q.device)[:, None] - (w - 1) + torch.arange(w, device=q.device) >= 0  # (T, w)
     att = att.masked_fill(~valid, float('-inf'))
     att = F.softmax(att, dim=-1)
     att = dropout(att)
-    y = torch.einsum('bhnqk,bhndk->bhnqd', att, v_blk)               # (B, nh, n, w, hs)
-    return y.reshape(B, nh, n * w, hs)[:, :, :T]                      # (B, nh, T, hs)
-    # END SOLUTION
-
-
-# BEGIN SOLUTION
-def sliding_window_attention_loop(Q, K, V, w):
-    """
-    Literal transcription of the handout's SlidingWindowAttention pseudocode (4.2), for one
-    head: Q, K, V are (N, d_k). Slow on purpose; staff use it to check the written answers.
-    """
-    N, d_k = Q.shape
-    X = torch.zeros(N, d_k, dtype=Q.dtype, device=Q.device)
-    w_ = w // 2 + 1
-    for j in range(0, N):
-        a = torch.full((w_,), float('-inf'), dtype=Q.dtype, device=Q.device)  # (1a), (1b)
-        for i in range(0, w_):                                                  # (2)
-            token_idx = j - w_ + 1 + i                                          # (3)
-            if token_idx >= 0:                                                  # (4)
-                a[i] = Q[j] @ K[token_idx] / math.sqrt(d_k)                     # (5)
-        a = torch.softmax(a, dim=0)
-        for i in range(0, w_):
-            token_idx = j - w_ + 1 + i
-            if token_idx >= 0:
-                X[j] += a[i] * V[token_idx]                                     # (6)
-        del a
-    return X
-# END SOLUTION
-# END OPTIONAL
+    return torch.einsum('bhtw,bhtdw->bhtd', att, v_win)  # (B, nh, T, hs)
 
 
 class _AttentionBase(nn.Module):
@@ -205,20 +133,15 @@ class _AttentionBase(nn.Module):
         self.sliding_window = getattr(config, 'sliding_window', None)
         self.sliding_window_impl = getattr(config, 'sliding_window_impl', 'banded')
 
-    def _attend(self, q, k, v, q_start=0):
-        """
-        q: (B, nh, Tq, hs) for positions q_start..q_start+Tq-1; k, v: (B, nh, Tk, hs) for
-        positions 0..Tk-1 (the KV cache, if any, followed by the new tokens).
-        """
-        Tq, Tk = q.size(-2), k.size(-2)
-        # BEGIN OPTIONAL sliding_window
+    def _attend(self, q, k, v):
+        """q, k, v: (B, nh, T, hs) -> (B, nh, T, hs)"""
+        T = q.size(-2)
         if self.sliding_window is not None:
-            if self.sliding_window_impl == 'banded' and Tq == Tk:
+            if self.sliding_window_impl == 'banded':
                 return banded_attention(q, k, v, self.sliding_window, self.attn_dropout)
-            mask = sliding_window_mask(Tk, self.sliding_window, q.device)[q_start:q_start + Tq]  # (Tq, Tk)
+            mask = sliding_window_mask(T, self.sliding_window, q.device)  # (T, T)
             return causal_attention(q, k, v, mask, self.attn_dropout)
-        # END OPTIONAL
-        mask = self.bias[0, 0, q_start:q_start + Tq, :Tk]  # (Tq, Tk)
+        mask = self.bias[0, 0, :T, :T]  # (T, T)
         return causal_attention(q, k, v, mask, self.attn_dropout)
 
 
@@ -246,39 +169,23 @@ class CausalSelfAttention(_AttentionBase):
         self.n_embd = config.n_embd
         self.rope = config.rope
         if self.rope:
-            # BEGIN PROMPT
-            # # TODO (handout 5, RoPE): create self.query_rotary_pe and self.key_rotary_pe (Do NOT rename).
-            # raise NotImplementedError("TODO: create query_rotary_pe and key_rotary_pe in CausalSelfAttention.__init__ (handout section 5, 'Rotary Position Embeddings')")
-            # END PROMPT
-            # BEGIN SOLUTION
             head_dim = config.n_embd // config.n_query_head
             self.query_rotary_pe = RotaryPositionalEmbeddings(head_dim)  # Do NOT rename
             self.key_rotary_pe = RotaryPositionalEmbeddings(head_dim)    # Do NOT rename
-            # END SOLUTION
 
-    def forward(self, x, kv_cache=None):
+    def forward(self, x):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         hs = C // self.n_head
-        past = 0 if kv_cache is None else kv_cache.length
         with AttentionMemory(x.device) as mem:
             # calculate query, key, values for all heads in batch and move head forward to be the batch dim
             q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
             k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
             v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
             if self.rope:
-                # BEGIN PROMPT
-                # # TODO (handout 5, RoPE): rotate q and k with self.query_rotary_pe and
-                # # self.key_rotary_pe, passing offset=past.
-                # raise NotImplementedError("TODO: apply RoPE to q and k in CausalSelfAttention.forward (handout section 5, 'Rotary Position Embeddings')")
-                # END PROMPT
-                # BEGIN SOLUTION
-                q = self.query_rotary_pe(q, offset=past)
-                k = self.key_rotary_pe(k, offset=past)
-                # END SOLUTION
-            if kv_cache is not None:
-                k, v = kv_cache.append(k, v)  # (B, nh, past+T, hs)
+                q = self.query_rotary_pe(q)
+                k = self.key_rotary_pe(k)
             # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
-            y = self._attend(q, k, v, q_start=past)  # (B, nh, T, hs)
+            y = self._attend(q, k, v)  # (B, nh, T, hs)
             y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
             # output projection
             y = self.resid_dropout(self.out_proj(y))
@@ -294,14 +201,6 @@ class GroupedQueryAttention(_AttentionBase):
 
     def __init__(self, config):
         super().__init__()
-        # BEGIN PROMPT
-        # # TODO (handout 5, GQA): projections q_proj, k_proj, v_proj, out_proj, dropouts
-        # # attn_dropout and resid_dropout, and query_rotary_pe / key_rotary_pe when config.rope
-        # # is on. Keep these attribute names (Do NOT rename): the autograder loads weights by them.
-        # # Call self._init_mask(config) too if you use the shared self._attend in forward.
-        # raise NotImplementedError("TODO: implement GroupedQueryAttention.__init__ (handout section 5, 'Grouped Query Attention')")
-        # END PROMPT
-        # BEGIN SOLUTION
         assert config.n_embd % config.n_query_head == 0, "n_embd must be divisible by n_query_head"
         assert config.n_query_head % config.n_kv_head == 0, "n_query_head must be divisible by n_kv_head"
         self.n_head = config.n_query_head
@@ -319,54 +218,24 @@ class GroupedQueryAttention(_AttentionBase):
         if self.rope:
             self.query_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)  # Do NOT rename
             self.key_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)    # Do NOT rename
-        # END SOLUTION
 
-    def forward(self, x, kv_cache=None):
-        # BEGIN PROMPT
-        # # TODO (handout 5, GQA): grouped scaled dot-product attention with a causal mask,
-        # # following CausalSelfAttention.forward: the whole computation inside AttentionMemory
-        # # (it measures the memory), RoPE on q and k when self.rope (offset=past), kv_cache
-        # # handled as there. Return (y, memory in bytes).
-        # raise NotImplementedError("TODO: implement GroupedQueryAttention.forward (handout section 5, 'Grouped Query Attention')")
-        # END PROMPT
-        # BEGIN SOLUTION
+    def forward(self, x):
         B, T, C = x.size()
         hs, g = self.head_dim, self.n_head // self.n_kv_head
-        past = 0 if kv_cache is None else kv_cache.length
         with AttentionMemory(x.device) as mem:
             q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)
             k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
             v = self.v_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
             if self.rope:
-                q = self.query_rotary_pe(q, offset=past)
-                k = self.key_rotary_pe(k, offset=past)
-            if kv_cache is not None:
-                k, v = kv_cache.append(k, v)  # (B, nkv, past+T, hs): the cache holds only the KV heads
+                q = self.query_rotary_pe(q)
+                k = self.key_rotary_pe(k)
             # query heads i*g .. i*g+g-1 use KV head i
             k = k.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
             v = v.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
-            y = self._attend(q, k, v, q_start=past)  # (B, nh, T, hs)
+            y = self._attend(q, k, v)  # (B, nh, T, hs)
             y = y.transpose(1, 2).contiguous().view(B, T, C)
             y = self.resid_dropout(self.out_proj(y))
         return y, mem.net_bytes
-        # END SOLUTION
-
-
-class KVCache:
-    """Keys and values of the tokens seen so far, for one attention layer during generation."""
-
-    def __init__(self):
-        self.k = None
-        self.v = None
-
-    @property
-    def length(self):
-        return 0 if self.k is None else self.k.size(-2)
-
-    def append(self, k, v):
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
-        return self.k, self.v
 
 
 class Block(nn.Module):
@@ -389,11 +258,11 @@ class Block(nn.Module):
         m = self.mlp
         self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))  # MLP forward
 
-    def forward(self, x, kv_cache=None):
+    def forward(self, x):
         if x.is_cuda:
             torch.cuda.synchronize(x.device)
         start = time.perf_counter()
-        attn_out, mem = self.attn(self.ln_1(x)) if kv_cache is None else self.attn(self.ln_1(x), kv_cache=kv_cache)
+        attn_out, mem = self.attn(self.ln_1(x))
         if x.is_cuda:
             torch.cuda.synchronize(x.device)
         seconds = time.perf_counter() - start
@@ -562,21 +431,20 @@ class GPT(nn.Module):
         optimizer = torch.optim.AdamW(optim_groups, lr=train_config.learning_rate, betas=train_config.betas)
         return optimizer
 
-    def forward(self, idx, targets=None, kv_caches=None):
+    def forward(self, idx, targets=None):
         device = idx.device
         b, t = idx.size()
-        past = 0 if kv_caches is None else kv_caches[0].length
-        assert past + t <= self.block_size, f"Cannot forward sequence of length {past + t}, block size is only {self.block_size}"
+        assert t <= self.block_size, f"Cannot forward sequence of length {t}, block size is only {self.block_size}"
 
         # forward the GPT model itself
         x = self.transformer.wte(idx)  # token embeddings of shape (b, t, n_embd)
         if not self.rope:
-            pos = torch.arange(past, past + t, dtype=torch.long, device=device).unsqueeze(0)  # shape (1, t)
+            pos = torch.arange(0, t, dtype=torch.long, device=device).unsqueeze(0)  # shape (1, t)
             x = x + self.transformer.wpe(pos)  # position embeddings of shape (1, t, n_embd)
         x = self.transformer.drop(x)
         attn_seconds, attn_mem = [], []
         for i, block in enumerate(self.transformer.h):
-            x, seconds, mem = block(x) if kv_caches is None else block(x, kv_cache=kv_caches[i])
+            x, seconds, mem = block(x)
             attn_seconds.append(seconds)
             attn_mem.append(mem)
         x = self.transformer.ln_f(x)
@@ -590,27 +458,19 @@ class GPT(nn.Module):
         return logits, loss, sum(attn_seconds) / len(attn_seconds), sum(attn_mem) / len(attn_mem)
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, use_kv_cache=False):
+    def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None):
         """
         Take a conditioning sequence of indices idx (LongTensor of shape (b,t)) and complete
         the sequence max_new_tokens times, feeding the predictions back into the model each time.
         Most likely you'll want to make sure to be in model.eval() mode of operation for this.
-        With use_kv_cache=True each step feeds only the new token and reuses the keys and values
-        of earlier ones; once the context outgrows block_size the cache is rebuilt from the
-        cropped context, so the tokens are exactly those of the uncached loop.
         Returns (idx, mean attention seconds per forward).
         """
         attn_times = []
-        caches = None
         for _ in range(max_new_tokens):
+            # if the sequence context is growing too long we must crop it at block_size
             idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
-            if not use_kv_cache:
-                logits, _, seconds, _ = self(idx_cond)
-            elif caches is None or caches[0].length + 1 > self.block_size or idx.size(1) > self.block_size:
-                caches = [KVCache() for _ in self.transformer.h]  # (re)fill from the whole window
-                logits, _, seconds, _ = self(idx_cond, kv_caches=caches)
-            else:
-                logits, _, seconds, _ = self(idx[:, -1:], kv_caches=caches)
+            # forward the model to get the logits for the index in the sequence
+            logits, _, seconds, _ = self(idx_cond)
             attn_times.append(seconds)
             # pluck the logits at the final step and scale by desired temperature
             logits = logits[:, -1, :] / temperature

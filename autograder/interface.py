@@ -1,0 +1,77 @@
+"""
+Test 1.1's interface check, read from the source without running it: the classes and methods
+of the handout's fixed interface must be defined in model.py (directly, by assignment, or
+inherited from another class of the file). An empty model.py, or one that lost a class,
+fails 1.1 with the names it lacks. A base class from outside the file (other than
+torch.nn.Module, which provides none of these) is given the benefit of the doubt.
+"""
+
+import ast
+
+# the fixed interface students depend on (the handout; CONTEXT of the project)
+INTERFACE = {
+    'RotaryPositionalEmbeddings': ('_build_cache', 'forward'),
+    'CausalSelfAttention': ('forward',),
+    'GroupedQueryAttention': ('forward',),
+    'Block': ('forward',),
+    'GPT': ('forward', 'generate'),
+}
+_MODULE_BASES = {'Module', 'nn.Module', 'torch.nn.Module', 'object'}
+
+
+def _names_defined(body):
+    names = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split('.')[0] for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try)):  # definitions under `if`/`try` at the same level count
+            names |= _names_defined(node.body + getattr(node, 'orelse', []) + getattr(node, 'finalbody', []))
+            for handler in getattr(node, 'handlers', []):
+                names |= _names_defined(handler.body)
+    return names
+
+
+def _classes(tree):
+    return {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+
+
+def _has_method(name, method, classes, seen=()):
+    """True when class `name` of the file defines `method` or may inherit it."""
+    node = classes.get(name)
+    if node is None or name in seen:
+        return False
+    if method in _names_defined(node.body):
+        return True
+    for base in node.bases:
+        text = ast.unparse(base) if hasattr(ast, 'unparse') else ''
+        if text in _MODULE_BASES:
+            continue
+        if text in classes:
+            if _has_method(text, method, classes, seen + (name,)):
+                return True
+        else:
+            return True   # a base from elsewhere (a mixin, a library class): it may provide the method
+    return False
+
+
+def missing(source):
+    """The parts of the fixed interface that `source` lacks, as 'Class' or 'Class.method'; [] when complete."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []   # reported by submission.static_problems
+    top = _names_defined(tree.body)
+    classes = _classes(tree)
+    lacks = []
+    for cls, methods in INTERFACE.items():
+        if cls not in top:
+            lacks.append(cls)
+        elif cls in classes:  # a class defined here must carry its methods; an alias or import is trusted
+            lacks += ['%s.%s' % (cls, m) for m in methods if not _has_method(cls, m, classes)]
+    return lacks

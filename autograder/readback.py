@@ -1,0 +1,309 @@
+"""
+Reads back what the child left in job/out/, trusting no byte of it (the child is student code,
+which can write those files itself, or put links, FIFOs and bombs where they belong).
+
+- Files are opened with O_NOFOLLOW|O_NONBLOCK relative to the out/ folder; only regular files
+  of capped size are read (a FIFO or a link is refused, never waited on).
+- Reports are JSON without NaN/Infinity, checked against child/wire.py's schema and caps.
+- Arrays come from a .npz whose members must be STORED (no decompression, so no bomb), with
+  a central directory of capped size, members named after the keys the probe may return,
+  and .npy headers (numeric dtype, rank, declared size matching the stored bytes) checked
+  before a byte of data is read. An array much larger than the expected one of its key is
+  not read at all: it is reported as a wrong shape of that case, not loaded.
+- Any exception while reading one probe (MemoryError, RecursionError, zip/struct/Value/OS
+  errors...) makes that probe 'invalid'; it never reaches the grading.
+- Deadlines: the harness's own clock over one child's probes (Deadlines); progress lines can
+  only end a probe's slot early, never extend it.
+"""
+
+import json
+import math
+import os
+import stat
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from typing import Dict
+
+import numpy as np
+
+from autograder.child import wire
+
+UNCHECKED_MAX_ELEMENTS = 1 << 24   # per array when no expected shapes are given (regenerate, on the reference)
+
+
+def element_bound(expected_size):
+    """The most elements read for a key whose reference array has `expected_size`; larger is a wrong shape."""
+    return max(8 * int(expected_size), 4096)
+
+
+@dataclass
+class ProbeResult:
+    status: str                      # ok | error | not_implemented | timeout | crashed | missing | invalid
+    message: str = ''
+    arrays: Dict[str, np.ndarray] = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    refused: Dict[str, str] = field(default_factory=dict)   # key -> why its array was not read (too large)
+
+
+class Unreadable(ValueError):
+    """A file of the child's that the harness refuses to read."""
+
+
+# ----------------------------------------------------------------------------- files
+
+def open_out(job_dir):
+    return os.open(os.path.join(job_dir, 'out'), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def open_regular(dir_fd, name, limit):
+    """A binary file object of out/<name>, or None when it does not exist; Unreadable unless a regular file <= limit."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # ELOOP: a symbolic link; EACCES, ENXIO...
+        raise Unreadable('%s cannot be opened safely (a link?): %s' % (name, e.strerror))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable('%s is not a regular file' % name)
+        if st.st_size > limit:
+            raise Unreadable('%s is %d bytes, more than the %d allowed' % (name, st.st_size, limit))
+        f = os.fdopen(fd, 'rb')
+    except BaseException:
+        os.close(fd)
+        raise
+    return f
+
+
+def read_bytes(dir_fd, name, limit):
+    f = open_regular(dir_fd, name, limit)
+    if f is None:
+        return None
+    with f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise Unreadable('%s grew past %d bytes while being read' % (name, limit))
+    return data
+
+
+def clear_outputs(job_dir, probe_ids):
+    """Remove the progress file and these probes' outputs (whatever they are) before a child runs them."""
+    dir_fd = open_out(job_dir)
+    try:
+        for name in [wire.PROGRESS_FILE] + [n for p in probe_ids for n in (wire.report_name(p), wire.arrays_name(p))]:
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                os.rename(name, '.junk-%s-%d' % (name, os.getpid()), src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_progress(job_dir):
+    """[(kind, probe id)] of out/progress; nothing when it is missing, not a regular file, or unreadable."""
+    try:
+        dir_fd = open_out(job_dir)
+    except OSError:
+        return []
+    try:
+        f = open_regular(dir_fd, wire.PROGRESS_FILE, 1 << 40)
+        if f is None:
+            return []
+        with f:
+            data = f.read(wire.MAX_PROGRESS_BYTES)  # past the cap, later lines are not seen: only the student loses
+    except (OSError, ValueError):
+        return []
+    finally:
+        os.close(dir_fd)
+    return [tuple(line.split(' ', 1)) for line in data.decode('utf-8', 'replace').splitlines() if ' ' in line]
+
+
+# ----------------------------------------------------------------------------- reports
+
+def _refuse_constant(name):
+    raise ValueError('the report contains %s, which is not a number JSON allows' % name)
+
+
+def _finite_float(text):
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError('the report contains the number %s, which is out of range' % text[:40])
+    return x
+
+
+def parse_report(raw):
+    info = json.loads(raw.decode('utf-8'), parse_constant=_refuse_constant, parse_float=_finite_float)
+    return wire.check_report(info)
+
+
+# ----------------------------------------------------------------------------- arrays
+
+EOCD = struct.Struct('<4s4H2LH')       # end of central directory record
+EOCD_SIG, ZIP64_LOCATOR_SIG = b'PK\x05\x06', b'PK\x06\x07'
+
+
+def check_zip_directory(f, size, max_members, what='the arrays file'):
+    """
+    Refuse a zip before zipfile parses it (which holds its whole central directory in memory):
+    more than `max_members` members, more than 1 KB of directory per member, or a zip64 archive.
+    """
+    if size < EOCD.size:
+        raise Unreadable('%s is not a zip archive' % what)
+    # the same search as zipfile._EndRecData: the record at the very end, else the last signature
+    f.seek(size - EOCD.size)
+    last = f.read(EOCD.size)
+    if last[:4] == EOCD_SIG and last[-2:] == b'\0\0':
+        pos, record = size - EOCD.size, last
+    else:
+        start = max(0, size - EOCD.size - 65535)
+        f.seek(start)
+        tail = f.read(size - start)
+        i = tail.rfind(EOCD_SIG)
+        if i < 0 or len(tail) - i < EOCD.size:
+            raise Unreadable('%s is not a zip archive' % what)
+        pos, record = start + i, tail[i:i + EOCD.size]
+    _, _, _, _, count, cd_size, _, _ = EOCD.unpack(record)
+    if count > max_members or cd_size > max_members * 1024:
+        raise Unreadable('%s holds %d files (%d bytes of directory); at most %d are allowed'
+                         % (what, count, cd_size, max_members))
+    if pos >= 20:
+        f.seek(pos - 20)
+        if f.read(4) == ZIP64_LOCATOR_SIG:
+            raise Unreadable('%s is a zip64 archive (too large)' % what)
+    f.seek(0)
+
+
+def _header(member):
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(member)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(member)
+    raise Unreadable('unsupported .npy version %s' % (version,))
+
+
+def read_npz(f, size, expected=None):
+    """
+    ({key: array}, {key: why it was not read}) from an open .npz of `size` bytes. `expected`:
+    {key: reference shape} of the keys the probe may return (None: any key, generic bound).
+    Raises (Unreadable, zipfile.BadZipFile, ValueError, ...) for anything outside the format.
+    """
+    check_zip_directory(f, size, wire.MAX_ARRAYS)
+    arrays, refused = {}, {}
+    with zipfile.ZipFile(f) as z:
+        infos = z.infolist()
+        if len(infos) > wire.MAX_ARRAYS:
+            raise Unreadable('the arrays file has %d members; at most %d are allowed' % (len(infos), wire.MAX_ARRAYS))
+        for info in infos:
+            if not info.filename.endswith('.npy'):
+                raise Unreadable('unexpected member %r in the arrays file' % info.filename[:100])
+            key = info.filename[:-len('.npy')]
+            if key in arrays or key in refused:
+                raise Unreadable('the arrays file holds %r twice' % key[:100])
+            if expected is not None and key not in expected:
+                raise Unreadable('unexpected array %r (this test returns %s)' % (key[:100], ', '.join(sorted(expected)) or 'no arrays'))
+            if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size or info.flag_bits & 0x1:
+                raise Unreadable('array %r is compressed or encrypted; arrays must be stored (np.savez)' % key[:100])
+            with z.open(info) as member:
+                shape, fortran, dtype = _header(member)
+                if dtype.kind not in wire.NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None \
+                        or dtype.itemsize > wire.MAX_ITEMSIZE:
+                    raise Unreadable('array %r has dtype %s; only numbers are accepted' % (key[:100], dtype))
+                if len(shape) > wire.MAX_NDIM or not all(isinstance(n, int) and n >= 0 for n in shape):
+                    raise Unreadable('array %r has shape %s' % (key[:100], str(shape)[:100]))
+                count = math.prod(shape)
+                nbytes = count * dtype.itemsize
+                if nbytes != info.file_size - member.tell():
+                    raise Unreadable('array %r declares shape %s (%d bytes) but stores %d bytes' % (
+                        key[:100], tuple(shape), nbytes, info.file_size - member.tell()))
+                bound = UNCHECKED_MAX_ELEMENTS if expected is None else element_bound(math.prod(expected[key]))
+                if count > bound:
+                    refused[key] = 'has shape %s (%d values)%s: far too large, not read' % (
+                        tuple(shape), count, '' if expected is None else ', expected %s' % (tuple(expected[key]),))
+                    continue
+                data = member.read(nbytes)
+                if len(data) != nbytes:
+                    raise Unreadable('array %r is truncated' % key[:100])
+                flat = np.frombuffer(data, dtype=dtype, count=count)
+                arrays[key] = np.array(flat.reshape(shape, order='F' if fortran else 'C'), order='C')
+    return arrays, refused
+
+
+# ----------------------------------------------------------------------------- one probe
+
+def read_probe(job_dir, probe_id, expected=None, max_report_bytes=256 * 1024, max_arrays_bytes=64 << 20):
+    """The probe's ProbeResult, or None when it left no report. Never raises."""
+    try:
+        dir_fd = open_out(job_dir)
+    except OSError as e:
+        return ProbeResult('invalid', "the probe's output folder could not be opened: %s" % e.strerror)
+    try:
+        raw = read_bytes(dir_fd, wire.report_name(probe_id), max_report_bytes)
+        if raw is None:
+            return None
+        info = parse_report(raw)
+        arrays, refused = {}, {}
+        f = open_regular(dir_fd, wire.arrays_name(probe_id), max_arrays_bytes)
+        if f is not None:
+            with f:
+                arrays, refused = read_npz(f, os.fstat(f.fileno()).st_size, expected)
+    except Exception as e:  # noqa: BLE001  whatever the child's files do, only this probe is lost
+        return ProbeResult('invalid', "the probe's output could not be read safely: %s: %s"
+                           % (type(e).__name__, str(e)[:300]))
+    finally:
+        os.close(dir_fd)
+    status = info.get('status', 'invalid')
+    message = info.get('message', '')
+    if status not in wire.STATUSES:
+        status, message = 'invalid', 'the probe reported the unknown status %r' % status[:50]
+    return ProbeResult(status, message, arrays, info, float(info.get('seconds', 0.0)), refused)
+
+
+# ----------------------------------------------------------------------------- deadlines
+
+class Deadlines:
+    """
+    The harness's clock over one child's probes, in the order the child must run them
+    ([import, p1, ..., pn]). The probe at `index` runs in a slot that the harness opened when it
+    saw the previous probe end, and that lasts that probe's timeout; so probe i's result exists
+    by launch + the sum of the timeouts up to i at the latest, whatever the child writes.
+
+    A progress line can only move the index forward ("end p" or "start q" closes every slot up
+    to it, at once): a forged "end" closes a slot early (the harness then reads that probe's
+    result, which is final), and no line reopens or restarts a slot.
+    """
+
+    def __init__(self, order, seconds, now):
+        assert len(order) == len(seconds), 'one timeout per probe'
+        self.order, self.seconds = list(order), list(seconds)
+        self.position = {p: i for i, p in enumerate(self.order)}
+        self.index, self.slot_start = 0, now
+
+    @property
+    def current(self):
+        return self.order[self.index] if self.index < len(self.order) else None
+
+    @property
+    def timeout(self):
+        return self.seconds[self.index] if self.index < len(self.order) else 0.0
+
+    def advance(self, lines, now):
+        """The probes whose slots these progress lines close (to be read now, once)."""
+        closed = []
+        for line in lines:
+            if len(line) != 2 or line[1] not in self.position:
+                continue
+            kind, pid = line
+            target = self.position[pid] + (1 if kind == 'end' else 0) if kind in ('start', 'end') else -1
+            if target > self.index:
+                closed += self.order[self.index:target]
+                self.index, self.slot_start = target, now
+        return closed
+
+    def expired(self, now):
+        return self.current is not None and now - self.slot_start > self.timeout

@@ -1,0 +1,152 @@
+"""
+A realistic synthetic Gradescope "Export Submissions" download, built from one source in the
+published format: `assignment_<id>_export/` holding `submission_<id>/` folders and
+`submission_metadata.yml` (Ruby-symbol keys `:submitters:` with `:name:`, `:sid:`, `:email:`;
+`:created_at:`, `:score:`, `:results:`, `:history:`). Every student is invented. The
+submissions come from this checkout: the reference (100), the untouched template (0), a
+syntax error (0), RoPE positions counted from 0 (85), and a zip upload of the reference by a
+group of two (100 each). The awkward cases a real class brings are in too: accented names,
+SIDs as a number, empty or null, and a metadata entry whose folder is missing.
+
+    build(folder)            -> the inner assignment_<id>_export/ folder (written under `folder`)
+    build_zip(path, folder)  -> the .zip as downloaded (its entries under assignment_<id>_export/)
+"""
+
+import io
+import os
+import zipfile
+
+from ag_helpers import REPO  # noqa: F401  (puts the checkout on sys.path)
+from autograder import patching
+
+ASSIGNMENT = 'assignment_4242_export'
+REFERENCE = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
+TEMPLATE = os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.py')
+ROPE_FROM_0 = [('m = torch.arange(1, T + 1, dtype=torch.float64', 'm = torch.arange(0, T, dtype=torch.float64')]
+SYNTAX_ERROR = [('        T = x.shape[-2] + offset\n', '        T = x.shape[-2] + offset +\n')]
+
+# submission -> total it must get; None: listed in the metadata, but the export has no folder
+TOTALS = {'submission_1000001': 100, 'submission_1000002': 0, 'submission_1000003': 0,
+          'submission_1000004': 85, 'submission_1000005': 100, 'submission_1000006': None}
+
+METADATA = '''\
+# Written by Gradescope's Ruby exporter: symbols as keys. Every person here is invented.
+submission_1000001:
+  :submitters:
+  - :name: Alice Example
+    :sid: '900000001'
+    :email: alice.example@example.edu
+  :created_at: 2024-09-30 20:01:12.123456789 -07:00
+  :score: 100.0
+  :results:
+    :score: 100.0
+    :execution_time: 14.2
+    :output: graded mingpt/model.py. Profile cpu.
+    :tests:
+    - :name: model.py imports and exposes the handout interface
+      :score: 0.0
+      :max_score: 0.0
+      :number: '1.1'
+  :history: []
+submission_1000002:
+  :submitters:
+  - :name: Bob Placeholder
+    :sid: 900000002
+    :email: bob.placeholder@example.edu
+  :created_at: 2024-09-30 22:45:00.000000000 -07:00
+  :score: 0.0
+  :results:
+    :score: 0.0
+  :history:
+  - :id: 999000002
+    :created_at: 2024-09-29 10:00:00.000000000 -07:00
+    :score: 0.0
+    :results:
+      :score: 0.0
+submission_1000003:
+  :submitters:
+  - :name: Zoë Ångström-Núñez
+    :sid: ''
+    :email: zoe.angstrom@example.edu
+  :created_at: 2024-10-01 09:30:41.500000000 -07:00
+  :score:
+  :results: {}
+  :history: []
+submission_1000004:
+  :submitters:
+  - :name: Dan Dummy
+    :sid:
+    :email: dan.dummy@example.edu
+  :created_at: 2024-10-01 23:59:59.000000000 -07:00
+  :score: 55.0
+  :history:
+  - :id: 999000004
+    :created_at: 2024-10-01 20:00:00.000000000 -07:00
+    :score: 40.0
+submission_1000005:
+  :submitters:
+  - :name: Erin Fictional
+    :sid: '900000005'
+    :email: erin.fictional@example.edu
+  - :name: Frank Madeup
+    :email: frank.madeup@example.edu
+  :created_at: 2024-09-30 21:15:03.000000000 -07:00
+  :score: 100.0
+  :history: []
+submission_1000006:
+  :submitters:
+  - :name: Gina Nofolder
+    :sid: '900000007'
+    :email: gina.nofolder@example.edu
+  :created_at: 2024-10-02 08:00:00.000000000 -07:00
+  :score: 10.0
+  :history: []
+'''
+
+
+def _read(path):
+    with open(path, encoding='utf-8') as f:
+        return f.read()
+
+
+def files():
+    """{path inside the inner export folder: bytes}: the one source of every form of the export."""
+    reference = _read(REFERENCE)
+    upload = io.BytesIO()
+    with zipfile.ZipFile(upload, 'w') as z:
+        z.writestr('hw1/mingpt/model.py', reference)
+        z.writestr('hw1/notes.txt', 'our notes\n')
+    return {
+        'submission_metadata.yml': METADATA.encode('utf-8'),
+        'submission_1000001/model.py': reference.encode(),
+        'submission_1000002/model.py': _read(TEMPLATE).encode(),
+        'submission_1000003/model.py': patching.apply(reference, SYNTAX_ERROR, 'syntax error').encode(),
+        'submission_1000004/mingpt/model.py': patching.apply(reference, ROPE_FROM_0, 'RoPE from 0').encode(),
+        'submission_1000005/hw1_submission.zip': upload.getvalue(),
+    }
+
+
+def build(folder, metadata=True, missing_entry=True):
+    """Write the export under `folder`; returns the inner assignment_<id>_export/ folder."""
+    inner = os.path.join(str(folder), ASSIGNMENT)
+    for rel, data in files().items():
+        if rel == 'submission_metadata.yml':
+            if not metadata:
+                continue
+            if not missing_entry:
+                data = data.decode().split('submission_1000006:')[0].encode()
+        path = os.path.join(inner, *rel.split('/'))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'wb') as f:
+            f.write(data)
+    return inner
+
+
+def build_zip(path, missing_entry=True):
+    """The download: a zip whose entries sit under assignment_<id>_export/."""
+    with zipfile.ZipFile(str(path), 'w', zipfile.ZIP_DEFLATED) as z:
+        for rel, data in sorted(files().items()):
+            if rel == 'submission_metadata.yml' and not missing_entry:
+                data = data.decode().split('submission_1000006:')[0].encode()
+            z.writestr(ASSIGNMENT + '/' + rel, data)
+    return str(path)

@@ -1,0 +1,401 @@
+"""
+Fast tests of what the harness refuses to trust, without running student code: the reading of
+probe outputs (autograder/readback.py), the harness's own deadlines, the report schema and caps
+(child/wire.py), the judges' shape guard, and the checks of an upload and of its source
+(autograder/submission.py). tests/corpora/test_hostile.py runs the same attacks end to end.
+"""
+
+import io
+import json
+import os
+import stat
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+
+from ag_helpers import REPO
+from autograder import readback, submission
+from autograder.checks import guard_shapes, judge
+from autograder.child import wire
+from autograder.readback import Deadlines, ProbeResult
+
+REFERENCE_MODEL = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
+SPEC = {'a': (2, 3), 'b/logits': (4,)}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def out_dir(tmp_path):
+    job = tmp_path / 'job'
+    (job / 'out').mkdir(parents=True)
+    return str(job), str(job / 'out')
+
+
+def npy_bytes(array):
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.asarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_npz(path, members, compression=zipfile.ZIP_STORED):
+    """members: {name: bytes} written as they are (the child can write any zip)."""
+    with zipfile.ZipFile(path, 'w', compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def write_probe(out, pid='p', report=None, raw_report=None):
+    with open(os.path.join(out, pid + '.json'), 'w') as f:
+        f.write(raw_report if raw_report is not None else json.dumps(report or {'status': 'ok', 'seconds': 0.5}))
+
+
+def read(job, pid='p', spec=SPEC):
+    return readback.read_probe(job, pid, spec)
+
+
+# ----------------------------------------------------------------------------- reading files
+
+def test_honest_outputs_are_read(tmp_path):
+    job, out = out_dir(tmp_path)
+    write_probe(out)
+    with open(os.path.join(out, 'p.npz'), 'wb') as f:
+        np.savez(f, a=np.arange(6, dtype=np.float32).reshape(2, 3), **{'b/logits': np.ones(4)})
+    r = read(job)
+    assert r.status == 'ok' and r.seconds == 0.5 and r.refused == {}
+    assert r.arrays['a'].tolist() == [[0, 1, 2], [3, 4, 5]] and r.arrays['b/logits'].dtype == np.float64
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    job, out = out_dir(tmp_path)
+    os.mkfifo(os.path.join(out, 'p.json'))
+    os.mkfifo(os.path.join(out, wire.PROGRESS_FILE))
+    r = read(job)
+    assert r.status == 'invalid' and 'not a regular file' in r.message
+    assert readback.read_progress(job) == []
+    os.unlink(os.path.join(out, 'p.json'))
+    write_probe(out)
+    os.mkfifo(os.path.join(out, 'p.npz'))
+    assert 'p.npz is not a regular file' in read(job).message
+
+
+def test_a_link_is_not_followed(tmp_path):
+    job, out = out_dir(tmp_path)
+    secret = tmp_path / 'secret.json'
+    secret.write_text('{"status": "ok"}')
+    os.symlink(str(secret), os.path.join(out, 'p.json'))
+    r = read(job)
+    assert r.status == 'invalid' and 'link' in r.message
+
+
+def test_stale_outputs_and_special_files_are_cleared(tmp_path):
+    job, out = out_dir(tmp_path)
+    os.mkfifo(os.path.join(out, 'p.json'))
+    os.mkdir(os.path.join(out, 'p.npz'))
+    write_probe(out, 'q')
+    readback.clear_outputs(job, ['p'])
+    assert sorted(n for n in os.listdir(out) if not n.startswith('.junk')) == ['q.json']
+
+
+# ----------------------------------------------------------------------------- arrays
+
+@pytest.mark.parametrize('make, words', [
+    (lambda p: write_npz(p, {'a.npy': npy_bytes(np.zeros((2, 3)))}, zipfile.ZIP_DEFLATED), 'arrays must be stored'),
+    (lambda p: write_npz(p, {'c.npy': npy_bytes(np.zeros(3))}), "unexpected array 'c'"),
+    (lambda p: write_npz(p, {'a.txt': b'hello'}), "unexpected member 'a.txt'"),
+    (lambda p: write_npz(p, {'a.npy': npy_bytes(np.array([['x', 'y', 'z']] * 2))}), 'only numbers'),
+    (lambda p: write_npz(p, {'a.npy': npy_bytes(np.zeros((2, 3), complex))}), 'only numbers'),
+    (lambda p: write_npz(p, {'a.npy': npy_bytes(np.zeros((2, 3)))[:-8]}), 'but stores'),
+    (lambda p: open(p, 'wb').write(b'PK\x03\x04 not a zip at all'), 'not a zip archive'),
+], ids=['deflated', 'unknown-key', 'not-npy', 'strings', 'complex', 'short-data', 'not-a-zip'])
+def test_malformed_arrays_make_the_probe_invalid(tmp_path, make, words):
+    job, out = out_dir(tmp_path)
+    write_probe(out)
+    make(os.path.join(out, 'p.npz'))
+    r = read(job)
+    assert r.status == 'invalid' and words in r.message, r.message
+
+
+def write_bomb(path, mib):
+    """One member that inflates to `mib` MiB of zeros after a valid .npy header, from a tiny file."""
+    header = npy_bytes(np.zeros(0, np.uint8)).replace(b"'shape': (0,)", b"'shape': (%d,)" % (mib << 20))
+    with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as z:
+        with z.open('a.npy', 'w') as m:
+            m.write(header)
+            chunk = bytes(1 << 20)
+            for _ in range(mib):
+                m.write(chunk)
+
+
+def test_a_decompression_bomb_is_never_inflated(tmp_path):
+    job, out = out_dir(tmp_path)
+    write_probe(out)
+    write_bomb(os.path.join(out, 'p.npz'), 64)
+    assert os.path.getsize(os.path.join(out, 'p.npz')) < 1 << 20
+    r = read(job)
+    assert r.status == 'invalid' and 'arrays must be stored' in r.message, r.message
+
+
+def test_a_corrupt_stream_is_invalid_not_an_error(tmp_path):
+    job, out = out_dir(tmp_path)
+    write_probe(out)
+    path = os.path.join(out, 'p.npz')
+    for compression in (zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED):
+        write_npz(path, {'a.npy': npy_bytes(np.arange(6.0).reshape(2, 3))}, compression)
+        blob = bytearray(open(path, 'rb').read())
+        start = 30 + len('a.npy') + (0 if compression == zipfile.ZIP_DEFLATED else 128)
+        blob[start:start + 8] = b'\xff' * 8  # the deflate stream, or the stored data (its CRC no longer matches)
+        open(path, 'wb').write(bytes(blob))
+        r = read(job, spec=None if compression == zipfile.ZIP_DEFLATED else SPEC)
+        assert r.status == 'invalid', r
+
+
+def test_an_npy_header_declaring_8_tib_is_refused(tmp_path):
+    job, out = out_dir(tmp_path)
+    write_probe(out)
+    real = npy_bytes(np.zeros(4))
+    fake = real.replace(b"'shape': (4,)", b"'shape': (1099511627776,)")
+    header_len = struct.unpack('<H', fake[8:10])[0]
+    fake = fake[:8] + struct.pack('<H', header_len) + fake[10:10 + header_len].ljust(header_len) + fake[10 + header_len:]
+    write_npz(os.path.join(out, 'p.npz'), {'b/logits.npy': fake})
+    r = read(job)
+    assert r.status == 'invalid' and 'declares shape (1099511627776,)' in r.message, r.message
+
+
+def test_too_many_members_are_refused_before_parsing(tmp_path):
+    job, out = out_dir(tmp_path)
+    write_probe(out)
+    write_npz(os.path.join(out, 'p.npz'), {'x%d.npy' % i: b'' for i in range(wire.MAX_ARRAYS + 1)})
+    r = read(job, spec=None)
+    assert r.status == 'invalid' and 'at most %d are allowed' % wire.MAX_ARRAYS in r.message
+
+
+def test_an_oversized_array_of_a_known_key_is_not_read_but_named(tmp_path):
+    job, out = out_dir(tmp_path)
+    write_probe(out)
+    with open(os.path.join(out, 'p.npz'), 'wb') as f:
+        np.savez(f, a=np.zeros((2, 3), np.float32), **{'b/logits': np.zeros(100_000, np.int8)})
+    r = read(job)
+    assert r.status == 'ok' and list(r.arrays) == ['a']
+    assert r.refused == {'b/logits': 'has shape (100000,) (100000 values), expected (4,): far too large, not read'}
+
+
+# ----------------------------------------------------------------------------- reports
+
+@pytest.mark.parametrize('raw, words', [
+    ('{"status": "ok", "seconds": 1e400}', 'out of range'),
+    ('{"status": "ok", "seconds": NaN}', 'NaN'),
+    ('{"status": "ok", "seconds": -Infinity}', '-Infinity'),
+    ('{"status": "ok", "seconds": -3}', "field 'seconds'"),
+    ('{"status": "ok", "notes": [%s]}' % ','.join('"n%d"' % i for i in range(50_000)), "field 'notes'"),
+    ('{"status": "ok", "message": "%s"}' % ('m' * (wire.MAX_MESSAGE_CHARS + 1)), "field 'message'"),
+    ('{"status": "ok", "stdout": "%s"}' % ('s' * (wire.MAX_STDOUT_CHARS + 1)), "field 'stdout'"),
+    ('{"status": "ok", "where": [%s]}' % ','.join(['"x"'] * (wire.MAX_WHERE + 1)), "field 'where'"),
+    ('{"status": "ok", "case_errors": {%s}}' % ','.join('"c%d": {}' % i for i in range(wire.MAX_CASE_ERRORS + 1)),
+     "field 'case_errors'"),
+    ('[' * 100_000 + ']' * 100_000, 'RecursionError'),
+    ('{"status": "ok"', 'JSONDecodeError'),
+    ('{"status": "ok", "seconds": %s}' % ('9' * 5000), 'ValueError'),
+], ids=['1e400', 'nan', 'inf', 'negative', '50k-notes', 'message', 'stdout', 'where', 'case-errors', 'nesting',
+        'truncated', 'huge-int'])
+def test_reports_outside_the_schema_are_invalid(tmp_path, raw, words):
+    job, out = out_dir(tmp_path)
+    write_probe(out, raw_report=raw)
+    r = readback.read_probe(job, 'p', SPEC, max_report_bytes=1 << 20)
+    assert r.status == 'invalid' and words in r.message, r.message
+
+
+def test_unknown_report_fields_are_dropped_and_unknown_statuses_refused(tmp_path):
+    job, out = out_dir(tmp_path)
+    write_probe(out, report={'status': 'ok', 'score': 100})
+    assert read(job).info == {'status': 'ok'}
+    write_probe(out, report={'status': 'passed'})
+    r = read(job)
+    assert r.status == 'invalid' and 'unknown status' in r.message
+
+
+def test_the_child_clips_its_own_report_to_the_caps():
+    info = {'status': 'error', 'message': 'm' * 10_000, 'stdout': 's' * 100_000, 'where': ['w' * 1000] * 1000,
+            'notes': ['n%d' % i for i in range(100)], 'seconds': float('inf'),
+            'case_errors': {'c%d' % i: {'status': 'error', 'message': 'x' * 9000, 'where': ['y'] * 500}
+                            for i in range(200)}}
+    clipped = wire.clip_report(info)
+    assert wire.check_report(json.loads(json.dumps(clipped, allow_nan=False))) == clipped
+
+
+# ----------------------------------------------------------------------------- deadlines
+
+ORDER, SECONDS = ['import', 'rope', 'loss-curve', 'window'], [5, 10, 20, 30]
+
+
+def lines(*pairs):
+    return [tuple(p.split(' ')) for p in pairs]
+
+
+def test_honest_progress_opens_one_slot_after_another():
+    d = Deadlines(ORDER, SECONDS, now=0)
+    assert d.advance(lines('start import'), 1) == [] and d.current == 'import'
+    assert d.advance(lines('start import', 'end import', 'start rope'), 2) == ['import']
+    assert (d.current, d.slot_start, d.timeout) == ('rope', 2, 10)
+    assert not d.expired(11.9) and d.expired(12.1)
+
+
+def test_a_forged_end_closes_the_slot_and_never_reopens_it():
+    d = Deadlines(ORDER, SECONDS, now=0)
+    d.advance(lines('start import', 'end import', 'start rope', 'end rope', 'start loss-curve'), 1)
+    assert d.current == 'loss-curve'
+    # the child writes "end loss-curve" at once and keeps training: the harness reads loss-curve now
+    assert d.advance(lines('end loss-curve'), 2) == ['loss-curve']
+    # the real "start/end loss-curve" lines later change nothing, nor a restart of an earlier probe
+    assert d.advance(lines('start loss-curve', 'end loss-curve', 'start rope', 'start import'), 15) == []
+    assert (d.current, d.slot_start) == ('window', 2)
+    assert d.expired(32.5)  # the next slot started when loss-curve's was closed, not when the child said so
+
+
+def test_jumping_ahead_closes_every_skipped_slot():
+    d = Deadlines(ORDER, SECONDS, now=0)
+    assert d.advance(lines('start window'), 3) == ['import', 'rope', 'loss-curve']
+    assert d.current == 'window' and d.advance(lines('end window'), 4) == ['window'] and d.current is None
+    assert not d.expired(10 ** 6)
+
+
+def test_garbage_lines_are_ignored():
+    d = Deadlines(ORDER, SECONDS, now=0)
+    assert d.advance([('end',), ('end', 'nope'), ('finish', 'rope'), ('start', 'rope', 'x')], 1) == []
+    assert d.current == 'import' and d.expired(5.1)
+
+
+# ----------------------------------------------------------------------------- the judges' guard
+
+class FakeFixtures:
+    profile = 'cpu'
+
+    def __init__(self, expected):
+        self.expected = expected
+
+    def probe(self, probe_id):
+        return self.expected
+
+    def fingerprint_outputs(self, probe_id):
+        return {}
+
+
+def test_guard_turns_wrong_and_oversized_shapes_into_case_failures():
+    fx = FakeFixtures({'mha/base': np.zeros((2, 3)), 'mha/future': np.zeros((2, 3)), 'gqa/base': np.zeros((2, 3))})
+    result = ProbeResult('ok', arrays={'mha/base': np.zeros((2, 3)), 'mha/future': np.zeros((2, 4)),
+                                       'extra': np.zeros(1000)},
+                         refused={'gqa/base': 'has shape (9999999,) (9999999 values), expected (2, 3): not read'})
+    guarded = guard_shapes('causality', result, fx)
+    assert list(guarded.arrays) == ['mha/base']
+    errors = guarded.info['case_errors']
+    assert errors['mha']['message'] == 'mha/future has shape (2, 4), expected (2, 3)'
+    assert errors['gqa']['status'] == 'shape' and 'expected (2, 3)' in errors['gqa']['message']
+    assert 'far larger than any output' in errors['extra']['message']
+
+
+def test_judging_a_huge_generate_output_is_fast():
+    """top-k over millions of positions used to loop in Python: the guard keeps it from the judge."""
+    import time
+    from autograder import GRADING_YAML, config, fixtures
+    grading = config.load(GRADING_YAML)
+    fx = fixtures.load(grading, 'cpu', check=False)
+    n = 5_000_000
+    result = ProbeResult('ok', arrays={'greedy': np.zeros((2, n + 1), np.int64),
+                                       'top_k=5/tokens': np.zeros((2, n + 1), np.int8),
+                                       'top_k=5/logits': np.zeros((2, n, 1), np.float16)})
+    started = time.time()
+    verdict = judge(grading.test('generate'), result, fx, grading)
+    assert time.time() - started < 2
+    assert verdict.fraction == 0 and 'shape (2, 5000001), expected (2, 17)' in '\n'.join(verdict.lines)
+
+
+# ----------------------------------------------------------------------------- uploads
+
+def write(path, text='x = 1\n', mode='w'):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, mode) as f:
+        f.write(text)
+    return path
+
+
+def locate(tmp_path, target=None):
+    return submission.locate(target or str(tmp_path / 'up'), str(tmp_path / 'scratch'))
+
+
+def test_a_symlink_to_the_reference_is_refused(tmp_path):
+    os.makedirs(str(tmp_path / 'up' / 'mingpt'))
+    os.symlink(REFERENCE_MODEL, str(tmp_path / 'up' / 'mingpt' / 'model.py'))
+    got = locate(tmp_path)
+    assert got.path is None and got.problem == 'mingpt/model.py is a symbolic link; upload the file itself, not a link to it'
+
+
+def test_a_hard_link_a_fifo_and_a_linked_folder_are_refused(tmp_path):
+    other = write(str(tmp_path / 'elsewhere.py'))
+    os.makedirs(str(tmp_path / 'up'))
+    os.link(other, str(tmp_path / 'up' / 'model.py'))
+    assert 'is a hard link' in locate(tmp_path).problem
+    os.unlink(str(tmp_path / 'up' / 'model.py'))
+    os.mkfifo(str(tmp_path / 'up' / 'model.py'))
+    assert 'is not a regular file' in locate(tmp_path).problem
+    os.unlink(str(tmp_path / 'up' / 'model.py'))
+    os.symlink(os.path.dirname(REFERENCE_MODEL), str(tmp_path / 'up' / 'mingpt'))
+    assert 'mingpt is a symbolic link to a folder' in locate(tmp_path).problem
+    os.symlink(REFERENCE_MODEL, str(tmp_path / 'link.py'))
+    assert 'is a symbolic link' in locate(tmp_path, str(tmp_path / 'link.py')).problem
+
+
+def test_zip_members_that_are_links_or_too_large_are_refused(tmp_path):
+    z = str(tmp_path / 'up' / 'hw1.zip')
+    os.makedirs(os.path.dirname(z))
+    with zipfile.ZipFile(z, 'w') as f:
+        info = zipfile.ZipInfo('mingpt/model.py')
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        f.writestr(info, REFERENCE_MODEL)
+    assert 'mingpt/model.py is a symbolic link inside the zip' in locate(tmp_path).problem
+    with zipfile.ZipFile(z, 'w', zipfile.ZIP_DEFLATED) as f:
+        f.writestr('mingpt/model.py', '#' * (submission.MAX_MODEL_BYTES + 1))
+    assert 'more than the %d a model.py may have' % submission.MAX_MODEL_BYTES in locate(tmp_path).problem
+    with zipfile.ZipFile(z, 'w') as f:
+        f.writestr('/abs/model.py', 'x = 1\n')
+    assert 'no model.py' in locate(tmp_path).problem
+
+
+def test_a_zip_of_20000_model_py_grades_one_and_names_few(tmp_path):
+    z = str(tmp_path / 'hw1.zip')
+    with zipfile.ZipFile(z, 'w') as f:
+        f.writestr('hw1/mingpt/model.py', 'x = 1\n')
+        for i in range(20_000):
+            f.writestr('junk/%d/model.py' % i, '')
+    got = locate(tmp_path, z)
+    assert got.problem is None and open(got.path).read() == 'x = 1\n'
+    assert got.note.endswith(' and 19995 more (not graded)') and len(got.note) < 300
+    assert sum(len(files) for _, _, files in os.walk(str(tmp_path / 'scratch'))) == 1
+
+
+def test_source_is_decoded_as_python_does(tmp_path):
+    p = write(str(tmp_path / 'latin1.py'), '# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\n'.encode('latin-1'), 'wb')
+    assert submission.static_problems(p) == []
+    p = write(str(tmp_path / 'bad.py'), b'# -*- coding: klingon -*-\nx = 1\n', 'wb')
+    assert 'coding line Python does not accept' in submission.static_problems(p)[0]
+    p = write(str(tmp_path / 'nul.py'), b'import torch\n# \0\n', 'wb')
+    assert submission.static_problems(p) == ['model.py contains a NUL byte (at byte 15), which Python source cannot '
+                                             'contain: save it again as plain text']
+
+
+def test_a_10000_term_expression_is_a_clear_refusal(tmp_path):
+    p = write(str(tmp_path / 'deep.py'), 'import torch\nx = ' + '+'.join(['1'] * 10_000) + '\n')
+    (msg,) = submission.static_problems(p)
+    assert msg.startswith('model.py could not be parsed (RecursionError') and 'very long expression' in msg
+
+
+def test_results_json_refuses_nan_and_caps_the_top_level_output(tmp_path):
+    from autograder import results
+    out = results.error_results('boom', 'trace', 1.0)
+    results.validate(out)
+    with pytest.raises(ValueError):
+        results.validate(dict(out, execution_time=float('nan')))
+    path = str(tmp_path / 'results.json')
+    results.write(dict(out, output='x' * 100_000), path)
+    with open(path) as f:
+        assert len(json.load(f)['output']) < results.MAX_TOP_OUTPUT_CHARS + 100

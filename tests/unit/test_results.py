@@ -1,0 +1,108 @@
+"""
+The results object (autograder/results.py): scores keyed by test id through gradescope-utils'
+runner, totals rounded for people, strict JSON (no NaN, outputs truncated, numpy scalars
+printed as numbers), written and read back validated.
+"""
+
+import json
+import math
+
+import pytest
+
+from autograder import GRADING_YAML, config, results
+from autograder.checks import Verdict
+from autograder.results import Results, points
+
+SPECS = config.load(GRADING_YAML).enabled_tests()
+
+
+def _run(fractions, lines=None, limit=results.MAX_OUTPUT_CHARS):
+    return Results.run(SPECS, lambda spec: Verdict(fractions.get(spec.id, 1.0), (lines or {}).get(spec.id, ['ok'])), limit)
+
+
+def test_scores_are_keyed_by_id_and_totals_add_up():
+    out = _run({'rope': 0.5, 'gqa': 0.0})
+    assert list(out.tests) == [s.id for s in SPECS]
+    weights = {s.id: s.weight for s in SPECS}
+    assert out['rope'].score == 0.5 * weights['rope'] and out['rope'].status == 'failed'
+    assert out['gqa'].score == 0 and out['gqa'].lost and not out['mha-rope'].lost
+    # the required tests sum to 100; the optional parts are extra credit on top (results.add_points)
+    assert out.possible == sum(weights.values()) == 100 + sum(s.weight for s in SPECS if s.optional_part)
+    assert out.total == out.possible - 0.5 * weights['rope'] - weights['gqa']
+    assert out['rope'].number == '2.1' and not out.is_error
+
+
+def test_json_round_trip_keeps_ids_scores_and_outputs(tmp_path):
+    out = _run({'rope': 1 / 3}, {'rope': ['expected 1, observed 2']})
+    out.output, out.extra_data = 'graded model.py.', {'profile': 'cpu'}
+    path = tmp_path / 'results.json'
+    out.write(str(path))
+    data = json.loads(path.read_text())
+    assert data['score'] == round(out.total, 2) and isinstance(data['execution_time'], float)
+    assert [t['extra_data']['id'] for t in data['tests']] == list(out.tests)
+    back = results.load(str(path))
+    assert list(back.tests) == list(out.tests) and back.total == out.total and back.possible == out.possible
+    assert back['rope'].output.startswith('expected 1, observed 2') and back.extra_data['profile'] == 'cpu'
+    # results.json written before ids were stored: keyed through the numbers of grading.yaml
+    for t in data['tests']:
+        del t['extra_data']
+    old = Results.from_json(data, {str(s.number): s.id for s in SPECS})
+    assert list(old.tests) == list(out.tests)
+
+
+def test_totals_and_messages_are_shown_as_people_expect():
+    assert points(67.4999) == '67.5' and points(10.0) == '10' and points(2 / 3 * 5) == '3.33'
+    out = _run({}, {'rope': ['observed np.int64(0) of np.float32(1.5) cases; shape (np.int64(2),)']})
+    text = out.to_json()['tests'][1]['output']
+    assert 'np.' not in text and 'observed 0 of 1.5 cases; shape (2,)' in text
+
+
+def test_outputs_are_truncated_per_test_and_at_the_top():
+    out = _run({}, {'rope': ['x' * 5000]}, limit=1000)
+    out.output = 'y' * 5000
+    data = out.to_json()
+    assert len(data['tests'][1]['output']) < 1100 and 'output truncated: 4000 more characters' in data['tests'][1]['output']
+    assert len(data['output']) < 1100 and 'truncated' in data['output']
+
+
+def test_a_judge_bug_costs_one_test_and_tells_staff():
+    def judge(spec):
+        if spec.id == 'gqa':
+            raise KeyError('boom')
+        return Verdict(1.0, ['ok'])
+    out = Results.run(SPECS, judge)
+    assert out['gqa'].score == 0 and 'not your fault' in out['gqa'].output and 'KeyError' in out['gqa'].output
+    assert 'boom' not in out['gqa'].output and "KeyError: 'boom'" in out.extra_data['judge_errors']['gqa']
+    assert out['rope'].score == out['rope'].max_score
+
+
+def test_error_results_are_valid_and_hide_the_traceback():
+    out = Results.error('Grading could not run: boom', 'Traceback ...\nValueError: boom', 1.5, reason='boom')
+    data = out.to_json()
+    visible, staff = data['tests']
+    assert (visible['name'], visible['score'], visible['visibility']) == ('Autograder error', 0.0, 'visible')
+    assert staff['visibility'] == 'hidden' and 'Traceback' in staff['output']
+    assert out.is_error and data['score'] == 0 and out.extra_data['grader_error'] == 'boom'
+    assert Results.from_json(data).is_error
+
+
+@pytest.mark.parametrize('bad', [
+    {'execution_time': '3.2', 'tests': []},
+    {'execution_time': math.nan, 'tests': []},
+    {'execution_time': 1, 'score': math.inf, 'tests': []},
+    {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1}]},
+    {'execution_time': 1, 'tests': [{'name': 'a', 'score': '1', 'max_score': 1, 'status': 'passed'}]},
+    {'execution_time': 1, 'tests': [{'name': 'a', 'score': math.nan, 'max_score': 1, 'status': 'passed'}]},
+    {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'ok'}]},
+    {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'visibility': 'x'}]},
+    {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'output': 'x' * 60000}]},
+    {'execution_time': 1, 'output': 'x' * 60000, 'tests': []},
+    ['not', 'an', 'object'],
+])
+def test_validate_refuses(bad, tmp_path):
+    with pytest.raises(ValueError):
+        results.validate(bad)
+    path = tmp_path / 'results.json'
+    path.write_text(json.dumps(bad))
+    with pytest.raises(ValueError):
+        results.load(str(path))

@@ -1,0 +1,91 @@
+"""
+Small pure pieces of issue 9/12, checked in seconds: the one helper that patches the
+reference by anchor, test 1.1's interface check, the static check's treatment of guarded
+optional imports, and the command line's answers to a wrong command or an empty corpus.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from autograder import REPO_ROOT, fingerprints, interface, patching, submission
+from autograder.__main__ import main as cli
+
+
+def test_patching_needs_each_anchor_exactly_as_often_as_said():
+    assert patching.apply('a b a', [('b', 'c'), ('a', 'x', 2)]) == 'x c x'
+    with pytest.raises(patching.PatchError, match="expected 1 occurrence.*'a'.*found 2"):
+        patching.apply('a b a', [('a', 'x')], 'demo')
+    with pytest.raises(patching.PatchError, match="found 0"):
+        patching.patched_reference([('no such anchor in the reference', '')])
+
+
+def test_every_fingerprint_patches_the_reference_through_the_helper():
+    source = patching.reference_source()
+    for fp in fingerprints.FINGERPRINTS:
+        assert fingerprints.apply(fp, source) != source, fp.id
+    assert fingerprints.PatchError is patching.PatchError
+
+
+def test_interface_check_names_what_is_missing():
+    assert interface.missing(patching.reference_source()) == []
+    assert interface.missing('') == list(interface.INTERFACE)
+    source = patching.patched_reference([('    def generate(self, idx', '    def generate_text(self, idx')])
+    assert interface.missing(source) == ['GPT.generate']
+    aliased = 'from torch import nn\nclass Base(nn.Module):\n    def forward(self, x):\n        return x\n' \
+              'class RotaryPositionalEmbeddings(Base):\n    def _build_cache(self, x):\n        pass\n' \
+              'class CausalSelfAttention(Base):\n    pass\nGroupedQueryAttention = CausalSelfAttention\n' \
+              'class Block(Base):\n    pass\nclass GPT(Base):\n    forward = Base.forward\n    generate = forward\n'
+    assert interface.missing(aliased) == []
+    assert interface.missing('class GPT(torch.nn.Module):\n    pass\n')[:1] == ['RotaryPositionalEmbeddings']
+    assert 'GPT.forward' in interface.missing('class GPT(torch.nn.Module):\n    pass\n')
+
+
+def _static(tmp_path, source):
+    path = tmp_path / 'model.py'
+    path.write_text(source)
+    return submission.static_problems(str(path))
+
+
+@pytest.mark.parametrize('guard', ['except ImportError:', 'except ModuleNotFoundError:', 'except (ImportError, OSError):',
+                                   'except Exception:', 'except:'])
+def test_a_guarded_optional_import_is_allowed(tmp_path, guard):
+    assert _static(tmp_path, 'try:\n    import wandb\n    from tqdm import tqdm\n%s\n    wandb = None\n' % guard) == []
+
+
+def test_unguarded_or_denied_imports_are_still_refused(tmp_path):
+    assert "imports 'wandb', which the autograder does not provide" in _static(tmp_path, 'import wandb\n')[0]
+    assert "does not provide" in _static(tmp_path, 'try:\n    import wandb\nexcept ValueError:\n    pass\n')[0]
+    assert "imports 'wandb'" in _static(tmp_path, 'try:\n    pass\nexcept ImportError:\n    import wandb\n')[0]
+    assert "imports 'socket', which the autograder does not allow" in \
+        _static(tmp_path, 'try:\n    import socket\nexcept ImportError:\n    socket = None\n')[0]
+
+
+def test_unknown_command_is_named(capsys):
+    assert cli(['evalute']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autograder: unknown command 'evalute'; did you mean 'evaluate'?") and 'grade PATH' in err
+    assert cli([]) == 2 and 'no command given' in capsys.readouterr().err
+    assert cli(['--help']) == 0 and 'grade PATH' in capsys.readouterr().out
+
+
+def test_evaluate_without_a_corpus_fails_clearly(tmp_path):
+    proc = subprocess.run([sys.executable, '-m', 'autograder', 'evaluate', str(tmp_path / 'nonexistent')], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and 'MET' not in proc.stdout
+    assert proc.stderr.strip().splitlines() == ['evaluate: no submission in %s: expected %s/correct/<name>/ and '
+                                                '%s/buggy/<name>/, each with a model.py and an expected.yaml'
+                                                % ((tmp_path / 'nonexistent',) * 3)]
+
+
+def test_regenerate_on_cuda_without_a_gpu_says_so_at_once():
+    from autograder.staff import regenerate
+    if regenerate.cuda_problem() is None:
+        pytest.skip('this machine has a CUDA GPU')
+    proc = subprocess.run([sys.executable, '-m', 'autograder', 'regenerate', '--device', 'cuda'], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == ''
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('regenerate: --device cuda needs a CUDA GPU: ') \
+        and lines[0].endswith('nothing was changed'), proc.stderr

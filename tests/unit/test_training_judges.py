@@ -1,0 +1,258 @@
+"""
+The judges of the training path (checks/training.py: gradients, loss-curve) and of the
+block-16 -> block-256 workflow (checks/workflow.py), on synthetic probe results: no sandbox,
+no torch, no fixtures on disk.
+"""
+
+import numpy as np
+import pytest
+
+from autograder import GRADING_YAML, config
+from autograder.checks import training, workflow
+from autograder.fixtures import Fixtures
+from autograder.sandbox import ProbeResult
+
+GRADING = config.load(GRADING_YAML)
+PARAMS = ('transformer.h.0.attn.q_proj.weight', 'transformer.h.0.attn.k_proj.weight',
+          'transformer.h.0.attn.k_proj.bias', 'transformer.h.0.attn.v_proj.weight', 'lm_head.weight')
+
+
+def fixtures(expected):
+    return Fixtures('cpu', expected, {}, {})
+
+
+# ----------------------------------------------------------------------------- gradients
+
+def gradient_fixtures():
+    rng = np.random.default_rng(0)
+    exp = {}
+    for label in ('rope', 'gqa'):
+        for p in PARAMS:
+            exp['gradients/%s/%s' % (label, p)] = (0.05 * rng.standard_normal((4, 3))).astype(np.float32)
+    exp['gradients/rope-module/modules'] = np.array(1)
+    return exp
+
+
+def observed(exp):
+    return {k[len('gradients/'):]: v.copy() for k, v in exp.items()}
+
+
+def judge_gradients(arrays, errors=None):
+    exp = gradient_fixtures()
+    info = {'case_errors': errors} if errors else {}
+    return training.judge_gradients(GRADING.test('gradients'), ProbeResult('ok', arrays=arrays, info=info),
+                                    fixtures(exp), GRADING)
+
+
+def test_gradients_of_the_reference_pass():
+    v = judge_gradients(observed(gradient_fixtures()))
+    assert v.fraction == 1.0, v.lines
+    assert '3 of 3' in v.lines[0]
+
+
+def test_float_noise_in_gradients_passes():
+    arrays = observed(gradient_fixtures())
+    for k in arrays:
+        if arrays[k].dtype.kind == 'f':
+            arrays[k] = arrays[k] + np.float32(2e-6)   # what SDPA/einsum styles differ by
+    assert judge_gradients(arrays).fraction == 1.0
+
+
+def test_missing_gradient_names_the_parameter_and_the_cause():
+    arrays = observed(gradient_fixtures())
+    del arrays['gqa/transformer.h.0.attn.k_proj.weight']
+    v = judge_gradients(arrays)
+    assert v.fraction == pytest.approx(2 / 3)
+    text = '\n'.join(v.lines)
+    assert 'transformer.h.0.attn.k_proj.weight gets no gradient' in text
+    assert 'is k detached, computed under torch.no_grad()' in text
+    assert 'ok   rope' in text
+
+
+def test_an_all_zero_gradient_counts_as_none():
+    """A fused layer used through .data for its K/V rows: the gradient exists, its K/V part is zero."""
+    arrays = observed(gradient_fixtures())
+    arrays['rope/transformer.h.0.attn.v_proj.weight'][:] = 0
+    v = judge_gradients(arrays)
+    assert v.fraction < 1.0
+    assert 'transformer.h.0.attn.v_proj.weight gets no gradient' in '\n'.join(v.lines)
+
+
+def test_wrong_gradient_names_the_parameter_with_expected_and_observed():
+    arrays = observed(gradient_fixtures())
+    arrays['rope/transformer.h.0.attn.q_proj.weight'] *= 0.5
+    v = judge_gradients(arrays)
+    text = '\n'.join(v.lines)
+    assert v.fraction < 1.0
+    assert 'transformer.h.0.attn.q_proj.weight has a wrong gradient' in text and 'expected' in text
+
+
+def test_a_case_error_fails_that_case_only():
+    arrays = {k: v for k, v in observed(gradient_fixtures()).items() if not k.startswith('gqa/')}
+    v = judge_gradients(arrays, errors={'gqa': {'status': 'error', 'message': 'RuntimeError: boom'}})
+    assert v.fraction == pytest.approx(2 / 3)
+    assert 'boom' in '\n'.join(v.lines)
+
+
+def test_rope_parameters_and_persistent_state_fail_with_their_names():
+    arrays = observed(gradient_fixtures())
+    arrays['rope-gqa/rope/param/transformer.h.0.attn.query_rotary_pe.cos_cached'] = np.array(128)
+    v = judge_gradients(arrays)
+    assert v.fraction == pytest.approx(2 / 3)
+    assert 'trainable parameters: transformer.h.0.attn.query_rotary_pe.cos_cached' in '\n'.join(v.lines)
+
+    arrays = observed(gradient_fixtures())
+    arrays['rope-module/state/RotaryPositionalEmbeddings(8).sin_cached'] = np.array(64)
+    v = judge_gradients(arrays)
+    assert v.fraction == pytest.approx(2 / 3)
+    assert 'persistent=False' in '\n'.join(v.lines)
+
+
+def test_rope_module_that_could_not_be_inspected_fails():
+    arrays = observed(gradient_fixtures())
+    del arrays['rope-module/modules']
+    assert judge_gradients(arrays).fraction < 1.0
+
+
+# ----------------------------------------------------------------------------- loss curve
+
+LC = GRADING.profiles['cpu']['loss_curve']
+N, T, V = 6, LC['block_size'], 11
+
+
+def targets():
+    return np.random.default_rng(1).integers(0, V, (N, T))
+
+
+def logits_with_loss(loss, seed=0):
+    """Logits (N, T, V) whose cross-entropy against targets() is exactly `loss` nats."""
+    # the target gets probability p, the other V - 1 classes share 1 - p evenly
+    p = np.exp(-loss)
+    x = np.full((N, T, V), np.log((1 - p) / (V - 1)))
+    np.put_along_axis(x, targets()[..., None], np.log(p), axis=-1)
+    return (x + np.random.default_rng(seed).standard_normal((N, T, 1))).astype(np.float32)  # a shift per row changes nothing
+
+
+@pytest.fixture
+def loss_fixtures(monkeypatch):
+    monkeypatch.setattr(training, 'heldout_targets', lambda profile, grading: targets())
+    exp = {'loss-curve/seed%d' % seed: np.linspace(4.0, 2.5, LC['iters']) for seed in LC['reference_seeds']}
+    # the yardstick: the reference trained at the student's seed from the same initial weights
+    exp['loss-curve/seed%d/heldout_logits' % LC['student_seed']] = logits_with_loss(2.01, 3)
+    return fixtures(exp)
+
+
+def judge_loss(fx, loss=None, curve=None, logits=None, errors=None):
+    key = 'seed%d' % LC['student_seed']
+    arrays = {key: np.linspace(4.0, 2.5, LC['iters']) if curve is None else curve}
+    if logits is not None or loss is not None:
+        arrays[key + '/heldout_logits'] = logits if logits is not None else logits_with_loss(loss, 9)
+    info = {'case_errors': errors} if errors else {}
+    return training.judge_loss_curve(GRADING.test('loss-curve'), ProbeResult('ok', arrays=arrays, info=info), fx, GRADING)
+
+
+def test_cross_entropy_in_numpy():
+    assert training.cross_entropy(logits_with_loss(1.7), targets()) == pytest.approx(1.7, abs=1e-5)
+    uniform = np.zeros((2, 3, 4), dtype=np.float32)
+    assert training.cross_entropy(uniform, np.zeros((2, 3), dtype=np.int64)) == pytest.approx(np.log(4))
+
+
+def test_heldout_loss_inside_the_band_passes(loss_fixtures):
+    atol = GRADING.test('loss-curve').tolerance.atol
+    for loss in (2.01, 2.01 + 0.9 * atol, 2.01 - 0.9 * atol):
+        v = judge_loss(loss_fixtures, loss=loss)
+        assert v.fraction == 1.0, v.lines
+    assert 'held-out loss %.3f' % (2.01 - 0.9 * atol) in v.summary and 'not graded' in v.summary
+
+
+def test_no_reference_logits_at_the_student_seed_asks_to_regenerate(loss_fixtures):
+    del loss_fixtures.expected['loss-curve/seed%d/heldout_logits' % LC['student_seed']]
+    assert 'regenerate' in judge_loss(loss_fixtures, loss=2.01).lines[0]
+
+
+def test_heldout_loss_decides_not_the_reported_curve(loss_fixtures):
+    """A forged curve (the student's loss scaled down) does not help a model that learns worse."""
+    atol = GRADING.test('loss-curve').tolerance.atol
+    forged = np.full(LC['iters'], 2.01)
+    v = judge_loss(loss_fixtures, loss=2.01 + atol + 0.01, curve=forged)
+    assert v.fraction == 0.0 and 'above the reference band' in v.lines[0]
+    # and a curve that looks bad does not cost a model that is good
+    assert judge_loss(loss_fixtures, loss=2.01, curve=np.full(LC['iters'], 9.0)).fraction == 1.0
+
+
+def test_heldout_loss_below_the_band_fails(loss_fixtures):
+    atol = GRADING.test('loss-curve').tolerance.atol
+    v = judge_loss(loss_fixtures, loss=2.01 - atol - 0.01)
+    assert v.fraction == 0.0 and 'below the reference band' in v.lines[0]
+
+
+def test_missing_wrong_shape_or_nonfinite_heldout_logits_fail(loss_fixtures):
+    assert 'shape None' in judge_loss(loss_fixtures).lines[0]
+    assert judge_loss(loss_fixtures, logits=np.zeros((N, T, V + 1), dtype=np.float32)).fraction == 0.0
+    bad = logits_with_loss(2.01)
+    bad[0, 0, 0] = np.nan
+    assert 'not finite' in judge_loss(loss_fixtures, logits=bad).lines[0]
+
+
+def test_training_error_fails_with_its_message(loss_fixtures):
+    v = judge_loss(loss_fixtures, errors={'seed%d' % LC['student_seed']: {'status': 'error', 'message': 'boom'}})
+    assert v.fraction == 0.0 and 'boom' in v.lines[0]
+
+
+# ----------------------------------------------------------------------------- load_pretrained
+
+def workflow_fixtures():
+    rng = np.random.default_rng(2)
+    return {'load-pretrained/%s/logits' % label: rng.standard_normal((1, 256, 7)).astype(np.float32)
+            for label in ('rope', 'gqa', 'rope-gqa')}
+
+
+def judge_workflow(arrays, errors=None):
+    info = {'case_errors': errors} if errors else {}
+    return workflow.judge_load_pretrained(GRADING.test('load-pretrained'), ProbeResult('ok', arrays=arrays, info=info),
+                                          fixtures(workflow_fixtures()), GRADING)
+
+
+def good_workflow():
+    arrays = {k[len('load-pretrained/'):]: v.copy() for k, v in workflow_fixtures().items()}
+    for label in ('rope', 'gqa', 'rope-gqa'):
+        arrays[label + '/stage'] = np.array(3)
+    return arrays
+
+
+def test_workflow_of_the_reference_passes():
+    v = judge_workflow(good_workflow())
+    assert v.fraction == 1.0, v.lines
+
+
+def test_persistent_mask_crash_names_the_buffer():
+    arrays = good_workflow()
+    del arrays['rope/logits']
+    arrays['rope/stage'] = np.array(1)
+    arrays['rope/saved/transformer.h.0.attn.bias'] = np.array([1, 1, 16, 16])
+    v = judge_workflow(arrays, errors={'rope': {'status': 'error', 'message': 'ValueError: checkpoint tensor '
+                                                'transformer.h.0.attn.bias has shape (1, 1, 16, 16)'}})
+    text = '\n'.join(v.lines)
+    assert v.fraction == pytest.approx(2 / 3)
+    assert 'GPT.load_pretrained(folder) into a block-256 model' in text
+    assert 'transformer.h.0.attn.bias (1, 1, 16, 16)' in text and 'persistent=False' in text
+
+
+def test_crash_at_T256_points_at_the_rope_cache():
+    arrays = good_workflow()
+    del arrays['rope-gqa/logits']
+    arrays['rope-gqa/stage'] = np.array(2)
+    v = judge_workflow(arrays, errors={'rope-gqa': {'status': 'error', 'message': 'RuntimeError: size mismatch'}})
+    text = '\n'.join(v.lines)
+    assert 'the forward at T=256 after load_pretrained' in text and 'RoPE cos/sin cache' in text
+
+
+def test_wrong_values_say_whether_the_early_positions_match():
+    arrays = good_workflow()
+    arrays['rope/logits'][:, 16:] += 1.0          # a cache never extended past 16, say
+    arrays['gqa/logits'][:, :] += 1.0             # wpe rows not copied: every position moves
+    v = judge_workflow(arrays)
+    text = '\n'.join(v.lines)
+    assert v.fraction == pytest.approx(1 / 3)
+    assert 'positions < 16 match, later ones do not' in text
+    assert 'even positions < 16 differ' in text
