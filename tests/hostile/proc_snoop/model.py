@@ -273,10 +273,21 @@ class CausalSelfAttention(_AttentionBase):
             self.key_rotary_pe = RotaryPositionalEmbeddings(head_dim)    # Do NOT rename
             # END SOLUTION
 
+    # BEGIN OPTIONAL kv_cache
     def forward(self, x, kv_cache=None):
+    # END OPTIONAL
+    # BEGIN OPTIONAL !kv_cache
+    # BEGIN PROMPT
+    # def forward(self, x):
+    # END PROMPT
+    # END OPTIONAL
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         hs = C // self.n_head
-        past = 0 if kv_cache is None else kv_cache.length
+        past = 0  # position of x's first token before the first one (RoPE offset)
+        # BEGIN OPTIONAL kv_cache
+        if kv_cache is not None:
+            past = kv_cache.length  # tokens already in the cache
+        # END OPTIONAL
         with AttentionMemory(x.device) as mem:
             # calculate query, key, values for all heads in batch and move head forward to be the batch dim
             q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
@@ -292,8 +303,10 @@ class CausalSelfAttention(_AttentionBase):
                 q = self.query_rotary_pe(q, offset=past)
                 k = self.key_rotary_pe(k, offset=past)
                 # END SOLUTION
+            # BEGIN OPTIONAL kv_cache
             if kv_cache is not None:
                 k, v = kv_cache.append(k, v)  # (B, nh, past+T, hs)
+            # END OPTIONAL
             # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
             y = self._attend(q, k, v, q_start=past)  # (B, nh, T, hs)
             y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
@@ -338,12 +351,27 @@ class GroupedQueryAttention(_AttentionBase):
             self.key_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)    # Do NOT rename
         # END SOLUTION
 
+    # BEGIN OPTIONAL kv_cache
     def forward(self, x, kv_cache=None):
+    # END OPTIONAL
+    # BEGIN OPTIONAL !kv_cache
+    # BEGIN PROMPT
+    # def forward(self, x):
+    # END PROMPT
+    # END OPTIONAL
         # BEGIN PROMPT
         # # TODO (handout 5, GQA): grouped scaled dot-product attention with a causal mask,
         # # following CausalSelfAttention.forward: the whole computation inside AttentionMemory
-        # # (it measures the memory), RoPE on q and k when self.rope (offset=past), kv_cache
-        # # handled as there. Return (y, memory in bytes).
+        # # (it measures the memory), RoPE on q and k when self.rope (offset=past).
+        # END PROMPT
+        # BEGIN OPTIONAL kv_cache
+        # BEGIN PROMPT
+        # # Optional (KV cache): with a kv_cache, append k and v to it as CausalSelfAttention
+        # # does; the queries then sit at positions past .. past+T-1 of the keys.
+        # END PROMPT
+        # END OPTIONAL
+        # BEGIN PROMPT
+        # # Return (y, memory in bytes).
         # raise NotImplementedError("TODO: implement GroupedQueryAttention.forward (handout section 5, 'Grouped Query Attention')")
         # END PROMPT
         # BEGIN SOLUTION
@@ -369,6 +397,7 @@ class GroupedQueryAttention(_AttentionBase):
         # END SOLUTION
 
 
+# BEGIN OPTIONAL kv_cache
 class KVCache:
     """Keys and values of the tokens seen so far, for one attention layer during generation."""
 
@@ -384,6 +413,7 @@ class KVCache:
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
         return self.k, self.v
+# END OPTIONAL
 
 
 class Block(nn.Module):
@@ -406,11 +436,25 @@ class Block(nn.Module):
         m = self.mlp
         self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))  # MLP forward
 
+    # BEGIN OPTIONAL kv_cache
     def forward(self, x, kv_cache=None):
+    # END OPTIONAL
+    # BEGIN OPTIONAL !kv_cache
+    # BEGIN PROMPT
+    # def forward(self, x):
+    # END PROMPT
+    # END OPTIONAL
         if x.is_cuda:
             torch.cuda.synchronize(x.device)
         start = time.perf_counter()
+        # BEGIN OPTIONAL kv_cache
         attn_out, mem = self.attn(self.ln_1(x)) if kv_cache is None else self.attn(self.ln_1(x), kv_cache=kv_cache)
+        # END OPTIONAL
+        # BEGIN OPTIONAL !kv_cache
+        # BEGIN PROMPT
+        # attn_out, mem = self.attn(self.ln_1(x))
+        # END PROMPT
+        # END OPTIONAL
         if x.is_cuda:
             torch.cuda.synchronize(x.device)
         seconds = time.perf_counter() - start
@@ -579,10 +623,21 @@ class GPT(nn.Module):
         optimizer = torch.optim.AdamW(optim_groups, lr=train_config.learning_rate, betas=train_config.betas)
         return optimizer
 
+    # BEGIN OPTIONAL kv_cache
     def forward(self, idx, targets=None, kv_caches=None):
+    # END OPTIONAL
+    # BEGIN OPTIONAL !kv_cache
+    # BEGIN PROMPT
+    # def forward(self, idx, targets=None):
+    # END PROMPT
+    # END OPTIONAL
         device = idx.device
         b, t = idx.size()
-        past = 0 if kv_caches is None else kv_caches[0].length
+        past = 0  # position of idx's first token before the first one
+        # BEGIN OPTIONAL kv_cache
+        if kv_caches is not None:
+            past = kv_caches[0].length  # tokens already in the caches
+        # END OPTIONAL
         assert past + t <= self.block_size, f"Cannot forward sequence of length {past + t}, block size is only {self.block_size}"
 
         # forward the GPT model itself
@@ -593,7 +648,14 @@ class GPT(nn.Module):
         x = self.transformer.drop(x)
         attn_seconds, attn_mem = [], []
         for i, block in enumerate(self.transformer.h):
+            # BEGIN OPTIONAL kv_cache
             x, seconds, mem = block(x) if kv_caches is None else block(x, kv_cache=kv_caches[i])
+            # END OPTIONAL
+            # BEGIN OPTIONAL !kv_cache
+            # BEGIN PROMPT
+            # x, seconds, mem = block(x)
+            # END PROMPT
+            # END OPTIONAL
             attn_seconds.append(seconds)
             attn_mem.append(mem)
         x = self.transformer.ln_f(x)
@@ -607,20 +669,31 @@ class GPT(nn.Module):
         return logits, loss, sum(attn_seconds) / len(attn_seconds), sum(attn_mem) / len(attn_mem)
 
     @torch.no_grad()
+    # BEGIN OPTIONAL kv_cache
     def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, use_kv_cache=False):
+    # END OPTIONAL
+    # BEGIN OPTIONAL !kv_cache
+    # BEGIN PROMPT
+    # def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None):
+    # END PROMPT
+    # END OPTIONAL
         """
         Take a conditioning sequence of indices idx (LongTensor of shape (b,t)) and complete
         the sequence max_new_tokens times, feeding the predictions back into the model each time.
         Most likely you'll want to make sure to be in model.eval() mode of operation for this.
-        With use_kv_cache=True each step feeds only the new token and reuses the keys and values
-        of earlier ones; once the context outgrows block_size the cache is rebuilt from the
-        cropped context, so the tokens are exactly those of the uncached loop.
         Returns (idx, mean attention seconds per forward).
         """
         attn_times = []
+        # BEGIN OPTIONAL kv_cache
+        # With use_kv_cache=True each step feeds only the new token and reuses the keys and values
+        # of earlier ones; once the context outgrows block_size the cache is rebuilt from the
+        # cropped context, so the tokens are exactly those of the uncached loop.
         caches = None
+        # END OPTIONAL
         for _ in range(max_new_tokens):
+            # if the sequence context is growing too long we must crop it at block_size
             idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
+            # BEGIN OPTIONAL kv_cache
             if not use_kv_cache:
                 logits, _, seconds, _ = self(idx_cond)
             elif caches is None or caches[0].length + 1 > self.block_size or idx.size(1) > self.block_size:
@@ -628,6 +701,13 @@ class GPT(nn.Module):
                 logits, _, seconds, _ = self(idx_cond, kv_caches=caches)
             else:
                 logits, _, seconds, _ = self(idx[:, -1:], kv_caches=caches)
+            # END OPTIONAL
+            # BEGIN OPTIONAL !kv_cache
+            # BEGIN PROMPT
+            # # forward the model to get the logits for the index in the sequence
+            # logits, _, seconds, _ = self(idx_cond)
+            # END PROMPT
+            # END OPTIONAL
             attn_times.append(seconds)
             # pluck the logits at the final step and scale by desired temperature
             logits = logits[:, -1, :] / temperature
