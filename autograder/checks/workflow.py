@@ -5,8 +5,6 @@ GPT.load_pretrained into a block-256 model, and run at T=256. The logits must ma
 reference's; a failure names the stage (loading or the long forward) and its likely cause.
 """
 
-import numpy as np
-
 from autograder.checks import Verdict, case_error_line, compare
 
 # stage reached by the probe (child/probes_training.py): 0 building/saving the short model,
@@ -16,10 +14,10 @@ STAGE_WORDS = {0: 'building, loading fixed weights into or saving the block-%d m
                2: 'the forward at T=%d after load_pretrained'}
 
 
-def _saved_buffers(arrays, label):
-    prefix = label + '/saved/'
-    return ['%s %s' % (k[len(prefix):], tuple(int(x) for x in np.ravel(v))) for k, v in sorted(arrays.items())
-            if k.startswith(prefix)]
+def _saved_buffers(notes, label):
+    """The buffers the child found in model.pt besides the parameters (a note of probes_training.py)."""
+    head = 'load-pretrained %s: model.pt holds buffers besides the parameters: ' % label
+    return [n[len(head):] for n in notes if isinstance(n, str) and n.startswith(head)][:1]
 
 
 def judge_load_pretrained(test, result, fixtures, grading):
@@ -36,7 +34,7 @@ def judge_load_pretrained(test, result, fixtures, grading):
         if label in errors:
             what = STAGE_WORDS.get(stage, STAGE_WORDS[0]) % (short if stage == 0 else long_)
             lines.append('FAIL ' + case_error_line('%s: %s' % (label, what), errors[label]))
-            buffers = _saved_buffers(result.arrays, label)
+            buffers = _saved_buffers(result.info.get('notes', []), label)
             if stage == 1 and buffers:
                 lines.append('     hint: model.pt holds buffers besides the parameters: %s. A buffer registered '
                              'with persistent=True (the default) is saved at block_size %d and does not fit a '

@@ -21,7 +21,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-MAX_READINGS = 64           # readings kept per measured call (a loop of queries must not grow the report)
+from . import wire
+
+MAX_READINGS = wire.MAX_RAGGED_ROWS   # readings kept per measured call (a loop of queries must not grow the report)
 ALLOCATED, PEAK = 0, 1      # kinds of reading: memory_allocated-like, max_memory_allocated-like
 
 _active = []                # the Meter currently measuring (at most one)
