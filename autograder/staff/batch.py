@@ -148,7 +148,8 @@ class Batch:
         specs = self.grading.enabled_tests()
         header = ['name', 'email', 'sid', 'submission', 'created_at', 'status'] + \
                  ['%s %s' % (s.number, s.id) for s in specs] + ['total', 'max', 'gradescope_score', 'note']
-        possible = points(sum(s.weight for s in specs))
+        # the assignment's maximum: extra-credit tests count on top of it (grading.yaml handout.extra_credit)
+        possible = points(sum(s.weight for s in specs if not self.grading.is_extra_credit(s)))
         rows = []
         for sub in sorted(set(self.export.submissions) | set(self.export.missing)):
             meta = self.export.metadata.get(sub) or export.Entry(sub)
