@@ -86,10 +86,12 @@ def grade(ag_root, text, grading=None, limit=240):
     return out, by_id(out), raw, root, seconds
 
 
-def graded_fully(out, tests):
+def graded_fully(out, tests, except_=()):
+    """Every test at full marks, but those in `except_`, which the submission's own attack costs."""
     assert set(tests) == {t.id for t in GRADING.enabled_tests()}
     assert 'Autograder error' not in [t['name'] for t in out['tests']]
-    assert total(out) == possible(out), {i: t['output'][:200] for i, t in tests.items() if t['score'] != t['max_score']}
+    lost = {i: t['output'][:200] for i, t in tests.items() if t['score'] != t['max_score']}
+    assert set(lost) == set(except_), lost
 
 
 def printed(tests, tag):
@@ -182,7 +184,9 @@ def test_plant_tmp_removed_afterwards(ag_root, monkeypatch, setup):
             assert 'inodes:OSError' in line, line
             assert int(line.split()[1]) < GRADING.sandbox['scratch_inodes'], line
         assert leftovers(token) == [], 'planted files outlived the grading'
-        graded_fully(out, tests)
+        # with a private, size-limited /tmp the flood fills the submission's own temp folder, where
+        # load-pretrained saves its model.pt (as chargpt.py does): that test is lost, honestly
+        graded_fully(out, tests, except_=() if SETUPS[setup] else ('load-pretrained',))
     finally:
         for path in leftovers(token):   # never leave the machine dirty, even when the test fails
             subprocess.run(['chmod', '-R', 'u+rwx', path])

@@ -1,9 +1,9 @@
 """
 `python -m autograder batch` on a realistic synthetic Gradescope export (tests/helpers/
-synthetic_export.py, invented students): the reference (100), the untouched template (0), a
-syntax error (0), RoPE positions counted from 0 (85: only the two RoPE-module tests see it,
+synthetic_export.py, invented students): the reference (115: 100 plus 15 of extra credit), the untouched template (0), a
+syntax error (0), RoPE positions counted from 0 (100: only the two RoPE-module tests see it,
 attention is invariant to a shift of every position), a zip upload of a correct solution by a
-group of two (100 each), and a metadata entry whose folder is missing (a `missing` row, exit 1).
+group of two (115 each), and a metadata entry whose folder is missing (a `missing` row, exit 1).
 
 The export is given as the .zip as downloaded, then as the folder it unzips to, then as the
 inner assignment_<id>_export/ folder: the first run is interrupted after its first
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import synthetic_export
 
-from autograder import REPO_ROOT
+from autograder import REPO_ROOT, config
 from autograder.staff import batch, plots
 
 TOTALS = {s: t for s, t in synthetic_export.TOTALS.items() if t is not None}
@@ -83,7 +83,7 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     results = {s: batch.engine.load(str(inner / s / 'results.json')) for s in TOTALS}
     stamp = batch.stamp_for('cpu')
     for sub, res in results.items():
-        assert res.total == TOTALS[sub] and res.possible == 100, sub
+        assert res.total == TOTALS[sub] and res.extra_data['points']['required_max'] == 100, sub
         got = res.extra_data['batch']
         assert {k: got[k] for k in stamp} == stamp
         assert got['submission_sha256'] == batch.export.submission_sha256(str(inner / sub))
@@ -187,7 +187,10 @@ def test_unreadable_exports_fail_with_one_sentence(tmp_path):
 def test_loss_curve_picture_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, 'matplotlib', None)   # import matplotlib now raises ImportError
     curves, window, band = plots.reference_band('cpu')
-    assert curves.shape == (6, 120) and window == 20 and band[0] < band[1]
+    lc = config.load().profiles['cpu']['loss_curve']
+    # the reference seeds' curves and the reference trained at the student's seed (the held-out loss's yardstick)
+    seeds = set(lc['reference_seeds']) | {lc['student_seed']}
+    assert curves.shape == (len(seeds), lc['iters']) and window == lc['window'] and band[0] < band[1]
     path = tmp_path / 'curve.png'
     assert plots.draw(str(path), list(curves[0]), curves, window, band) is False
     assert capsys.readouterr().out.strip() == plots.MISSING and 'pip install matplotlib' in plots.MISSING

@@ -72,7 +72,7 @@ def test_no_solution_text_or_markers_leak(generated):
         with open(os.path.join(REFERENCE_DIR, rel)) as f:
             text = f.read()
         solution = set(handout.solution_lines(text))
-        outside = {l.strip() for l in strip_markers(text, rel, {'sliding_window': True}).splitlines()}
+        outside = {l.strip() for l in strip_markers(text, rel, handout.load_optional_parts()).splitlines()}
         secret = solution - outside
         for out_rel, out_text in generated.items():
             leaked = sorted(secret & {l.strip() for l in out_text.splitlines()})
@@ -94,7 +94,7 @@ def test_model_stubs_read_well(generated):
 
 
 def test_optional_part_off(tmp_path):
-    files = handout.generate({'sliding_window': False})
+    files = handout.generate(dict(handout.load_optional_parts(), sliding_window=False))
     for rel in ('mingpt/model.py', 'test_model.py', 'README.md'):
         assert 'banded_attention' not in files[rel] and 'sliding_window_mask' not in files[rel], rel
     assert 'TODO (optional' not in files['mingpt/model.py']

@@ -25,9 +25,10 @@ TEMPLATE = os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.py')
 ROPE_FROM_0 = [('m = torch.arange(1, T + 1, dtype=torch.float64', 'm = torch.arange(0, T, dtype=torch.float64')]
 SYNTAX_ERROR = [('        T = x.shape[-2] + offset\n', '        T = x.shape[-2] + offset +\n')]
 
-# submission -> total it must get; None: listed in the metadata, but the export has no folder
-TOTALS = {'submission_1000001': 100, 'submission_1000002': 0, 'submission_1000003': 0,
-          'submission_1000004': 85, 'submission_1000005': 100, 'submission_1000006': None}
+# submission -> total it must get (the required 100 plus 15 of extra credit for a complete solution);
+# None: listed in the metadata, but the export has no folder
+TOTALS = {'submission_1000001': 115, 'submission_1000002': 0, 'submission_1000003': 0,
+          'submission_1000004': 100, 'submission_1000005': 115, 'submission_1000006': None}
 
 METADATA = '''\
 # Written by Gradescope's Ruby exporter: symbols as keys. Every person here is invented.
