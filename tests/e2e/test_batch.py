@@ -104,7 +104,9 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
         assert sum(float(v) for k, v in r.items() if k[:1].isdigit()) == float(r['total'])
     dan = by_name['Dan Dummy']
     assert (dan['email'], dan['sid'], dan['gradescope_score']) == ('dan.dummy@example.edu', '', '55')
-    assert (dan['2.1 rope'], dan['2.2 rope-cache'], dan['4.1 gqa'], dan['10.1 loss-curve']) == ('0', '0', '15', '10')
+    # RoPE positions from 0: only the RoPE-module tests lose; training (10.1) keeps its full weight
+    loss_weight = '%g' % config.load().test('loss-curve').weight
+    assert (dan['2.1 rope'], dan['2.2 rope-cache'], dan['4.1 gqa'], dan['10.1 loss-curve']) == ('0', '0', '15', loss_weight)
     assert by_name['Bob Placeholder']['sid'] == '900000002'                    # a number in the YAML
     assert by_name['Zoë Ångström-Núñez']['gradescope_score'] == ''             # :score: left empty
     assert by_name['Erin Fictional']['submission'] == by_name['Frank Madeup']['submission'] == 'submission_1000005'
