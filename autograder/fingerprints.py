@@ -11,14 +11,16 @@ from typing import List, Tuple
 from autograder import patching
 
 
-ROPE_APPLY_Q = "                q = self.query_rotary_pe(q, offset=past)\n"
-ROPE_APPLY_K = "                k = self.key_rotary_pe(k, offset=past)\n"
-CSA_Q = "            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n"
-CSA_K = "            k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n"
-GQA_Q = "            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)\n"
-GQA_K = "            k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)\n"
-SCALE = "    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, T)\n"
-MASK = "    att = att.masked_fill(~mask, float('-inf'))\n"
+ROPE_APPLY_Q = "            q = self.query_rotary_pe(q, offset=past)\n"
+ROPE_APPLY_K = "            k = self.key_rotary_pe(k, offset=past)\n"
+CSA_Q = "        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n"
+CSA_K = "        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n"
+GQA_Q = "        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)\n"
+GQA_K = "        k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)\n"
+# the student's own attention core in GroupedQueryAttention.forward (CausalSelfAttention's is given code)
+SCALE = "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))          # (B, nh, T, past+T): grouped scores\n"
+MASK = "        att = att.masked_fill(mask == 0, float('-inf'))                   # no query sees a later key\n"
+SOFTMAX = "        att = F.softmax(att, dim=-1)                                      # each query row sums to 1\n"
 
 
 @dataclass
@@ -64,11 +66,11 @@ FINGERPRINTS = [
                   "self.query_rotary_pe = RotaryPositionalEmbeddings(config.n_embd)", 1),
                  ("self.key_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)",
                   "self.key_rotary_pe = RotaryPositionalEmbeddings(config.n_embd)", 1),
-                 (ROPE_APPLY_Q, "                pass\n", 2), (ROPE_APPLY_K, "", 2)]
+                 (ROPE_APPLY_Q, "            pass\n", 2), (ROPE_APPLY_K, "", 2)]
                 + _rope_outside_heads(CSA_Q, CSA_K, '.view(B, T, self.n_head, hs)', '.view(B, T, self.n_head, hs)')
                 + _rope_outside_heads(GQA_Q, GQA_K, '.view(B, T, self.n_head, hs)', '.view(B, T, self.n_kv_head, hs)')),
     Fingerprint('rope-on-values', 'RoPE is applied to the values too; only queries and keys are rotated',
-                [(ROPE_APPLY_K, ROPE_APPLY_K + "                v = self.key_rotary_pe(v, offset=past)\n", 2)]),
+                [(ROPE_APPLY_K, ROPE_APPLY_K + "            v = self.key_rotary_pe(v, offset=past)\n", 2)]),
     Fingerprint('rope-q-only', 'RoPE is applied to the queries only; the keys must be rotated too',
                 [(ROPE_APPLY_K, "", 2)]),
     Fingerprint('gqa-tiled', 'KV heads are tiled (repeat) instead of repeat_interleave: query heads '
@@ -77,23 +79,18 @@ FINGERPRINTS = [
                  ("v = v.repeat_interleave(g, dim=1)", "v = v.repeat(1, g, 1, 1)", 1)]),
     Fingerprint('gqa-group-sum', 'attention scores are summed over the query group; each query head '
                                  'needs its own scores S(i,j) = Q(i,j) K(i)^T / sqrt(d)',
-                [("            y = self._attend(q, k, v, q_start=past)  # (B, nh, T, hs)\n            y = y.transpose(1, 2).contiguous().view(B, T, C)\n            y = self.resid_dropout(self.out_proj(y))\n        return y, mem.net_bytes\n        # END SOLUTION",
-                  "            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))\n"
-                  "            att = att.view(B, self.n_kv_head, g, T, T).sum(2, keepdim=True).expand(-1, -1, g, -1, -1).reshape(B, self.n_head, T, T)\n"
-                  "            att = att.masked_fill(~self.bias[0, 0, :T, :T], float('-inf'))\n"
-                  "            y = self.attn_dropout(F.softmax(att, dim=-1)) @ v\n"
-                  "            y = y.transpose(1, 2).contiguous().view(B, T, C)\n            y = self.resid_dropout(self.out_proj(y))\n        return y, mem.net_bytes\n        # END SOLUTION", 1)]),
+                [(SCALE, SCALE + "        att = att.view(B, self.n_kv_head, g, T, -1).sum(2, keepdim=True)"
+                             ".expand(-1, -1, g, -1, -1).reshape(B, self.n_head, T, -1)\n", 1)]),
     Fingerprint('gqa-no-scale', 'the scores are not divided by sqrt(head_dim)',
-                [(SCALE, "    att = q @ k.transpose(-2, -1)  # (B, nh, T, T)\n", 1)]),
+                [(SCALE, "        att = q @ k.transpose(-2, -1)\n", 1)]),
     Fingerprint('gqa-scale-n-embd', 'the scores are divided by sqrt(n_embd); the handout divides by sqrt(d_k) = sqrt(head_dim)',
-                [(SCALE, "    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(1) * k.size(-1)))\n", 1)]),
+                [(SCALE, "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.n_embd))\n", 1)]),
     Fingerprint('gqa-no-mask', 'no causal mask: queries attend to future tokens',
                 [(MASK, "", 1)]),
     Fingerprint('gqa-mask-off-by-one', 'the causal mask is off by one: each query also sees the next token',
-                [(MASK, "    att = att.masked_fill(~torch.ones_like(mask).tril(1), float('-inf'))\n", 1)]),
+                [(MASK, "        att = att.masked_fill(torch.ones_like(att).tril(1) == 0, float('-inf'))\n", 1)]),
     Fingerprint('gqa-softmax-dim', 'softmax over the wrong dimension (dim=-2); each query row must sum to 1 (dim=-1)',
-                [("    att = F.softmax(att, dim=-1)\n    att = dropout(att)\n    return att @ v",
-                  "    att = F.softmax(att, dim=-2)\n    att = dropout(att)\n    return att @ v", 1)]),
+                [(SOFTMAX, "        att = F.softmax(att, dim=-2)\n", 1)]),
 ]
 
 BY_ID = {f.id: f for f in FINGERPRINTS}

@@ -91,7 +91,7 @@ def probe_load_pretrained(ctx):
             adapter.call_gpt(model, warm)            # training at block 16 builds every lazy cache at T = 16
             model.eval()
             folder = tempfile.mkdtemp(prefix='pretrained-')   # under TMPDIR, the job's writable home
-            torch.save(model.state_dict(), os.path.join(folder, 'model.pt'))   # as chargpt.py saves it
+            _save_run(folder, model, config(short))           # model.pt and config.json, as chargpt.py writes them
             # buffers saved besides the parameters, named in a note if loading fails (arrays may only be
             # the reference's keys, so this travels as text)
             saved = ['%s %s' % (k, tuple(v.shape)) for k, v in model.state_dict().items()
@@ -119,6 +119,23 @@ def probe_load_pretrained(ctx):
 
 
 SAVED_NOTE = 'load-pretrained'   # the judge finds the buffer list by this prefix
+
+
+def _save_run(folder, model, model_config):
+    """
+    What chargpt.py leaves in its work dir for --model.pretrained_folder: model.pt (the
+    state_dict) and config.json (the whole configuration, nested system/data/model/trainer,
+    indented by 4, with data.block_size the block size trained at). The course's given
+    load_pretrained reads both.
+    """
+    import json
+    import chargpt
+    cfg = chargpt.get_config()
+    cfg.model = model_config
+    cfg.data.block_size = model_config.block_size
+    with open(os.path.join(folder, 'config.json'), 'w') as f:
+        f.write(json.dumps(cfg.to_dict(), indent=4))
+    torch.save(model.state_dict(), os.path.join(folder, 'model.pt'))
 
 
 def probe_loss_curve(ctx):

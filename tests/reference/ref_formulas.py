@@ -94,7 +94,7 @@ def gqa_reference(x, attn, h_q, rope=False, window=None):
 
 
 def attention_config(n_embd=48, n_query_head=6, n_kv_head=None, block_size=32, rope=False,
-                     sliding_window=None, sliding_window_impl='banded'):
+                     sliding_window=None):
     """A model config as GPT would see it, with dropout off so outputs are deterministic."""
     C = GPT.get_default_config()
     C.model_type = None
@@ -106,7 +106,6 @@ def attention_config(n_embd=48, n_query_head=6, n_kv_head=None, block_size=32, r
     C.block_size = block_size
     C.rope = rope
     C.sliding_window = sliding_window
-    C.sliding_window_impl = sliding_window_impl
     C.embd_pdrop = C.resid_pdrop = C.attn_pdrop = 0.0
     return C
 

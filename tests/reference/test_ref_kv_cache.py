@@ -14,8 +14,8 @@ VARIANTS = {
     'vanilla': dict(),
     'rope': dict(rope=True),
     'gqa': dict(n_kv_head=2),
-    'rope+gqa+window-banded': dict(rope=True, n_kv_head=3, sliding_window=6, sliding_window_impl='banded'),
-    'rope+gqa+window-dense': dict(rope=True, n_kv_head=1, sliding_window=4, sliding_window_impl='dense'),
+    'rope+gqa+window': dict(rope=True, n_kv_head=3, sliding_window=6),
+    'rope+mqa+window': dict(rope=True, n_kv_head=1, sliding_window=4),
 }
 
 

@@ -1,7 +1,8 @@
 """
 End-to-end runs of reference/chargpt.py on the corpus with a tiny model: 50 iterations
 lower the loss and log one entry per iteration, and --model.pretrained_folder continues a
-block-16 run at block 256 (with and without RoPE) from exactly the saved weights.
+block-16 run at block 256 (with and without RoPE) from exactly the saved weights: the course's
+load_pretrained reads model.pt and config.json, grows wpe and the causal masks.
 """
 
 import json
@@ -62,7 +63,8 @@ def test_fifty_iterations_lower_the_loss(block16_runs, name):
     # a model that does not learn stays within ~0.1 of where it started
     assert abs(first - math.log(vocab)) < 0.3, "initial loss %.3f should be about ln(%d)" % (first, vocab)
     assert last10 < first - 0.4, "loss did not fall: first %.3f, mean of last 10 %.3f" % (first, last10)
-    assert all(t > 0 for t in logs['attn_times']) and all(m > 0 for m in logs['attn_mem'])
+    # attention memory is measured with torch.cuda.memory_allocated(): on a CPU it is NaN, "not measured"
+    assert all(t > 0 for t in logs['attn_times']) and all(math.isnan(m) for m in logs['attn_mem'])
 
 
 @pytest.mark.parametrize("name", ['vanilla', 'rope'])
@@ -79,6 +81,10 @@ def test_pretrained_folder_continues_at_block_256(block16_runs, tmp_path, name):
             assert loaded[key].shape == (256, 48), "wpe must grow to the new block size"
             assert torch.equal(loaded[key][:16], value), "trained position rows 0..15 must be copied"
             assert not torch.equal(loaded[key][16:32], torch.zeros(16, 48)), "new rows must be initialised"
+        elif key.endswith('.attn.bias'):
+            assert loaded[key].shape == (1, 1, 256, 256), "the causal mask grows to the new block size"
+            assert torch.equal(loaded[key][..., :16, :16], value), "the old mask fills the upper-left corner"
+            assert torch.equal(loaded[key][0, 0], torch.tril(torch.ones(256, 256))), "and stays causal"
         else:
             assert torch.equal(loaded[key], value), "%s was not loaded from the pretrained folder" % key
     assert ('transformer.wpe.weight' in saved) == (name == 'vanilla'), "RoPE models carry no wpe"
@@ -100,9 +106,12 @@ def test_in_process_load_pretrained(block16_runs):
     model.load_pretrained(src)
     state = model.state_dict()
     for key in saved:
-        if key.startswith('transformer.h.0.'):
+        if key.startswith('transformer.h.0.') and not key.endswith('.attn.bias'):
             assert torch.equal(state[key], saved[key]), key
+    assert torch.equal(state['transformer.h.0.attn.bias'][..., :16, :16], saved['transformer.h.0.attn.bias'])
     assert torch.equal(state['transformer.wpe.weight'][:16], saved['transformer.wpe.weight'])
-    cfg.rope = True  # a RoPE model has no wpe: the checkpoint must be refused, not half-loaded
-    with pytest.raises(ValueError, match="does not fit"):
-        GPT(cfg).load_pretrained(src)
+    # the course's loader copies what both models have: a RoPE model (no wpe) takes everything else
+    cfg.rope = True
+    rope_model = GPT(cfg)
+    rope_model.load_pretrained(src)
+    assert torch.equal(rope_model.state_dict()['transformer.h.1.mlp.c_fc.weight'], saved['transformer.h.1.mlp.c_fc.weight'])
