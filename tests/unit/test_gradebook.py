@@ -150,3 +150,20 @@ def test_diff_refuses_a_gradebook_of_another_assignment(tmp_path):
         gradebook.read(str(tmp_path / 'notes.csv'))
     assert json.load(open(gradebook.meta_path(mine)))['assignment'] == 'assignment_4242_export'
     assert os.path.isfile(mine)
+
+
+def test_the_loss_curve_picture_reads_the_number_10_1_grades():
+    from autograder.checks import training
+    from autograder.staff import plots
+    fx = fixtures.load(GRADING, 'cpu')
+    spec, seed = GRADING.test('loss-curve'), 'seed%d' % GRADING.profiles['cpu']['loss_curve']['student_seed']
+    ref = fx.probe('loss-curve')
+    for scale in (1.0, 1.3):    # the reference's own logits (inside the band), and logits that land outside
+        arrays = {seed: ref[seed], seed + '/heldout_logits': ref[seed + '/heldout_logits'] * np.float32(scale)}
+        verdict = training.judge_loss_curve(spec, ProbeResult('ok', arrays=arrays), fx, GRADING)
+        loss = training.cross_entropy(arrays[seed + '/heldout_logits'], training.heldout_targets('cpu', GRADING))
+        output = '\n'.join(([verdict.summary] if verdict.summary else []) + verdict.lines)
+        as_json = {'tests': [{'number': spec.number, 'output': output, 'extra_data': {'id': 'loss-curve'}}]}
+        assert plots.graded_heldout_loss(as_json) == pytest.approx(loss, abs=5e-4)
+        expected, lo, hi = plots.heldout_band('cpu', GRADING)
+        assert verdict.passed == (lo <= loss <= hi)
