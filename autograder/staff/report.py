@@ -9,7 +9,8 @@ tests.png:
 - per test: mean points, pass rate (share of graded submissions with the test's full
   points) and discrimination, the corrected point-biserial correlation (below);
 - the named bugs (the known bugs of fingerprints.py the judges named) ranked by the number
-  of submissions that have each, with their students;
+  of submissions that have each (a submission told of several counts under its earliest
+  test's, and is listed apart), with their students;
 - every row that is not `graded` (errors, timeouts, uploads without a model.py, missing
   folders) with its note; the slowest gradings.
 
@@ -104,17 +105,27 @@ def _test_note(weight, passed, r):
 
 
 def bug_table(subs):
-    """Named bugs by number of submissions, with the students of each and what the judge told them."""
+    """
+    Named bugs by number of submissions, with the students of each and what the judge told them.
+    A submission counts once, under the bug named by its earliest test: the lower-numbered tests
+    run smaller units (2.x the RoPE module alone), which tell more bugs apart than attention or the
+    whole model do (RoPE with sin and cos swapped looks like a sign error once inside attention).
+    """
     pd, _, _ = _libs()
     from autograder.fingerprints import BY_ID
     named = subs[subs['bugs'] != ''][['bugs', 'students']].copy()
-    named['bug'] = named['bugs'].str.split(';')
-    named = named.explode('bug')
     if named.empty:
         return pd.DataFrame(columns=['bug', 'submissions', 'students', 'what it is'])
+    named['bug'] = named['bugs'].str.split(';').str[0]
     table = named.groupby('bug').agg(submissions=('students', 'size'), students=('students', '; '.join)).reset_index()
     table['what it is'] = table['bug'].map(lambda b: BY_ID[b].likely_bug if b in BY_ID else '(no longer a known bug)')
     return table.sort_values(['submissions', 'bug'], ascending=[False, True]).reset_index(drop=True)
+
+
+def several_bugs_table(subs):
+    """Submissions whose tests named more than one known bug (the first is the one counted above)."""
+    several = subs[subs['bugs'].str.contains(';')]
+    return several.reset_index()[['submission', 'students', 'bugs']]
 
 
 def problem_table(students):
@@ -178,7 +189,9 @@ def render(book):
           '', _md(graded['total'].describe().to_frame('total').T.reset_index(drop=True)), '',
           '## Tests', '', '![pass rate per test](tests.png)', '', _md(tests, '.2f'), '', FORMULA + '.', '',
           '## Named bugs', '', 'Known bugs (autograder/fingerprints.py) that a judge named in a test output, by '
-          'number of submissions:', '', _md(bug_table(subs)), '',
+          'number of submissions (each counted once, under the bug its earliest test named):', '',
+          _md(bug_table(subs)), '', 'Submissions whose tests named several known bugs (in test order):', '',
+          _md(several_bugs_table(subs)), '',
           '## Not graded: errors, timeouts, missing uploads', '', _md(problem_table(students)), '',
           '## Slowest gradings', '', _md(slowest_table(subs), '.1f'), '']
     return '\n'.join(md), subs, tests, required_max

@@ -100,3 +100,32 @@ def test_quoted_grading_times_are_those_benchmarks_md_measured():
 @pytest.mark.parametrize('name', ['grades.csv'])
 def test_the_regrade_csv_is_git_ignored(name):
     assert subprocess.run(['git', 'check-ignore', '-q', name], cwd=REPO_ROOT).returncode == 0
+
+
+def test_discrimination_report_lists_every_graded_test_of_the_registry():
+    """docs/DISCRIMINATION.md is `evaluate --out`'s output: its test list and columns are grading.yaml's tests."""
+    with open(os.path.join(REPO_ROOT, 'docs', 'DISCRIMINATION.md'), encoding='utf-8') as f:
+        doc = f.read()
+    listed = re.search(r'Tests: (.+)\n', doc).group(1)
+    pairs = re.findall(r'(\d+(?:\.\d+)+) = ([a-z-]+)', listed)
+    assert pairs == [(s.number, s.id) for s in GRADING.enabled_tests()], \
+        'DISCRIMINATION.md lists %s; regenerate it: python -m autograder evaluate tests/submissions --jobs 2 ' \
+        '--out docs/DISCRIMINATION.md' % pairs
+    header = next(l for l in doc.splitlines() if l.startswith('| submission | verdict |'))
+    assert header.split(' | ')[2:-3] == [s.id for s in GRADING.enabled_tests()]
+    from autograder.staff import evaluate
+    corpus = evaluate.load_corpus(os.path.join(REPO_ROOT, 'tests', 'submissions'))
+    n_correct = sum(s['verdict'] == 'correct' for s in corpus)
+    assert 'false failures on correct variants: 0 / %d' % n_correct in doc
+    assert 'bugs caught: %d / %d' % (len(corpus) - n_correct, len(corpus) - n_correct) in doc
+
+
+def test_reference_answers_name_the_current_reference():
+    from autograder.staff import experiments_runs
+    with open(os.path.join(REPO_ROOT, 'docs', 'reference_answers', 'report.md'), encoding='utf-8') as f:
+        named = re.search(r'reference solution \(reference/, sha256 ([0-9a-f]{12})', f.read()).group(1)
+    current = experiments_runs.reference_code_hash()[:12]
+    assert named == current, (
+        'docs/reference_answers/report.md was made from reference %s, the reference is %s now: run python -m '
+        'autograder experiments --sizes cpu --seeds 1 --jobs 2 --out docs/reference_answers --runs '
+        'out/experiments-cpu/runs' % (named, current))

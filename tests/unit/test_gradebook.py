@@ -36,6 +36,16 @@ def test_the_named_bug_pattern_reads_what_the_value_judge_prints():
         assert gradebook.named_bugs(out) == [fp], verdict.lines
 
 
+def test_a_single_number_names_no_bug():
+    """A loss agreeing with a wrong variant's within 10x the tolerance is chance (the realistic class showed two)."""
+    fx = fixtures.load(GRADING, 'cpu')
+    tol = GRADING.test('model').tolerance
+    fps = fx.fingerprint_outputs('model')
+    fp, arrays = next((fp, a) for fp, a in fps.items() if 'rope/loss' in a and 'rope/logits' in a)
+    assert values.fingerprint_matches('rope/loss', arrays['rope/loss'], fps, tol) == []
+    assert fp in values.fingerprint_matches('rope/logits', arrays['rope/logits'], fps, tol)
+
+
 def test_a_pdf_only_upload_is_not_graded_with_its_reason():
     lines = {'submission': 'no model.py in the submission: upload your mingpt/model.py'}
     tests = {s.id: results.TestResult(s.id, s.name, 0.0, s.weight, 'failed', s.number,
@@ -90,8 +100,10 @@ def test_the_report_counts_planted_bugs_and_computes_the_corrected_point_biseria
     book = gradebook.read(path)
     students, subs = report.frames(book)
     table = report.bug_table(subs)
-    assert dict(zip(table['bug'], table['submissions'])) == {'rope-sign': 20, 'gqa-tiled': 18}
+    # each submission once, under its earliest test's bug; the 8 told of both are listed apart
+    assert dict(zip(table['bug'], table['submissions'])) == {'rope-sign': 20, 'gqa-tiled': 10}
     assert table['bug'].tolist() == ['rope-sign', 'gqa-tiled']              # ranked by count
+    assert len(report.several_bugs_table(subs)) == 8
     assert 'Student submission_2030' in table.set_index('bug').loc['rope-sign', 'students']
 
     tests = report.test_table(book, subs).set_index('test')
