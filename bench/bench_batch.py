@@ -90,7 +90,29 @@ def measure(jobs, kind, copies):
         with open(out, newline='', encoding='utf-8') as f:
             seconds = sorted(float(r['seconds']) for r in csv.DictReader(f) if r['seconds'])
         problems = check_report(out, planted, not_graded) if planted is not None else []
+        print('    where a grading\'s time goes (means over %s)' % breakdown(export), flush=True)
         return n, wall, load, seconds, problems
+
+
+def breakdown(export):
+    """Mean seconds per graded submission: whole grading, the sandbox run, the probes' own compute inside it."""
+    import json
+    whole, sandbox, probes = [], [], []
+    for d in sorted(os.listdir(export)):
+        path = os.path.join(export, d, 'results.json')
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            r = json.load(f)
+        extra = r.get('extra_data') or {}
+        if 'wall_seconds' in extra:
+            whole.append(r['execution_time'])
+            sandbox.append(extra['wall_seconds'])
+            probes.append(sum(extra.get('probe_seconds', {}).values()))
+    mean = lambda xs: sum(xs) / len(xs) if xs else float('nan')
+    return ('%d that ran: grading %.1f s, of which the sandbox run %.1f s, of which the probes themselves %.1f s; '
+            'the rest of the sandbox run (child start, import torch, job set-up) %.1f s'
+            % (len(whole), mean(whole), mean(sandbox), mean(probes), mean(sandbox) - mean(probes)))
 
 
 def main():

@@ -37,6 +37,7 @@ INPUT_KEYS = ('profile', 'grading_yaml_sha256', 'fixtures_sha256', 'grader_sha25
 NAMED_BUG = re.compile(r'known wrong variant: ([a-z0-9][a-z0-9-]*)\)')
 TEST_COLUMN = re.compile(r'^(\d+(?:\.\d+)*) (\S+)$')
 NOT_GRADED = 'not graded: '   # grade.py's first line for every test when the code never ran
+GRADER_OUTPUTS = ('results.json', 'loss_curve.png')   # what batch writes into a submission's folder
 
 
 class GradebookError(ValueError):
@@ -76,7 +77,7 @@ def classify(out, sub_dir=None):
     if scored and all(_first_line(t.output).startswith(NOT_GRADED) for t in scored):
         reason = _first_line(scored[0].output)[len(NOT_GRADED):]   # the problem grade.py found (the same for every test)
         if reason.startswith('no model.py') and sub_dir and os.path.isdir(sub_dir):
-            uploaded = sorted(f for f in os.listdir(sub_dir) if not f.startswith('.') and f not in ('results.json',))
+            uploaded = sorted(f for f in os.listdir(sub_dir) if not f.startswith('.') and f not in GRADER_OUTPUTS)
             reason += ' (the upload holds %s)' % (', '.join(uploaded[:5]) + (' ...' if len(uploaded) > 5 else '')
                                                   if uploaded else 'no file')
         return 'not graded', reason

@@ -237,7 +237,11 @@ def test_unreadable_exports_fail_with_one_sentence(tmp_path):
     (bad_yaml / 'submission_metadata.yml').write_text('submission_1:\n  :submitters:\n  - :name: "unclosed\n')
     notzip = tmp_path / 'export.zip'
     notzip.write_text('not a zip')
+    twice = tmp_path / 'twice'
+    os.makedirs(twice / 'submission_1')
+    (twice / 'submission_metadata.yml').write_text('submission_1:\n  :score: 1\nsubmission_1:\n  :score: 2\n')
     for target, words in ((bad_yaml, 'is not valid YAML'), (notzip, 'neither a folder nor a zip'),
+                          (twice, 'lists submission_1 twice (line 3); download the export again'),
                           (tmp_path / 'nothing', 'does not exist'), (tmp_path / 'bad' / 'submission_1', 'no Gradescope export in')):
         proc = subprocess.run([sys.executable, '-m', 'autograder', 'batch', str(target)], cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=120)
@@ -245,6 +249,45 @@ def test_unreadable_exports_fail_with_one_sentence(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith('batch: ') and words in lines[0], proc.stderr
         assert 'Traceback' not in proc.stderr
+
+
+def test_duplicate_students_and_a_gradebook_of_another_assignment_are_one_sentence_each(tmp_path):
+    export = tmp_path / 'assignment_11_export'
+    for sub in ('submission_1', 'submission_2'):          # quick gradings: code that does not parse
+        os.makedirs(export / sub)
+        (export / sub / 'model.py').write_text('def broken(:\n    pass\n')
+    (export / 'submission_metadata.yml').write_text(
+        'submission_1:\n  :submitters:\n  - :name: Ann\n    :email: ann@example.edu\n'
+        'submission_2:\n  :submitters:\n  - :name: Ann B.\n    :email: ANN@example.edu\n')
+    out = tmp_path / 'grades.csv'
+    proc = _batch(export, '--out', str(out), '--no-report')
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert ('batch: ann@example.edu is a submitter of 2 submissions (submission_1, submission_2): each is graded and '
+            'has its row; keep the one Gradescope counts') in err
+    assert '1 student(s) have several rows (see above)' in err and len(_rows(out)) == 2
+
+    # the gradebook of another assignment: refused before anything is graded, nothing earlier touched
+    other = tmp_path / 'other.csv'
+    header = open(out, encoding='utf-8').readline()
+    other.write_text(header + 'Zed,zed@example.edu,1,submission_99,,graded' + ',0' * (header.count(',') - 5) + '\n')
+    before = {p: open(p, 'rb').read() for p in (out, export / 'submission_1' / 'results.json')}
+    proc = _batch(export, '--out', str(out), '--compare', str(other), '--force')
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and err.strip().splitlines() == [
+        'batch: refused: %s shares no submission with this export (it lists submission_99, ...): it is the gradebook '
+        'of another assignment or export' % other], err
+    assert {p: open(p, 'rb').read() for p in before} == before
+    # a damaged download of the export, given as the zip: one sentence, nothing unpacked
+    damaged = tmp_path / 'assignment_12_export.zip'
+    data = bytearray(open(synthetic_export.build_zip(tmp_path / 'good.zip'), 'rb').read())
+    for i in range(len(data) // 3, len(data) // 3 + 2000):
+        data[i] ^= 0x5A
+    damaged.write_bytes(bytes(data))
+    proc = _batch(damaged)
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and 'is a damaged zip' in err, err
+    assert not (tmp_path / 'assignment_12_export').exists()
 
 
 def test_loss_curve_picture_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsys):

@@ -58,8 +58,8 @@ def test_zip_file_count_is_current():
 
 def test_csv_header_and_test_table_follow_grading_yaml():
     specs = GRADING.enabled_tests()
-    header = ','.join(['name', 'email', 'sid', 'submission', 'created_at', 'status'] +
-                      ['%s %s' % (s.number, s.id) for s in specs] + ['total', 'max', 'gradescope_score', 'note'])
+    from autograder.staff import gradebook
+    header = ','.join(gradebook.header(specs))
     assert '\n%s\n' % header in TEXT
     rows = re.findall(r'\n(\d+\.\d+) +(.{10,58}?) +(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) +(passed|failed)', TEXT)
     by_number = {s.number: s for s in specs}
@@ -81,7 +81,13 @@ def test_batch_lines_have_the_current_format():
                 r'batch: \d+ submissions \(graded \d+, skipped \d+ already graded, errors \d+, missing \d+\) in [\d.]+ s; '
                 r'\d+ rows written to \S+',
                 r'batch: \S+ is listed in submission_metadata.yml but has no folder in the export: reported as missing',
-                r'batch: \d+ submission\(s\) not graded \(\d+ errors, \d+ missing folders\): see the note column of \S+']
+                r'batch: \d+ submission\(s\) not graded \(\d+ errors, \d+ missing folders\): see the note column of \S+',
+                r'batch: class report written to \S+/grades-report/report\.html',
+                r'batch: the previous \S+ is kept as \S+\.\d{8}T\d{6}\.csv',
+                r'batch: refused, nothing graded: \S+ holds an earlier regrade \(graded with other grader inputs\) and '
+                r'would be replaced: give --compare \S+ to keep it as \S+ and list every score that changes, --out to '
+                r'write elsewhere, or --overwrite',
+                r'batch: ERROR submission_\.\.\.: \.\.\.']
     for line in lines:
         assert any(re.fullmatch(p, line) for p in patterns), 'STAFF.md shows a batch line the code no longer prints: ' + line
 
