@@ -116,7 +116,12 @@ def test_the_report_counts_planted_bugs_and_computes_the_corrected_point_biseria
     assert row['pass rate'] == pytest.approx(42 / 60) and row['discrimination r_pb'] == pytest.approx(r_pb)
     assert np.isnan(tests.loc['8.1 model', 'discrimination r_pb']) and tests.loc['8.1 model', 'note'] == 'everyone passes'
 
-    paths = report.write(path, str(tmp_path / 'rep'))
+    proc = subprocess.run([sys.executable, '-m', 'autograder', 'report', path], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    folder = report.default_folder(path)
+    assert proc.returncode == 0 and proc.stdout.startswith('report: %s/report.html and ' % folder), proc.stderr
+    paths = {k: os.path.join(folder, f) for k, f in (('md', 'report.md'), ('html', 'report.html'),
+                                                     ('scores', 'scores.png'), ('tests', 'tests.png'))}
     md = open(paths['md'], encoding='utf-8').read()
     assert '| rope-sign ' in md and 'corrected point-biserial' in md
     for key in ('scores', 'tests'):
