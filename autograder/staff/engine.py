@@ -19,8 +19,12 @@ them atomically to the job's results path; for evaluate it also runs the course'
 (course_tests.py) and writes their JSON. After MAX_JOBS_PER_WORKER jobs a worker is replaced,
 so that nothing a long run accumulates (memory, open files) grows without bound.
 
-For the zygote of the process model (docs/PLAN-round3.md): a worker is where one Sandbox (and
-its zygote) lives across gradings; see `Worker` and serve().
+For the zygote of the process model (docs/PLAN-round3.md, stream "sandbox"): a worker is where
+one Sandbox, and so one zygote, lives across the gradings of that worker. To adopt it, serve()
+builds the Sandbox once before its loop and hands it to each grading (grade.grade_results gains
+a `sandbox=None` parameter that it uses instead of building its own); a worker replaced after a
+crash or a timeout starts a fresh zygote with its fresh Sandbox. Nothing else here changes: the
+timeout, the crash row and the stop on SIGTERM stay the engine's.
 """
 
 import datetime
