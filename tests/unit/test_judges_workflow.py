@@ -236,7 +236,7 @@ def test_window_memory_fixtures_keep_only_the_picked_rows_and_the_judge_compares
     wrong = out.copy()
     wrong[:, :, rows[7]] += 1.0       # one judged query differs
     v = resources.judge_window_memory(spec, ok({key: wrong}), fx, GRADING)
-    assert v.fraction == 0.0 and 'first at query %d' % rows[7] in v.lines[0]
+    assert v.fraction == 0.0 and '(query %d)' % rows[7] in v.lines[0] and 'at 1 of the 48 queries' in v.lines[0]
     between = out.copy()
     between[:, :, [r for r in range(out.shape[2]) if r not in set(rows)][:100]] += 1.0   # unjudged rows
     assert resources.judge_window_memory(spec, ok({key: between}), fx, GRADING).fraction == 1.0

