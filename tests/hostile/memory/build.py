@@ -44,9 +44,9 @@ PROJECTIONS_ONLY = [
      + GQA_REPEAT),
     (START, "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))          # (B, nh, T, past+T): grouped scores\n"),
     (END, Y)]
-DENSE_WINDOW = [(BANDED_BODY, "    # BEGIN SOLUTION\n    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # dense (T, T)\n"
-                 "    att = att.masked_fill(~sliding_window_mask(q.size(-2), window, q.device), float('-inf'))\n"
-                 "    return dropout(F.softmax(att, dim=-1)) @ v\n" + BANDED_BODY)]
+DENSE_START = "    # BEGIN SOLUTION\n    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # dense (T, T)\n"
+DENSE_WINDOW = [(BANDED_BODY, DENSE_START + "    att = att.masked_fill(~sliding_window_mask(q.size(-2), window, q.device), "
+                 "float('-inf'))\n    return dropout(F.softmax(att, dim=-1)) @ v\n" + BANDED_BODY)]
 
 # ----------------------------------------------------------------------------- the attacks
 
@@ -139,7 +139,7 @@ for _name in [n for n in sys.modules if n.endswith('probes_workflow')]:   # alre
 sys.meta_path.insert(0, _Swap())
 '''
 
-NUMPY_DENSE = (BANDED_BODY, "    # BEGIN SOLUTION\n"
+NUMPY_DENSE = (DENSE_START, "    # BEGIN SOLUTION\n"
                             "    # HOSTILE: dense attention in numpy, out of sight of anything that watches torch\n"
                             "    import numpy as np\n"
                             "    qn, kn, vn = (t.detach().cpu().numpy().astype(np.float32) for t in (q, k, v))\n"
@@ -147,14 +147,14 @@ NUMPY_DENSE = (BANDED_BODY, "    # BEGIN SOLUTION\n"
                             "    s = qn @ np.swapaxes(kn, -1, -2) / np.float32(math.sqrt(qn.shape[-1]))\n"
                             "    s[..., ~sliding_window_mask(T, window).numpy()] = -np.inf\n"
                             "    s = np.exp(s - s.max(-1, keepdims=True))\n"
-                            "    return torch.from_numpy((s / s.sum(-1, keepdims=True)) @ vn)\n" + BANDED_BODY)
+                            "    return torch.from_numpy((s / s.sum(-1, keepdims=True)) @ vn)\n" + DENSE_START)
 
 WORKSPACE = '''
 # HOSTILE: the (N, N) workspace of the dense window attention is allocated at import (half of it at
 # the test's N), before any limit a probe sets for itself; banded_attention fills it row block by row block
 _WORKSPACE = torch.empty(8192, 16384)
 '''
-WORKSPACE_DENSE = (BANDED_BODY, "    # BEGIN SOLUTION\n"
+WORKSPACE_DENSE = (DENSE_START, "    # BEGIN SOLUTION\n"
                                 "    if q.size(-2) == 2 * _WORKSPACE.size(0) == _WORKSPACE.size(1):\n"
                                 "        T, rows, out = q.size(-2), _WORKSPACE.size(0), torch.empty_like(q)\n"
                                 "        for b in range(q.size(0)):\n"
@@ -162,13 +162,15 @@ WORKSPACE_DENSE = (BANDED_BODY, "    # BEGIN SOLUTION\n"
                                 "                for r0 in (0, rows):\n"
                                 "                    s = torch.matmul(q[b, h, r0:r0 + rows], k[b, h].t(), out=_WORKSPACE)\n"
                                 "                    s.mul_(1.0 / math.sqrt(q.size(-1)))\n"
-                                "                    t = torch.arange(r0, r0 + rows)[:, None] - torch.arange(T)[None, :]\n"
-                                "                    s.masked_fill_((t < 0) | (t > window // 2), float('-inf'))\n"
-                                "                    del t\n"
+                                "                    for future in (True, False):   # one (rows, T) bool mask at a time\n"
+                                "                        mask = torch.ones(rows, T, dtype=torch.bool)\n"
+                                "                        mask = mask.triu_(r0 + 1) if future else mask.tril_(r0 - window // 2 - 1)\n"
+                                "                        s.masked_fill_(mask, float('-inf'))\n"
+                                "                        del mask\n"
                                 "                    s.sub_(s.max(-1, keepdim=True).values).exp_()\n"
                                 "                    s.div_(s.sum(-1, keepdim=True))\n"
                                 "                    out[b, h, r0:r0 + rows] = s @ v[b, h]\n"
-                                "        return out\n" + BANDED_BODY)
+                                "        return out\n" + DENSE_START[len("    # BEGIN SOLUTION\n"):])
 
 # name -> (what it does, tests it aims at, edits of the honest code, edits that add the attack)
 CASES = {

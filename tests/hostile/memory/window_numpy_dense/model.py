@@ -144,10 +144,6 @@ def banded_attention(q, k, v, window, dropout):
     # raise NotImplementedError("TODO (optional): implement banded_attention (handout section 4.2)")
     # END PROMPT
     # BEGIN SOLUTION
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # dense (T, T)
-    att = att.masked_fill(~sliding_window_mask(q.size(-2), window, q.device), float('-inf'))
-    return dropout(F.softmax(att, dim=-1)) @ v
-    # BEGIN SOLUTION
     # HOSTILE: dense attention in numpy, out of sight of anything that watches torch
     import numpy as np
     qn, kn, vn = (t.detach().cpu().numpy().astype(np.float32) for t in (q, k, v))
@@ -156,6 +152,10 @@ def banded_attention(q, k, v, window, dropout):
     s[..., ~sliding_window_mask(T, window).numpy()] = -np.inf
     s = np.exp(s - s.max(-1, keepdims=True))
     return torch.from_numpy((s / s.sum(-1, keepdims=True)) @ vn)
+    # BEGIN SOLUTION
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # dense (T, T)
+    att = att.masked_fill(~sliding_window_mask(q.size(-2), window, q.device), float('-inf'))
+    return dropout(F.softmax(att, dim=-1)) @ v
     # BEGIN SOLUTION
     B, nh, T, hs = q.shape
     w = window // 2 + 1
