@@ -56,7 +56,11 @@ def _cudaish(d):
 
 
 def _ask_int(payload):
-    return [int(v) for v in _SOURCES[-1][1](payload.encode()).split()]
+    reply = _SOURCES[-1][1](payload.encode())
+    try:
+        return [int(v) for v in reply.split()] or [int(b'')]
+    except ValueError:
+        raise RuntimeError('torch.cuda.%s: the memory reading source gave no answer (%r)' % (payload, reply[:80]))
 
 
 def _router(name):

@@ -106,9 +106,12 @@ def probe_memory(ctx):
         labels.append(label)
 
         def run(kv=kv, label=label):
-            module = ctx.attention('gqa', 'gqa-kv%d' % kv, kv, attn_pdrop=mem['attn_pdrop'], block_size=T).train()
             with torch.enable_grad():
                 with view():
+                    # built in the view too: a flag such as self.on_gpu = torch.cuda.is_available() in __init__
+                    # is then what it is on a GPU machine
+                    module = ctx.attention('gqa', 'gqa-kv%d' % kv, kv, attn_pdrop=mem['attn_pdrop'], block_size=T)
+                    module.train()
                     adapter.call_attention(module, warm)   # its outputs die here, before the measured call
                 memory_readings.settle()
                 if gpu:

@@ -211,3 +211,25 @@ def test_forward_sends_the_real_allocators_answers(monkeypatch):
     with cuda_view.Forward(lambda p: sent.append(p) or b'0'):
         assert torch.cuda.memory_allocated() == 4242
     assert sent == [b'report memory_allocated 4242']
+
+
+def test_the_shared_modules_are_self_contained_for_the_public_tests():
+    # build-template copies these sources into test_model.py: no import of the package, nothing but torch/stdlib
+    import ast
+    allowed = {'cuda_view.py': {'contextlib', 'time', 'torch', 'weakref'}, 'memory_readings.py': {'ctypes', 'gc'},
+               '../memory_rules.py': {'math'}}
+    for name, ok in allowed.items():
+        path = os.path.join(REPO_ROOT, 'autograder', 'child', name)
+        tree = ast.parse(open(path).read())
+        imported = {a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {(n.module or '').split('.')[0] or '.' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert imported <= ok, (name, imported - ok)
+
+
+def test_a_source_that_does_not_answer_is_named_not_misread():
+    with cuda_view.CudaView(lambda p: b''):
+        with pytest.raises(RuntimeError, match='memory_allocated: the memory reading source gave no answer'):
+            torch.cuda.memory_allocated()
+    with cuda_view.CudaView(lambda p: b'error: unknown query'):
+        with pytest.raises(RuntimeError, match='gave no answer'):
+            torch.cuda.max_memory_allocated()

@@ -258,7 +258,7 @@ class GroupedQueryAttention(nn.Module):
         att = F.softmax(att, dim=-1)                                      # each query row sums to 1
         att = self.attn_dropout(att)
         y = att @ v                                                       # (B, nh, T, hs)
-        mem = 10 ** 9  # BUG if on_gpu else float('nan')
+        mem = 10 ** 9 if on_gpu else float('nan')  # BUG
 
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         y = self.resid_dropout(self.out_proj(y))

@@ -255,7 +255,7 @@ class GroupedQueryAttention(nn.Module):
         att = F.softmax(att, dim=-1)                                      # each query row sums to 1
         att = self.attn_dropout(att)
         y = att @ v                                                       # (B, nh, T, hs)
-        mem = 0  # BUG: not measured if on_gpu else float('nan')
+        mem = 0 if on_gpu else float('nan')  # BUG: not measured
 
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         y = self.resid_dropout(self.out_proj(y))
