@@ -21,7 +21,7 @@ import time
 import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, submission
-from autograder.checks import Verdict, judge
+from autograder.checks import Verdict, judge, resources
 from autograder.child import wire
 from autograder.results import Results, add_points, points
 from autograder.sandbox import Sandbox, protect_source
@@ -103,7 +103,8 @@ class Judging:
         prof = grading.profiles[profile]
         probe_ids = _probe_ids(self.specs)
         timeouts = {s.id: s.timeout for s in self.specs}
-        job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
+        job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
+               'limits': resources.probe_limits(prof)}
         run = self.run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
                                      import_timeout=grading.test('submission').timeout,
                                      need_data='loss-curve' in probe_ids,

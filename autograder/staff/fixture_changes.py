@@ -63,7 +63,8 @@ def _allowance(grading, key, old):
 
 def _ratio(old, new, allowance):
     """max |new - old| in units of the allowance (or of NO_TOLERANCE_FLOOR when None)."""
-    d = np.abs(new.astype(np.float64) - old.astype(np.float64))
+    # positions that are NaN in both (11.2 keeps only the rows its judge compares, NaN elsewhere) never move
+    d = np.nan_to_num(np.abs(new.astype(np.float64) - old.astype(np.float64)), nan=0.0)
     if allowance is None:
         return float(d.max()) / NO_TOLERANCE_FLOOR if d.size else 0.0
     return float(np.max(d / np.maximum(allowance, 1e-30))) if d.size else 0.0
@@ -104,7 +105,11 @@ def compare(old, new, old_fps, new_fps, grading, profile):
                 ch.matters.append('~ %s: %d of %d exact values changed (integers are judged exactly)'
                                   % (key, int(np.sum(a != b)), a.size))
             continue
-        if np.array_equal(a, b):
+        if np.array_equal(a, b, equal_nan=True):
+            continue
+        if not np.array_equal(np.isnan(a), np.isnan(b)):
+            ch.matters.append('~ %s: %d values became or stopped being NaN (the rows a judge compares moved?)'
+                              % (key, int(np.sum(np.isnan(a) != np.isnan(b)))))
             continue
         if key.endswith('/heldout_logits') and '::' not in key and atol_10_1 is not None:
             la, lb = _heldout_loss(grading, profile, a), _heldout_loss(grading, profile, b)
@@ -114,7 +119,7 @@ def compare(old, new, old_fps, new_fps, grading, profile):
         else:
             allowance, unit = _allowance(grading, key, a)
             r = _ratio(a, b, allowance)
-            d = float(np.max(np.abs(b.astype(np.float64) - a.astype(np.float64))))
+            d = float(np.nanmax(np.abs(b.astype(np.float64) - a.astype(np.float64))))
             line = '~ %s: max |change| %.2g = %.3g of the tolerance of %s' % (key, d, r, unit)
             if '::' not in key:
                 near = nearest_fingerprint(key, b, new_fps, allowance)
