@@ -1,7 +1,9 @@
 """
-Helpers shared by chargpt.py, the model and the trainer: seeding, run-folder logging,
-the CfgNode configuration object with strict `--section.key=value` overrides, and the
-attention memory meter that works on CUDA (allocator) and on CPU (a deterministic tracker).
+Helpers shared by chargpt.py, the model and the trainer: seeding, run-folder logging, the
+CfgNode configuration object with strict `--section.key=value` overrides, and an attention
+memory meter for CUDA (allocator) and CPU (a deterministic tracker). The given model and
+trainer do not use the meter: the model measures the course's way, with
+torch.cuda.memory_allocated() around the attention, so training on a CPU pays nothing for it.
 """
 
 import gc
@@ -212,6 +214,8 @@ class CfgNode:
         """
         for arg in args:
             keyval = arg.split('=', maxsplit=1)
+            if len(keyval) != 2 and arg.startswith('--'):
+                raise ConfigError("argument %r has no value: write %s=VALUE, with '=' and no space" % (arg, arg))
             if len(keyval) != 2 or not keyval[0].startswith('--'):
                 raise ConfigError("argument %r is not of the form --section.key=value" % arg)
             key, val = keyval[0][2:], _parse_value(keyval[1])

@@ -228,7 +228,10 @@ def test_vanilla_training_out_of_the_box(tmp_path):
     hw1 = _template_copy(tmp_path)
     proc = _run([sys.executable, '-c', SHORT_SAMPLE] + TINY + ['--system.work_dir=%s' % (tmp_path / 'out')], hw1)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert 'saving model' in proc.stdout and (tmp_path / 'out' / 'train_logs.json').is_file()
+    assert 'saved %s' % (tmp_path / 'out' / 'model.pt') in proc.stdout
+    assert sorted(os.listdir(str(tmp_path / 'out'))) == ['args.txt', 'attention_computation_memory.json',
+                                                         'attention_computation_time.json', 'config.json', 'model.pt',
+                                                         'train_losses.json']
 
 
 @pytest.mark.parametrize('flag, message', [

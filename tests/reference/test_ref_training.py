@@ -34,8 +34,13 @@ def run_chargpt(args):
 
 
 def read_logs(work_dir):
-    with open(os.path.join(work_dir, 'train_logs.json')) as f:
-        return json.load(f)
+    """The per-iteration lists chargpt.py writes, under the trainer's names."""
+    import chargpt
+    logs = {}
+    for key, name in chargpt.LOG_FILES:
+        with open(os.path.join(work_dir, name)) as f:
+            logs[key] = json.load(f)
+    return logs
 
 
 @pytest.fixture(scope='module')
@@ -63,8 +68,8 @@ def test_fifty_iterations_lower_the_loss(block16_runs, name):
     # a model that does not learn stays within ~0.1 of where it started
     assert abs(first - math.log(vocab)) < 0.3, "initial loss %.3f should be about ln(%d)" % (first, vocab)
     assert last10 < first - 0.4, "loss did not fall: first %.3f, mean of last 10 %.3f" % (first, last10)
-    # attention memory is measured with torch.cuda.memory_allocated(): on a CPU it is NaN, "not measured"
-    assert all(t > 0 for t in logs['attn_times']) and all(math.isnan(m) for m in logs['attn_mem'])
+    # attention memory is measured with torch.cuda.memory_allocated(): on a CPU it is null, "not measured"
+    assert all(t > 0 for t in logs['attn_times']) and all(m is None for m in logs['attn_mem'])
 
 
 @pytest.mark.parametrize("name", ['vanilla', 'rope'])
