@@ -177,15 +177,16 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         fx = fixtures.load(grading, profile)
         located = submission.locate(path, upload_scratch)
         judging = Judging(grading, profile, located, fx, sandbox, skip)
-        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'])
+        # extra credit: optional parts count on top of the required 100 (see results.add_points)
+        extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
+        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
         out.output = '%s. Profile %s.' % (located.note or 'no model.py found', profile)
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:
             out.output += ' ' + summary.summary + '.'
         out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
                               grader_peak_rss_mb=_peak_rss_mb())
-        # extra credit: optional parts count on top of the required 100 (see results.add_points)
-        add_points(out, {s.id for s in judging.specs if grading.is_extra_credit(s)})
+        add_points(out, extra_credit)
     except Exception as e:  # the grader's own failure: still a valid results.json
         staff = traceback.format_exc()
         known = isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError))
