@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ag_helpers import REPO, AutograderRoot, by_id, possible, total
+from ag_helpers import REPO, AutograderRoot, by_id, full, possible, total
 from autograder import GRADING_YAML, config, grade, patching
 
 GRADING = config.load(GRADING_YAML)
@@ -56,8 +56,8 @@ def test_reference_gets_full_marks(reference):
     assert set(tests) == {t.id for t in GRADING.enabled_tests()}
     # every point: extra-credit tests are worth max_score 0 and score their weight on top
     assert {i: t['score'] for i, t in tests.items() if t['score'] != GRADING.test(i).weight} == {}
-    assert total(out) == sum(t.weight for t in GRADING.enabled_tests())
-    assert possible(out) == sum(t.weight for t in GRADING.enabled_tests() if not GRADING.is_extra_credit(t)) == 100
+    assert total(out) == possible(out) == sum(t.weight for t in GRADING.enabled_tests())
+    assert sum(t['max_score'] for t in out['tests']) == out['extra_data']['points']['required_max'] == 100
     assert all(t['status'] == 'passed' for t in out['tests'])
     assert 'graded model.py' in out['output']
 
@@ -163,7 +163,7 @@ def test_fused_c_attn_is_matched_by_shape(fused):
     assert 'CausalSelfAttention lacks the handout names' in note
     assert 'weights were matched by shape' in note and 'c_attn <- q_proj+k_proj+v_proj' in note
     for tid in ('mha-rope', 'model', 'causality', 'generate'):  # every test that loads CausalSelfAttention
-        assert tests[tid]['score'] == tests[tid]['max_score'], tests[tid]['output']
+        assert full(tests[tid]), tests[tid]['output']
     # the GQA half is the reference's own: nothing else may change
     for tid in ('rope', 'rope-cache', 'gqa', 'gqa-rope', 'dropout', 'memory', 'sliding-window'):
-        assert tests[tid]['score'] == tests[tid]['max_score'], tests[tid]['output']
+        assert full(tests[tid]), tests[tid]['output']
