@@ -67,7 +67,7 @@ def _submission_verdict(located, problems, run):
 def upload_problems(path):
     """Why the file cannot be run at all: nothing to grade in it (one sentence), or the static check's reasons."""
     source, _ = submission.read_source(path)
-    blank = submission.content_problem(source) if source is not None else None
+    blank = interface.nothing_to_grade(source) if source is not None else None
     return [blank] if blank else submission.static_problems(path)
 
 

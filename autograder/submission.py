@@ -301,28 +301,6 @@ def not_utf8(raw, start, end):
             % (_line_of(raw, start), ' '.join('0x%02x' % b for b in bad), likely, text[:200]))
 
 
-def content_problem(source):
-    """
-    One sentence when the decoded file holds nothing to grade: empty, only comments, or none
-    of the handout's classes (the wrong file uploaded). None otherwise: a file that lacks only
-    some of them is graded, and test 1.1 names what is missing.
-    """
-    from autograder import interface
-    if not source.strip():
-        return 'model.py is empty: there is nothing to grade. Upload the file with your code (was it saved?)'
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None   # the static check reports it
-    if not tree.body or all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in tree.body):
-        return 'model.py holds no code, only comments or text: upload the file with your code'
-    lacks = interface.missing(source)
-    if all(cls in lacks for cls in interface.INTERFACE):
-        return ("model.py defines none of the handout's classes (%s): is it the right file? Upload your "
-                "mingpt/model.py" % ', '.join(interface.INTERFACE))
-    return None
-
-
 def read_source(path):
     """(text, None) decoded as Python would (PEP 263), or (None, the reason it cannot be)."""
     with open(path, 'rb') as f:
