@@ -234,9 +234,9 @@ def check_continuation(model_config, source):
             saved = json.load(f).get('model', {})
     except (OSError, ValueError, AttributeError) as e:
         raise ConfigError('--model.pretrained_folder=%s: its config.json cannot be read (%s)' % (source, e)) from None
-    ours = dict(model_config._items())
+    ours = dict(model_config._items())   # sizes still None (before GPT fills them in) are compared later
     differ = ['%s=%s (it has %s)' % (key, ours[key], saved[key]) for key in SAME_MODEL
-              if key in ours and saved.get(key) is not None and saved[key] != ours[key]]
+              if ours.get(key) is not None and saved.get(key) is not None and saved[key] != ours[key]]
     if differ:
         raise ConfigError('--model.pretrained_folder=%s was trained as another model: this run has %s; continue it '
                           'with the model flags it was trained with (its config.json), changing only '
@@ -386,6 +386,12 @@ def main(argv):
     # forward pass: a TODO these flags need or a refused configuration stops here, before any file exists
     config.model.vocab_size = train_dataset.get_vocab_size()
     config.model.block_size = train_dataset.get_block_size()
+    try:
+        if config.model.pretrained_folder is not None:  # what the flags say, before a TODO of another model stops us
+            check_continuation(config.model, config.model.pretrained_folder)
+    except ConfigError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 2
     try:
         model = GPT(config.model)
     except NotImplementedError as e:
