@@ -143,13 +143,13 @@ FUSED = reference_with(
      '        self.k_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename\n'
      '        self.v_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename\n',
      '        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # older starter code: [Q; K; V] fused\n'),
-    ('            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n',
-     '            q, k, v = self.c_attn(x).split(C, dim=2)\n'
-     '            q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'))
+    ('        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n',
+     '        q, k, v = self.c_attn(x).split(C, dim=2)\n'
+     '        q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'))
 
 
 @pytest.fixture(scope='module')
