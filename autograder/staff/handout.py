@@ -45,6 +45,11 @@ PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_
 BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
 SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
 RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
+# HOOK (memory stream, issue 18.1-3): once its CUDA view (torch.cuda stand-ins fed by a readings source) and
+# its pure figure rules are merged, add a placeholder for templates/test_model.py's line
+#   MEMORY_CONTRACT = None  # filled in by build-template: the grader's CUDA view and figure rules (memory stream)
+# and replace it, as PLAN_PLACEHOLDER is, with their source and a MEMORY_CONTRACT(module, x, note) built on
+# them; until then that line ships as it is and test_14 checks only the figure's form.
 
 
 def _upload_rules_source():
