@@ -392,7 +392,7 @@ def refused_with(words):
 
 
 def check_zip_20k(out, tests, root):
-    assert 'graded hw1.zip/hw1/mingpt/model.py (from the zip you uploaded)' in tests['submission']['output']
+    assert 'graded hw1.zip/hw1/mingpt/model.py (from the zip you uploaded; ' in tests['submission']['output']
     assert 'and 19995 more. To have one of these graded, upload it alone' in tests['submission']['output']
     assert os.path.getsize(root.results_path) < 100_000
     all_zero(tests)
