@@ -23,9 +23,7 @@ when the run ends, also by Ctrl-C or an error, so an interrupted run can still b
 """
 
 import json
-import math
 import os
-import signal
 import sys
 import traceback
 
@@ -35,6 +33,7 @@ from torch.utils.data import Dataset
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import set_seed, setup_logging, CfgNode as CN, ConfigError
+from mingpt.utils import LOG_FILES, StopOnCtrlC, memory_measured, save_model, write_logs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the start of the samples printed during training. Handout 5.1 and 5.2: replace it with the first
@@ -44,9 +43,6 @@ PROMPT = "O God, O God!"
 LOG_EVERY = 10
 # the handout quotes 65 characters for Karpathy's tinyshakespeare; other corpora differ
 HANDOUT_VOCAB_SIZE = 65
-# what the run folder's per-iteration lists are called (as in the course's chargpt.py)
-LOG_FILES = (('train_losses', 'train_losses.json'), ('attn_times', 'attention_computation_time.json'),
-             ('attn_mem', 'attention_computation_memory.json'))
 # one line per flag in --help, for the flags the handout names (Table 1) and a few more
 FLAG_HELP = {
     'system.work_dir': 'folder this run writes (args.txt, config.json, model.pt and the logs)',
@@ -269,85 +265,6 @@ def model_refusal(error):
     """One sentence for an AssertionError or ValueError the model raised while being built or loaded."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else 'an assert failed at %s' % _where(error)
     return 'the model refused this configuration: %s' % text
-
-# ----------------------------------------------------------------------------- the run folder
-
-
-class StopOnCtrlC:
-    """
-    While active, Ctrl-C (SIGINT) asks training to stop after the current iteration instead of
-    raising KeyboardInterrupt wherever the program happens to be, so the logs and model.pt that
-    are written at the end always belong to the same, completed iteration. A second Ctrl-C
-    interrupts at once (the previous handler is back).
-    """
-
-    def __init__(self):
-        self.requested = False
-        self._previous = None
-
-    def __enter__(self):
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle) or signal.default_int_handler
-        except ValueError:
-            self._previous = None  # not the main thread: signals go elsewhere, nothing to change
-        return self
-
-    def _handle(self, signum, frame):
-        self.requested = True
-        signal.signal(signal.SIGINT, self._previous)
-        print("Ctrl-C: stopping after this iteration (press Ctrl-C again to stop at once)", file=sys.stderr)
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-        return False
-
-
-def _write_atomically(path, data):
-    """A temporary file renamed over the old one: a run stopped at any moment leaves a complete file."""
-    tmp = '%s.%d.tmp' % (path, os.getpid())  # same folder, so the rename is atomic
-    try:
-        with open(tmp, 'w') as f:
-            json.dump(data, f, allow_nan=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _json_number(x):
-    """A figure as strict JSON: NaN or infinity becomes null."""
-    return x if math.isfinite(x) else None
-
-
-def memory_measured(figure, on_gpu):
-    """
-    False for a memory figure that measured nothing: NaN (the model's own "not measured"), or
-    0 off a GPU, where torch.cuda.memory_allocated() reads 0 before and after the attention.
-    """
-    return math.isfinite(figure) and (on_gpu or figure != 0)
-
-
-def write_logs(work_dir, logs, on_gpu):
-    """
-    Write the three per-iteration lists (LOG_FILES), cut to a common length: an interrupt
-    between two appends must not leave them unequal. A memory figure that measured nothing
-    is written as null, never as a 0 that reads like a measurement. Returns the number of iterations.
-    """
-    n = min(len(v) for v in logs.values())
-    lists = {key: [_json_number(float(x)) for x in values[:n]] for key, values in logs.items()}
-    lists['attn_mem'] = [x if memory_measured(float(x), on_gpu) else None for x in logs['attn_mem'][:n]]
-    for key, name in LOG_FILES:
-        _write_atomically(os.path.join(work_dir, name), lists[key])
-    return n
-
-
-def save_model(work_dir, model):
-    path = os.path.join(work_dir, 'model.pt')
-    tmp = '%s.%d.tmp' % (path, os.getpid())
-    torch.save(model.state_dict(), tmp)
-    os.replace(tmp, path)
-    print("saved %s" % path)
 
 # -----------------------------------------------------------------------------
 
