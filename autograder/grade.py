@@ -64,6 +64,24 @@ def _submission_verdict(located, problems, run):
     return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
 
 
+def upload_problems(path):
+    """Why the file cannot be run at all: nothing to grade in it (one sentence), or the static check's reasons."""
+    source, _ = submission.read_source(path)
+    blank = interface.nothing_to_grade(source) if source is not None else None
+    return [blank] if blank else submission.static_problems(path)
+
+
+def first_line(text):
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def top_output(located, problems, profile):
+    """results.json's top-level message: what was graded, or in one sentence why nothing was."""
+    if located.problem or problems:
+        return 'Not graded: %s. Profile %s.' % (first_line(located.problem or problems[0]).rstrip('.'), profile)
+    return '%s. Profile %s.' % (located.note, profile)
+
+
 def expected_outputs(fx, probe_ids, prof):
     """{probe id: {key: shape}} of the arrays each probe may return: the reference's, from the fixtures."""
     spec = {}
@@ -96,7 +114,7 @@ class Judging:
         self.specs = graded_specs(grading, skip)
         self.verdicts = {}
         self.run = None
-        self.problems = submission.static_problems(located.path) if located.path else []
+        self.problems = upload_problems(located.path) if located.path else []
         self.info = {'sandbox': 'not run'}
         if located.problem or self.problems:
             return
@@ -128,7 +146,7 @@ class Judging:
         if spec.id == 'submission':
             return _submission_verdict(located, self.problems, run)
         if located.problem or self.problems:
-            return Verdict(0.0, ['not graded: %s' % (located.problem or self.problems[0])])
+            return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
         if run.import_result.status != 'ok':
             return Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
                                  % run.import_result.message])
@@ -178,15 +196,16 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         fx = fixtures.load(grading, profile)
         located = submission.locate(path, upload_scratch)
         judging = Judging(grading, profile, located, fx, sandbox, skip)
-        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'])
-        out.output = '%s. Profile %s.' % (located.note or 'no model.py found', profile)
+        # extra credit: optional parts count on top of the required 100 (see results.add_points)
+        extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
+        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
+        out.output = top_output(located, judging.problems, profile)
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:
             out.output += ' ' + summary.summary + '.'
         out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
                               grader_peak_rss_mb=_peak_rss_mb())
-        # extra credit: optional parts count on top of the required 100 (see results.add_points)
-        add_points(out, {s.id for s in judging.specs if grading.is_extra_credit(s)})
+        add_points(out, extra_credit)
     except Exception as e:  # the grader's own failure: still a valid results.json
         staff = traceback.format_exc()
         known = isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError))

@@ -1,9 +1,11 @@
 """
 Test 1.1's interface check, read from the source without running it: the classes and methods
 of the handout's fixed interface must be defined in model.py (directly, by assignment, or
-inherited from another class of the file). An empty model.py, or one that lost a class,
-fails 1.1 with the names it lacks. A base class from outside the file (other than
-torch.nn.Module, which provides none of these) is given the benefit of the doubt.
+inherited from another class of the file). A model.py that lost a class fails 1.1 with the
+names it lacks; one with nothing to grade at all (empty, only comments, none of the classes)
+is refused with one sentence (nothing_to_grade). A base class from outside the file (other
+than torch.nn.Module, which provides none of these) is given the benefit of the doubt.
+Standard library only: build-template copies this module's functions into the public tests.
 """
 
 import ast
@@ -75,3 +77,24 @@ def missing(source):
         elif cls in classes:  # a class defined here must carry its methods; an alias or import is trusted
             lacks += ['%s.%s' % (cls, m) for m in methods if not _has_method(cls, m, classes)]
     return lacks
+
+
+def nothing_to_grade(source):
+    """
+    One sentence when the decoded file holds nothing to grade: empty, only comments, or none
+    of the handout's classes (the wrong file uploaded). None otherwise: a file that lacks only
+    some of them is graded, and test 1.1 names what is missing.
+    """
+    if not source.strip():
+        return 'model.py is empty: there is nothing to grade. Upload the file with your code (was it saved?)'
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None   # the static check reports it
+    if all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in tree.body):
+        return 'model.py holds no code, only comments or text: upload the file with your code'
+    lacks = missing(source)
+    if all(cls in lacks for cls in INTERFACE):
+        return ("model.py defines none of the handout's classes (%s): is it the right file? Upload your "
+                "mingpt/model.py" % ', '.join(INTERFACE))
+    return None

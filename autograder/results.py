@@ -59,7 +59,8 @@ class TestResult:
 
     @property
     def lost(self):
-        return self.score < self.max_score
+        """Points lost, or a failure worth none (an extra-credit test carries max_score 0: see build_suite)."""
+        return self.score < self.max_score or self.status == 'failed'
 
     def to_json(self, limit):
         out = {'name': self.name, 'score': round(float(self.score), SCORE_DIGITS),
@@ -113,11 +114,14 @@ class Results:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def run(cls, specs, judge, max_output_chars=MAX_OUTPUT_CHARS):
-        """Run one gradescope-utils test per spec; `judge(spec)` returns its Verdict (called inside the test)."""
+    def run(cls, specs, judge, max_output_chars=MAX_OUTPUT_CHARS, extra_credit=()):
+        """
+        Run one gradescope-utils test per spec; `judge(spec)` returns its Verdict (called inside the test).
+        Tests whose id is in `extra_credit` carry max_score 0 (see build_suite).
+        """
         stream = io.StringIO()
         failures = {}
-        suite = build_suite(specs, judge, failures)
+        suite = build_suite(specs, judge, failures, extra_credit)
         JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(suite)
         raw = json.loads(stream.getvalue())
         by_number = {str(s.number): s for s in specs}
@@ -187,29 +191,40 @@ def load(path, ids_by_number=None) -> Optional[Results]:
     return Results.from_json(data, ids_by_number)
 
 
-def add_points(out, extra_credit_ids):
+def add_points(out, extra_credit):
     """
-    Extra credit (grading.yaml handout.extra_credit): the tests in `extra_credit_ids` keep their
-    max_score (a test reads 0/5 or 5/5) but count on top of the required total. results.json's
-    `score` (which Gradescope takes over the sum of the tests) is already every test's score, so
-    it may exceed the required maximum; staff set the assignment's total points to the required
-    maximum (100). extra_data.points spells the split out for the table and for staff.
+    Extra credit (grading.yaml handout.extra_credit): the tests in `extra_credit` ({id: weight})
+    carry max_score 0 (build_suite), so the tests' maxima sum to the required total (100) and an
+    untouched part costs nothing; a test's score (up to its weight) counts on top. results.json's
+    `score` (which Gradescope takes over the sum of the tests) is every test's score, so it may
+    exceed the required maximum; staff set the assignment's total points to 100.
+    extra_data.points spells the split out for the table, build-zip's check and staff.
     """
-    extra = [t for tid, t in out.tests.items() if tid in extra_credit_ids]
-    required = [t for tid, t in out.tests.items() if tid not in extra_credit_ids]
+    extra = [t for tid, t in out.tests.items() if tid in extra_credit]
+    required = [t for tid, t in out.tests.items() if tid not in extra_credit]
     out.extra_data['points'] = {
         'required': round(sum(t.score for t in required), SCORE_DIGITS),
         'required_max': round(sum(t.max_score for t in required), SCORE_DIGITS),
         'extra_credit': round(sum(t.score for t in extra), SCORE_DIGITS),
-        'extra_credit_max': round(sum(t.max_score for t in extra), SCORE_DIGITS)}
+        'extra_credit_max': round(sum(extra_credit[t.id] for t in extra), SCORE_DIGITS)}
     return out
 
 
-def build_suite(specs, judge, failures=None):
+# what an untouched optional part reads on Gradescope: a test worth 0 that is not a failure
+NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) still raises NotImplementedError in its TODO, '
+                 'so it was not graded and costs nothing. Implement it for up to %s extra points.')
+
+
+def build_suite(specs, judge, failures=None, extra_credit=()):
     """
     A TestCase class with one test per spec, decorated from grading.yaml; each body judges its test.
     A bug of the grader while judging one test costs that test only: the student reads that it was
     not their fault, the traceback goes to `failures` (extra_data, staff only).
+
+    A test in `extra_credit` is worth max_score 0 and scores up to its weight on top: an untouched
+    optional part then reads "0 / 0", status passed, "Not attempted" (Gradescope has no neutral
+    status; a failed 0 / 5 would show red for work nobody asked for), and an implemented one
+    "5 / 0". A wrong implementation still fails (red), with what is wrong.
     """
     class HW1Autograder(unittest.TestCase):
         pass
@@ -224,16 +239,21 @@ def build_suite(specs, judge, failures=None):
                 set_score(0.0)
                 self.fail('the autograder failed while judging this test (%s); this is not your fault, course staff '
                           'can see the details' % type(e).__name__)
+            if verdict.not_implemented and spec.id in extra_credit:
+                print(NOT_ATTEMPTED % points(spec.weight))
+                print('\n'.join(verdict.lines))   # which TODO was met
+                set_score(0.0)
+                return
             if verdict.summary:
                 print(verdict.summary)
             print('\n'.join(verdict.lines))
             set_score(round(verdict.fraction * spec.weight, SCORE_DIGITS))
-            if verdict.not_implemented:   # an untouched optional part: said plainly, not as wrong values
+            if verdict.not_implemented:   # an untouched optional part that counts in the 100: said plainly
                 self.fail('not implemented (optional)')
             if not verdict.passed:
                 self.fail('%s scored %.0f%% of its points' % (spec.name, 100 * verdict.fraction))
         test.__doc__ = spec.name
-        test = partial_credit(spec.weight)(test)
+        test = partial_credit(0.0 if spec.id in extra_credit else spec.weight)(test)
         test = number(spec.number)(test)
         test = visibility(spec.visibility)(test)
         test = tags(*spec.tags)(test)

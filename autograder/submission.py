@@ -55,8 +55,15 @@ def _unsafe(path, rel, in_upload, max_bytes=MAX_MODEL_BYTES):
     if in_upload and st.st_nlink > 1:
         return '%s is a hard link (one file with %d names); upload a plain copy of the file' % (rel, st.st_nlink)
     if max_bytes is not None and st.st_size > max_bytes:
-        return '%s is %d bytes, more than the %d a model.py may have' % (rel, st.st_size, max_bytes)
+        return too_large(rel, st.st_size, max_bytes)
     return None
+
+
+def too_large(rel, size, max_bytes=MAX_MODEL_BYTES):
+    """The refusal of an oversized model.py, in units people read (bytes where they tell the sizes apart)."""
+    shown = '%.1f MB' % (size / 1024 ** 2) if size >= 10 * 1024 ** 2 else '%d bytes' % size
+    return ('%s is %s; a model.py may have at most %d bytes (%g MB; the handout\'s is about 30 KB): upload the source '
+            'file alone, without saved weights or data in it' % (rel, shown, max_bytes, max_bytes / 1024 ** 2))
 
 
 def _inside(path, folder):
@@ -84,31 +91,86 @@ def _rank(rel):
     return (not in_mingpt, not exact, len(parts), rel)
 
 
-def _also(names, best):
-    others = [n for n in names if n != best]
-    if not others:
-        return ''
-    shown = ', '.join(others[:MAX_LISTED])
-    more = len(others) - MAX_LISTED
-    return '; also found %s%s' % (shown, ' and %d more (not graded)' % more if more > 0 else '')
+# why the best-ranked candidate won, by its class (_rank's first two fields)
+_WHY = {(False, False): 'mingpt/model.py is where the handout keeps it', (True, False): 'it is named exactly model.py',
+        (False, True): 'it is in a mingpt folder', (True, True): 'it is the least deeply nested'}
+
+
+def choose(names, same_as_best):
+    """
+    (best name, why, also, problem) among the candidate names (relative paths), given
+    `same_as_best(name)`: whether that file's content equals the best one's. Identical copies
+    are harmless. A different file is refused when nothing but the alphabet would decide
+    (same place in the ranking: mingpt/model.py, then model.py, then other names; shallower
+    first); otherwise `why` says why the best one was graded and `also` names the others,
+    each marked as the same content or not graded.
+    """
+    ranked = sorted(names, key=_rank)
+    best, others = ranked[0], ranked[1:]
+    differing = [n for n in others if not same_as_best(n)]
+    tied = [n for n in differing if _rank(n)[:3] == _rank(best)[:3]]
+    if tied:
+        listed = [best] + tied[:MAX_LISTED - 1]
+        return None, None, '', ('found %d different files that could be your model.py (%s%s); the autograder will not '
+                                'guess which one you mean: upload only one (your mingpt/model.py)'
+                                % (len(tied) + 1, ', '.join(listed), ' and %d more' % (len(tied) + 1 - len(listed))
+                                   if len(tied) + 1 > len(listed) else ''))
+    also = ''
+    for group, words in (([n for n in others if n not in differing], '; also found, with the same content: %s'),
+                         (differing, '; NOT graded, with other content: %s. To have one of these graded, upload it '
+                                     'alone')):
+        if group:
+            more = len(group) - MAX_LISTED
+            also += words % (', '.join(group[:MAX_LISTED]) + (' and %d more' % more if more > 0 else ''))
+    return best, (_WHY[_rank(best)[:2]] if differing else None), also, None
+
+
+def _same_file_content(paths):
+    """same(name) for candidate files on disk: equal sizes, then equal bytes (each at most MAX_MODEL_BYTES read)."""
+    def read(path):
+        try:
+            with open(path, 'rb') as f:
+                return f.read(MAX_MODEL_BYTES + 1)
+        except OSError:
+            return None
+    cache = {}
+
+    def same(best, name):
+        if best not in cache:
+            cache[best] = read(paths[best])
+        try:
+            if os.lstat(paths[name]).st_size != os.lstat(paths[best]).st_size:
+                return False
+        except OSError:
+            return False
+        return read(paths[name]) == cache[best]
+    return same
 
 
 def _zip_members(zip_path):
-    """(candidate names, unsafe names) of a zip, from its directory alone; refuses oversized directories."""
+    """
+    (candidate names, unsafe names, {name: (crc, size)}, names of zips inside) of a zip, from its
+    directory alone; refuses oversized directories.
+    """
     with open(zip_path, 'rb') as f:
         readback.check_zip_directory(f, os.fstat(f.fileno()).st_size, MAX_ZIP_MEMBERS, os.path.basename(zip_path))
         with zipfile.ZipFile(f) as z:
-            found, unsafe = [], []
+            found, unsafe, digests, inner = [], [], {}, []
             for info in z.infolist():
                 name = info.filename
                 parts = name.split('/')
-                if info.is_dir() or not NAME.match(parts[-1]) or any(p.startswith('__MACOSX') for p in parts):
+                if info.is_dir() or any(p.startswith('__MACOSX') for p in parts):
+                    continue
+                if parts[-1].lower().endswith('.zip'):
+                    inner.append(name)
+                if not NAME.match(parts[-1]):
                     continue
                 if name.startswith('/') or '..' in parts or '\\' in name or ':' in parts[0]:
                     unsafe.append(name)
                     continue
                 found.append(name)
-    return found, unsafe
+                digests[name] = (info.CRC, info.file_size)
+    return found, unsafe, digests, inner
 
 
 def _extract(zip_path, name, into):
@@ -121,8 +183,7 @@ def _extract(zip_path, name, into):
         if kind not in (0, stat.S_IFREG):
             raise ValueError('%s is not a regular file inside the zip' % name)
         if info.file_size > MAX_MODEL_BYTES:
-            raise ValueError('%s unpacks to %d bytes, more than the %d a model.py may have'
-                             % (name, info.file_size, MAX_MODEL_BYTES))
+            raise ValueError(too_large(name, info.file_size))
         with z.open(info) as src:
             data = src.read(MAX_MODEL_BYTES + 1)
         if len(data) > MAX_MODEL_BYTES:
@@ -136,29 +197,37 @@ def _extract(zip_path, name, into):
 
 def _from_zips(zips, folder, scratch):
     """The best model.py over all zips, unpacked alone; (Located, or None when the zips hold none)."""
-    found, unsafe = [], []
+    found, unsafe, digests, inner = {}, [], {}, []
     for z in zips:
         label = os.path.relpath(z, folder) if os.path.isdir(folder) else os.path.basename(z)
         problem = _unsafe(z, label, in_upload=True, max_bytes=None) if os.path.isdir(folder) else None
         if problem:
             return Located(None, '', problem)
         try:
-            names, bad = _zip_members(z)
+            names, bad, crcs, zips_inside = _zip_members(z)
         except (zipfile.BadZipFile, ValueError, OSError) as e:
             return Located(None, '', 'could not read %s: %s' % (os.path.basename(z), e))
-        found += [(os.path.basename(z), z, n) for n in names]
+        for n in names:
+            found[os.path.basename(z) + '/' + n] = (z, n)
+            digests[os.path.basename(z) + '/' + n] = crcs[n]
         unsafe += bad
+        inner += ['%s/%s' % (os.path.basename(z), n) for n in zips_inside]
     if not found:
+        if inner:
+            return Located(None, '', 'no model.py in the submission: %s is a zip inside the zip you uploaded, and the '
+                                     'autograder opens only the zip itself, not zips within it: upload your '
+                                     'mingpt/model.py, or a zip that holds it directly' % inner[0])
         return None
-    found.sort(key=lambda f: _rank(f[0] + '/' + f[2]))
-    zip_name, zip_path, member = found[0]
+    first = sorted(found, key=_rank)[0]   # the one choose() ranks first
+    best, why, also, problem = choose(list(found), lambda name: digests[name] == digests[first])
+    if problem:
+        return Located(None, '', problem)
+    zip_path, member = found[best]
     try:
-        path = _extract(zip_path, member, os.path.join(scratch, zip_name))
+        path = _extract(zip_path, member, os.path.join(scratch, os.path.basename(zip_path)))
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        return Located(None, '', 'could not read %s: %s' % (zip_name, e))
-    best = zip_name + '/' + member
-    note = 'graded %s (from the zip you uploaded)' % best
-    note += _also([f[0] + '/' + f[2] for f in found], best)
+        return Located(None, '', 'could not read %s: %s' % (os.path.basename(zip_path), e))
+    note = 'graded %s (from the zip you uploaded%s)%s' % (best, '; ' + why if why else '', also)
     if unsafe:
         note += '; ignored %d zip member%s with an unsafe path (absolute or with ..): %s' % (
             len(unsafe), 's' if len(unsafe) > 1 else '', ', '.join(unsafe[:MAX_LISTED]))
@@ -181,15 +250,19 @@ def locate(path, scratch=None):
         return Located(None, '', problem) if problem else Located(path, 'graded %s' % os.path.basename(path))
     found, linked_dirs = _candidates(path)
     if found:
-        rels = [os.path.relpath(p, path).replace(os.sep, '/') for p in found]
-        best = sorted(rels, key=_rank)[0]
-        best_path = os.path.join(path, *best.split('/'))
+        paths = {os.path.relpath(p, path).replace(os.sep, '/'): p for p in found}
+        best_path_rel = sorted(paths, key=_rank)[0]   # the one choose() ranks first
+        best, best_path = best_path_rel, paths[best_path_rel]
         problem = _unsafe(best_path, best, in_upload=True)
         if problem is None and not _inside(best_path, path):
             problem = '%s resolves outside the upload' % best
         if problem:
             return Located(None, '', problem)
-        return Located(best_path, 'graded %s%s' % (best, _also(sorted(rels, key=_rank), best)))
+        same = _same_file_content(paths)
+        best, why, also, problem = choose(list(paths), lambda name: same(best_path_rel, name))
+        if problem:
+            return Located(None, '', problem)
+        return Located(best_path, 'graded %s%s%s' % (best, ' (%s)' % why if why else '', also))
     zips = sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.lower().endswith('.zip'))
     located = _from_zips(zips, path, scratch) if zips else None
     if located is not None:
@@ -203,6 +276,31 @@ def locate(path, scratch=None):
 
 # ----------------------------------------------------------------------------- the static check
 
+def _line_of(raw, offset):
+    """'line L, column C' of a byte offset (columns count bytes, from 1)."""
+    line_start = raw.rfind(b'\n', 0, offset) + 1
+    return 'line %d, column %d' % (raw.count(b'\n', 0, offset) + 1, offset - line_start + 1)
+
+
+def not_utf8(raw, start, end):
+    """
+    Where the first byte that is not UTF-8 sits, what it most likely is (editors that do not
+    save UTF-8 mostly write Windows-1252: curly quotes, dashes, accented letters), and the fix.
+    """
+    bad = raw[start:max(end, start + 1)]
+    try:
+        guess = bad.decode('cp1252')
+        likely = ", which is %r in the Windows-1252 encoding" % guess
+    except UnicodeDecodeError:
+        likely = ''
+    line_start = raw.rfind(b'\n', 0, start) + 1
+    line_end = raw.find(b'\n', start)
+    text = raw[line_start:line_end if line_end >= 0 else len(raw)].decode('cp1252', errors='replace').strip()
+    return ('model.py is not UTF-8 text: %s holds the byte %s%s. Save the file as UTF-8 (in most editors: Save with '
+            'Encoding, UTF-8), or replace that character (a straight quote \' or " for a curly one)\n    %s'
+            % (_line_of(raw, start), ' '.join('0x%02x' % b for b in bad), likely, text[:200]))
+
+
 def read_source(path):
     """(text, None) decoded as Python would (PEP 263), or (None, the reason it cannot be)."""
     with open(path, 'rb') as f:
@@ -210,8 +308,8 @@ def read_source(path):
     if len(raw) > MAX_MODEL_BYTES:
         return None, 'model.py is more than %d bytes' % MAX_MODEL_BYTES
     if b'\0' in raw:
-        return None, ('model.py contains a NUL byte (at byte %d), which Python source cannot contain: save it '
-                      'again as plain text' % raw.index(b'\0'))
+        return None, ('model.py contains a NUL byte (at byte %d, %s), which Python source cannot contain: save it '
+                      'again as plain text' % (raw.index(b'\0'), _line_of(raw, raw.index(b'\0'))))
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as e:
@@ -223,7 +321,7 @@ def read_source(path):
         return raw.decode(encoding), None
     except UnicodeDecodeError as e:
         if encoding in ('utf-8', 'utf-8-sig'):
-            return None, 'model.py is not UTF-8 text (byte %d)' % e.start
+            return None, not_utf8(raw, e.start, e.end)
         return None, 'model.py is not valid %s text, as its coding line says (byte %d)' % (encoding, e.start)
     except LookupError as e:
         return None, 'model.py has a coding line Python does not accept: %s' % e

@@ -14,8 +14,8 @@ Before writing, the build refuses (exit 1, nothing written) when:
   - the file list differs from the golden listing autograder/zip_listing.txt (a diff is
     printed; `--update-listing` accepts the new list);
   - unless --no-verify: the unpacked zip's own run_autograder, run in a temporary
-    AUTOGRADER_ROOT, does not give the reference 100% and the untouched template 0 on every
-    test that carries points (read back as a validated Results).
+    AUTOGRADER_ROOT, does not give the reference every point (the required 100 and the extra
+    credit) and the untouched template 0 on every test (read back as a validated Results).
 """
 
 import argparse
@@ -161,7 +161,7 @@ def run_unpacked(zip_path, model_py, root, python=sys.executable, data_file=DATA
 
 
 def verify(zip_path, log=print):
-    """Reference 100%, untouched template 0 on every test with points, both graded by the unpacked zip."""
+    """Reference every point (100 and the extra credit), untouched template 0 on every test, both graded by the unpacked zip."""
     cases = [('reference', os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')),
              ('template', os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py'))]
     for label, path in cases:
@@ -178,13 +178,19 @@ def verify(zip_path, log=print):
                 procs[label] = pool.submit(run_unpacked, zip_path, path, root)
             got = {label: f.result() for label, f in procs.items()}
     ref, tpl = got['reference'], got['template']
-    log('verify: reference scores %s / %s with the unpacked zip' % (points(ref.total), points(ref.possible)))
-    if ref.possible <= 0 or ref.total != ref.possible:
-        failed = ['%s %s: %s/%s' % (t.number, t.name, points(t.score), points(t.max_score))
+    split = ref.extra_data.get('points') or {'required': ref.total, 'required_max': ref.possible,
+                                             'extra_credit': 0, 'extra_credit_max': 0}
+    log('verify: reference scores %s / %s (+ %s of %s extra credit) with the unpacked zip'
+        % tuple(points(split[k]) for k in ('required', 'required_max', 'extra_credit', 'extra_credit_max')))
+    # every point, required and extra credit: extra-credit tests carry max_score 0 (results.build_suite)
+    if split['required_max'] <= 0 or split['required'] != split['required_max'] or \
+            split['extra_credit'] != split['extra_credit_max'] or any(t.lost for t in ref.tests.values()):
+        failed = ['%s %s: %s/%s %s' % (t.number, t.name, points(t.score), points(t.max_score), t.status)
                   for t in ref.tests.values() if t.lost]
-        raise BuildError('the reference does not score 100%% with the zip (%s / %s): %s'
-                         % (points(ref.total), points(ref.possible), '; '.join(failed)))
-    scored = [t for t in tpl.tests.values() if t.max_score > 0 and t.score != 0]
+        raise BuildError('the reference does not score every point with the zip (%s / %s + %s of %s extra credit): %s'
+                         % (points(split['required']), points(split['required_max']), points(split['extra_credit']),
+                            points(split['extra_credit_max']), '; '.join(failed)))
+    scored = [t for t in tpl.tests.values() if t.score != 0]
     log('verify: untouched template scores %s / %s with the unpacked zip' % (points(tpl.total), points(tpl.possible)))
     if scored or tpl.possible <= 0:
         raise BuildError('the untouched template earns points: %s'

@@ -67,7 +67,8 @@ def skipped_tests(sub):
 
 def row(sub, out, course, seconds):
     """One submission's row: its expected.yaml, its Results and the course tests' verdict."""
-    tests = {tid: {'score': t.score, 'max_score': t.max_score, 'output': t.output} for tid, t in out.tests.items()}
+    tests = {tid: {'score': t.score, 'max_score': t.max_score, 'output': t.output, 'status': t.status}
+             for tid, t in out.tests.items()}
     return dict(sub, tests=tests, skipped=list(skipped_tests(sub)), grade_seconds=round(seconds, 1), course=course,
                 grader_output=out.output)
 
@@ -81,8 +82,9 @@ def error_row(sub, message, seconds):
 
 def analyse(rows, test_ids):
     for r in rows:
-        lost = {tid for tid, t in r['tests'].items() if t['score'] < t['max_score']
-                and not (tid in r.get('not_implemented', ()) and t['output'].startswith('not implemented (optional)'))}
+        # extra-credit tests are worth max_score 0: a wrong one is 'failed', an untouched one 'passed' (not attempted)
+        lost = {tid for tid, t in r['tests'].items() if (t['score'] < t['max_score'] or t.get('status') == 'failed')
+                and not (tid in r.get('not_implemented', ()) and 'not implemented (optional)' in t['output'])}
         r['lost'] = lost
         # a test skipped on purpose (loss-curve for mutants not expected to fail it) is not missing
         r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests'] and tid not in r.get('skipped', ())]

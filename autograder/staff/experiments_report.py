@@ -187,9 +187,9 @@ def attention_section(attn_ms, meta, draw):
               'Ordering: n_kv_head=%d faster than %d in %s (%s; timings on a shared machine are noisy).'
               % (S['gqa_iters'], kvs[0], kvs[-1], _seeds((k, n)), meta['device']), '']
     if meta['device'] == 'cpu':
-        lines += ['On a CPU these times include the Python overhead of AttentionMemory\'s CPU allocation tracker on '
-                  'every op inside attention, which dwarfs the arithmetic at this size: they are not comparable with '
-                  'a student\'s GPU numbers (torch.cuda.memory_allocated costs nothing).', '']
+        lines += ['On a CPU these are the attention\'s own times (the model measures memory with '
+                  'torch.cuda.memory_allocated(), which measures nothing there and costs nothing); they are not '
+                  'comparable with a student\'s GPU numbers.', '']
     lines += ['**Rubric (5.5).** ' + NOTES['5.5'], '']
     return lines
 

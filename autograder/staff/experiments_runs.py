@@ -3,7 +3,7 @@ Training runs of `python -m autograder experiments`: each run is one call of
 reference/chargpt.py with the handout's flags (the code path students use), in its own
 folder under the runs directory, named after a key of its flags.
 
-Caching: a run is complete when its train_logs.json holds max_iters losses and model.pt is
+Caching: a run is complete when its train_losses.json holds max_iters losses and model.pt is
 there; complete runs are skipped, anything else is deleted and run again from scratch. The
 key covers the flags, the parent run a --model.pretrained_folder run continues, and the
 sha256 of the reference code, so a changed reference never reuses stale runs.
@@ -82,13 +82,21 @@ class Run:
         return [sys.executable, CHARGPT] + args
 
 
+# the per-iteration lists chargpt.py writes to a run folder (the course's file names)
+LOG_FILES = {'train_losses': 'train_losses.json', 'attn_times': 'attention_computation_time.json',
+             'attn_mem': 'attention_computation_memory.json'}
+
+
 def read_logs(folder):
-    """train_logs.json of a run folder ({'train_losses', 'attn_times', 'attn_mem'}), or None."""
+    """The per-iteration lists of a run folder ({'train_losses', 'attn_times', 'attn_mem'}), or None."""
+    logs = {}
     try:
-        with open(os.path.join(folder, 'train_logs.json')) as f:
-            return json.load(f)
+        for key, name in LOG_FILES.items():
+            with open(os.path.join(folder, name)) as f:
+                logs[key] = json.load(f)
     except (OSError, ValueError):
         return None
+    return logs
 
 
 def is_complete(run, runs_dir):

@@ -44,6 +44,28 @@ PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template fro
 PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
 BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
 SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
+RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
+# HOOK (memory stream, issue 18.1-3): once its CUDA view (torch.cuda stand-ins fed by a readings source) and
+# its pure figure rules are merged, add a placeholder for templates/test_model.py's line
+#   MEMORY_CONTRACT = None  # filled in by build-template: the grader's CUDA view and figure rules (memory stream)
+# and replace it, as PLAN_PLACEHOLDER is, with their source and a MEMORY_CONTRACT(module, x, note) built on
+# them; until then that line ships as it is and test_14 checks only the figure's form.
+
+
+def _upload_rules_source():
+    """
+    The grader's own upload checks, copied so that the public tests and test 1.1 say the same:
+    size and decoding (submission.py), the handout interface and 'nothing to grade' (interface.py).
+    """
+    from autograder import interface, submission
+    parts = ['# copied by build-template from autograder/submission.py and interface.py: do not edit here',
+             'MAX_MODEL_BYTES = %d' % submission.MAX_MODEL_BYTES,
+             'INTERFACE = %r' % (interface.INTERFACE,),
+             '_MODULE_BASES = frozenset(%r)' % sorted(interface._MODULE_BASES)]
+    functions = (submission.too_large, submission._line_of, submission.not_utf8, submission.read_source,
+                 interface._names_defined, interface._classes, interface._has_method, interface.missing,
+                 interface.nothing_to_grade)
+    return '\n'.join(parts) + '\n\n\n' + '\n\n'.join(inspect.getsource(f) for f in functions)
 
 
 def _projection_plan_source():
@@ -282,11 +304,12 @@ def generate(optional_parts=None):
 
     source = files['test_model.py']
     for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER, BUGS_PLACEHOLDER,
-                        SIGNATURES_PLACEHOLDER):
+                        SIGNATURES_PLACEHOLDER, RULES_PLACEHOLDER):
         if source.count(placeholder) != 1:
             raise ValueError('student_template/templates/test_model.py must contain the line %r exactly once'
                              % placeholder.strip())
     source = source.replace(PLAN_PLACEHOLDER, _projection_plan_source())
+    source = source.replace(RULES_PLACEHOLDER, _upload_rules_source())
     computed = compute_expected(source)
     likely, signatures = handout_bugs.bug_signatures(source, computed['expected'])
     source = source.replace(BUGS_PLACEHOLDER, handout_bugs.likely_bugs_literal(likely))

@@ -1,7 +1,7 @@
 """
 Full definition of a character-level GPT language model (after Karpathy's minGPT),
-upgraded with rotary position embeddings (RoPE), grouped-query attention (GQA) and two
-optional parts: sliding-window attention and a KV cache for generation.
+upgraded with rotary position embeddings (RoPE) and grouped-query attention (GQA). TODOs
+marked "optional" belong to the optional parts of the homework.
 
 References:
 1) minGPT: https://github.com/karpathy/minGPT
@@ -213,7 +213,8 @@ def causal_mask_rows(bias, T, past, config_window=None):
     """
     The rows of the causal mask for queries at positions past .. past+T-1 over keys
     0 .. past+T-1: (1, 1, T, past+T), 1 where attending is allowed, 0 where it is not.
-    `bias` is the module's (1, 1, block_size, block_size) lower-triangular buffer.
+    `bias` is the module's (1, 1, block_size, block_size) lower-triangular buffer. past is 0
+    unless the keys of earlier tokens are kept from one forward to the next (a KV cache).
     """
     mask = bias[:, :, past:past + T, :past + T]
     # BEGIN OPTIONAL sliding_window
@@ -270,7 +271,9 @@ class CausalSelfAttention(nn.Module):
     # END OPTIONAL
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         hs = C // self.n_head
+        # BEGIN OPTIONAL kv_cache
         past = 0  # tokens before x (a KV cache holds their keys and values)
+        # END OPTIONAL
 
         # calculate query, key, values for all heads in batch and move head forward to be the batch dim
         q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
@@ -311,7 +314,14 @@ class CausalSelfAttention(nn.Module):
             start = torch.cuda.memory_allocated()
         # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        # BEGIN OPTIONAL kv_cache
         att = att.masked_fill(causal_mask_rows(self.bias, T, past, self.sliding_window) == 0, float('-inf'))
+        # END OPTIONAL
+        # BEGIN OPTIONAL !kv_cache
+        # BEGIN PROMPT
+        # att = att.masked_fill(causal_mask_rows(self.bias, T, 0, self.sliding_window) == 0, float('-inf'))
+        # END PROMPT
+        # END OPTIONAL
         att = F.softmax(att, dim=-1)
         att = self.attn_dropout(att)
         y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
@@ -380,8 +390,8 @@ class GroupedQueryAttention(nn.Module):
         # END PROMPT
         # BEGIN OPTIONAL kv_cache
         # BEGIN PROMPT
-        # # Optional (KV cache): with a kv_cache, do as CausalSelfAttention does (the cache holds
-        # # the n_kv_head heads).
+        # # Optional (KV cache): with a kv_cache, as in your KV-cache code of CausalSelfAttention.forward
+        # # (here the cache holds the n_kv_head key/value heads, before they are shared by the groups).
         # END PROMPT
         # END OPTIONAL
         # BEGIN PROMPT
@@ -677,17 +687,29 @@ class GPT(nn.Module):
     # END OPTIONAL
         device = idx.device
         b, t = idx.size()
-        past = 0  # position of idx's first token before the first one
         # BEGIN OPTIONAL kv_cache
+        past = 0  # position of idx's first token before the first one
         if kv_caches is not None:
             past = kv_caches[0].length  # tokens already in the caches
-        # END OPTIONAL
         assert past + t <= self.block_size, f"Cannot forward sequence of length {past + t}, block size is only {self.block_size}"
+        # END OPTIONAL
+        # BEGIN OPTIONAL !kv_cache
+        # BEGIN PROMPT
+        # assert t <= self.block_size, f"Cannot forward sequence of length {t}, block size is only {self.block_size}"
+        # END PROMPT
+        # END OPTIONAL
 
         # forward the GPT model itself
         x = self.transformer.wte(idx)  # token embeddings of shape (b, t, n_embd)
         if not self.rope:
+            # BEGIN OPTIONAL kv_cache
             pos = torch.arange(past, past + t, dtype=torch.long, device=device).unsqueeze(0)  # shape (1, t)
+            # END OPTIONAL
+            # BEGIN OPTIONAL !kv_cache
+            # BEGIN PROMPT
+            # pos = torch.arange(0, t, dtype=torch.long, device=device).unsqueeze(0)  # shape (1, t)
+            # END PROMPT
+            # END OPTIONAL
             x = x + self.transformer.wpe(pos)  # position embeddings of shape (1, t, n_embd)
         x = self.transformer.drop(x)
         attn_seconds, attn_mem = [], []

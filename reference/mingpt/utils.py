@@ -1,13 +1,17 @@
 """
-Helpers shared by chargpt.py, the model and the trainer: seeding, run-folder logging,
-the CfgNode configuration object with strict `--section.key=value` overrides, and the
-attention memory meter that works on CUDA (allocator) and on CPU (a deterministic tracker).
+Helpers shared by chargpt.py, the model and the trainer: seeding, run-folder logging, the
+CfgNode configuration object with strict `--section.key=value` overrides, and an attention
+memory meter for CUDA (allocator) and CPU (a deterministic tracker). The given model and
+trainer do not use the meter: the model measures the course's way, with
+torch.cuda.memory_allocated() around the attention, so training on a CPU pays nothing for it.
 """
 
 import gc
 import json
+import math
 import os
 import random
+import signal
 import sys
 import weakref
 from ast import literal_eval
@@ -35,6 +39,90 @@ def setup_logging(config):
         f.write(' '.join(sys.argv))
     with open(os.path.join(work_dir, 'config.json'), 'w') as f:
         f.write(json.dumps(config.to_dict(), indent=4))
+
+# -----------------------------------------------------------------------------
+# the run folder's per-iteration lists, written safely (chargpt.py)
+
+# what the run folder's per-iteration lists are called (as in the course's chargpt.py)
+LOG_FILES = (('train_losses', 'train_losses.json'), ('attn_times', 'attention_computation_time.json'),
+             ('attn_mem', 'attention_computation_memory.json'))
+
+
+class StopOnCtrlC:
+    """
+    While active, Ctrl-C (SIGINT) asks training to stop after the current iteration instead of
+    raising KeyboardInterrupt wherever the program happens to be, so the logs and model.pt that
+    are written at the end always belong to the same, completed iteration. A second Ctrl-C
+    interrupts at once (the previous handler is back).
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle) or signal.default_int_handler
+        except ValueError:
+            self._previous = None  # not the main thread: signals go elsewhere, nothing to change
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, self._previous)
+        print("Ctrl-C: stopping after this iteration (press Ctrl-C again to stop at once)", file=sys.stderr)
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+def _write_atomically(path, data):
+    """A temporary file renamed over the old one: a run stopped at any moment leaves a complete file."""
+    tmp = '%s.%d.tmp' % (path, os.getpid())  # same folder, so the rename is atomic
+    try:
+        with open(tmp, 'w') as f:
+            json.dump(data, f, allow_nan=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _json_number(x):
+    """A figure as strict JSON: NaN or infinity becomes null."""
+    return x if math.isfinite(x) else None
+
+
+def memory_measured(figure, on_gpu):
+    """
+    False for a memory figure that measured nothing: NaN (the model's own "not measured"), or
+    0 off a GPU, where torch.cuda.memory_allocated() reads 0 before and after the attention.
+    """
+    return math.isfinite(figure) and (on_gpu or figure != 0)
+
+
+def write_logs(work_dir, logs, on_gpu):
+    """
+    Write the three per-iteration lists (LOG_FILES), cut to a common length: an interrupt
+    between two appends must not leave them unequal. A memory figure that measured nothing
+    is written as null, never as a 0 that reads like a measurement. Returns the number of iterations.
+    """
+    n = min(len(v) for v in logs.values())
+    lists = {key: [_json_number(float(x)) for x in values[:n]] for key, values in logs.items()}
+    lists['attn_mem'] = [x if memory_measured(float(x), on_gpu) else None for x in logs['attn_mem'][:n]]
+    for key, name in LOG_FILES:
+        _write_atomically(os.path.join(work_dir, name), lists[key])
+    return n
+
+
+def save_model(work_dir, model):
+    path = os.path.join(work_dir, 'model.pt')
+    tmp = '%s.%d.tmp' % (path, os.getpid())
+    torch.save(model.state_dict(), tmp)
+    os.replace(tmp, path)
+    print("saved %s" % path)
 
 # -----------------------------------------------------------------------------
 # memory measurement for the attention computation
@@ -212,6 +300,8 @@ class CfgNode:
         """
         for arg in args:
             keyval = arg.split('=', maxsplit=1)
+            if len(keyval) != 2 and arg.startswith('--'):
+                raise ConfigError("argument %r has no value: write %s=VALUE, with '=' and no space" % (arg, arg))
             if len(keyval) != 2 or not keyval[0].startswith('--'):
                 raise ConfigError("argument %r is not of the form --section.key=value" % arg)
             key, val = keyval[0][2:], _parse_value(keyval[1])

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, by_id, mode, possible, sandbox_processes,
+from ag_helpers import (REPO, SANDBOXED, by_id, full, mode, possible, sandbox_processes, score_in_range,
                       sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML, config, sandbox
 from autograder.child import wire
@@ -53,10 +53,6 @@ def describe(pids):
         except OSError:
             out.append(str(pid))
     return out
-
-
-def full(t):
-    return t['score'] == t['max_score']
 
 
 def all_zero(tests, ids=IMPLEMENTATION):
@@ -335,7 +331,7 @@ def grade_and_check(name, root, check, env=None):
     assert isinstance(out['execution_time'], (int, float))
     for t in out['tests']:
         assert len(t.get('output', '')) <= CAP + 100
-        assert 0 <= t['score'] <= t['max_score']
+        assert score_in_range(t), t
     check(out, tests, root)
     left = sandbox_processes()
     assert left == [], 'processes of the sandbox users survived the grading: %s' % describe(left)
@@ -396,8 +392,8 @@ def refused_with(words):
 
 
 def check_zip_20k(out, tests, root):
-    assert 'graded hw1.zip/hw1/mingpt/model.py (from the zip you uploaded)' in tests['submission']['output']
-    assert 'and 19995 more (not graded)' in tests['submission']['output']
+    assert 'graded hw1.zip/hw1/mingpt/model.py (from the zip you uploaded; ' in tests['submission']['output']
+    assert 'and 19995 more. To have one of these graded, upload it alone' in tests['submission']['output']
     assert os.path.getsize(root.results_path) < 100_000
     all_zero(tests)
 

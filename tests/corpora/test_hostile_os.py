@@ -25,7 +25,8 @@ import uuid
 
 import pytest
 
-from ag_helpers import REPO, SANDBOXED, by_id, grading_text, load_results, possible, sandbox_processes, total
+from ag_helpers import (REPO, SANDBOXED, by_id, full, grading_text, load_results, possible, sandbox_processes,
+                        score_in_range, total)
 from autograder import GRADING_YAML, config
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile')
@@ -80,7 +81,7 @@ def grade(ag_root, text, grading=None, limit=240):
     out, raw = strict_load(root.results_path)
     assert seconds < limit
     for t in out['tests']:
-        assert 0 <= t['score'] <= t['max_score']
+        assert score_in_range(t), t
     left = sandbox_processes()
     assert left == [], 'processes of the sandbox users survived the grading: %s' % left
     return out, by_id(out), raw, root, seconds
@@ -90,7 +91,7 @@ def graded_fully(out, tests, except_=()):
     """Every test at full marks, but those in `except_`, which the submission's own attack costs."""
     assert set(tests) == {t.id for t in GRADING.enabled_tests()}
     assert 'Autograder error' not in [t['name'] for t in out['tests']]
-    lost = {i: t['output'][:200] for i, t in tests.items() if t['score'] != t['max_score']}
+    lost = {i: t['output'][:200] for i, t in tests.items() if not full(t)}
     assert set(lost) == set(except_), lost
 
 

@@ -135,9 +135,15 @@ def test_unpacked_zip_sets_up_dry_and_grades_reference_100_template_0(built, tmp
     assert all(t['status'] == 'passed' for t in ref['tests'])
 
     tpl = results['template']
+    grading = config.load()
     weighted = [t for t in tpl['tests'] if t['max_score'] > 0]
-    assert len(weighted) == len([s for s in config.load().enabled_tests() if s.weight > 0]) >= 11
+    assert len(weighted) == len([s for s in grading.enabled_tests() if s.weight > 0
+                                 and not grading.is_extra_credit(s)]) >= 11
     for t in weighted:
         assert t['score'] == 0 and t['status'] == 'failed', t
         assert 'not implemented' in t['output'], (t['number'], t['output'][:300])
+    # the optional parts read as not attempted: worth 0, not failed
+    optional = [t for t in tpl['tests'] if grading.is_extra_credit(grading.test(t['extra_data']['id']))]
+    assert optional and all((t['score'], t['max_score'], t['status']) == (0, 0, 'passed') for t in optional), optional
+    assert all(t['output'].startswith('Not attempted') for t in optional)
     assert sum(t['score'] for t in tpl['tests']) == 0

@@ -3,7 +3,7 @@
 or an unknown profile exits 2 with one sentence for the person at the command line (never
 the student-facing "internal error" text) and still writes a valid results.json; a zip upload
 leaves no copy of student code in the temporary folder; a guarded optional import (wandb, as
-the handout suggests) does not cost points; an empty model.py fails test 1.1.
+the handout suggests) does not cost points; a model.py that lacks part of the interface fails test 1.1.
 """
 
 import json
@@ -61,10 +61,10 @@ def test_zip_upload_with_a_guarded_wandb_import_scores_full_and_leaves_no_copy(t
     assert 'total: 100 / 100' in proc.stdout
 
 
-def test_an_empty_model_fails_the_interface_test(tmp_path):
-    empty = tmp_path / 'model.py'
-    empty.write_text('')
-    proc, out = _grade(empty, tmp_path)
+def test_a_model_without_part_of_the_interface_fails_test_1_1(tmp_path):
+    partial = tmp_path / 'model.py'
+    partial.write_text('import torch\n\n\nclass GPT(torch.nn.Module):\n    pass\n')
+    proc, out = _grade(partial, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert out['submission'].status == 'failed' and out.total == 0
     assert 'does not define the handout interface: RotaryPositionalEmbeddings, CausalSelfAttention' in out['submission'].output

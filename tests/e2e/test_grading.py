@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ag_helpers import REPO, AutograderRoot, by_id, possible, total
+from ag_helpers import REPO, AutograderRoot, by_id, full, possible, total
 from autograder import GRADING_YAML, config, grade, patching
 
 GRADING = config.load(GRADING_YAML)
@@ -54,8 +54,10 @@ def test_reference_gets_full_marks(reference):
     out, raw, proc = reference
     tests = by_id(out)
     assert set(tests) == {t.id for t in GRADING.enabled_tests()}
-    assert {i: t['score'] for i, t in tests.items() if t['score'] != t['max_score']} == {}
+    # every point: extra-credit tests are worth max_score 0 and score their weight on top
+    assert {i: t['score'] for i, t in tests.items() if t['score'] != GRADING.test(i).weight} == {}
     assert total(out) == possible(out) == sum(t.weight for t in GRADING.enabled_tests())
+    assert sum(t['max_score'] for t in out['tests']) == out['extra_data']['points']['required_max'] == 100
     assert all(t['status'] == 'passed' for t in out['tests'])
     assert 'graded model.py' in out['output']
 
@@ -66,7 +68,8 @@ def test_reference_results_json_follows_the_spec(reference):
     for t in out['tests']:
         assert len(t['output']) <= CAP
         spec = next(s for s in GRADING.tests if s.number == t['number'])
-        assert (t['name'], t['max_score'], t['visibility']) == (spec.name, spec.weight, spec.visibility)
+        worth = 0 if GRADING.is_extra_credit(spec) else spec.weight
+        assert (t['name'], t['max_score'], t['visibility']) == (spec.name, worth, spec.visibility)
         assert t['tags'] == spec.tags
     extra = out['extra_data']
     assert extra['profile'] == 'cpu'
@@ -91,9 +94,12 @@ def test_template_scores_zero_with_not_implemented(template):
     assert tests['submission']['status'] == 'passed'  # it imports: only the TODOs are missing
     for tid in IMPLEMENTATION:
         assert tests[tid]['score'] == 0, tid
-        # an untouched optional part is said to be optional, not a failure of the required work
-        words = 'not implemented (optional)' if GRADING.test(tid).optional_part else 'not implemented yet'
-        assert words in tests[tid]['output'], (tid, tests[tid]['output'])
+        if GRADING.is_extra_credit(GRADING.test(tid)):
+            # an untouched optional part reads as not attempted: worth 0, not a (red) failure
+            assert (tests[tid]['max_score'], tests[tid]['status']) == (0, 'passed'), tests[tid]
+            assert tests[tid]['output'].startswith('Not attempted: this optional part (extra credit)'), tests[tid]
+        else:
+            assert tests[tid]['status'] == 'failed' and 'not implemented yet' in tests[tid]['output'], tests[tid]
     assert total(template) == 0
 
 
@@ -137,13 +143,13 @@ FUSED = reference_with(
      '        self.k_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename\n'
      '        self.v_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename\n',
      '        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # older starter code: [Q; K; V] fused\n'),
-    ('            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n',
-     '            q, k, v = self.c_attn(x).split(C, dim=2)\n'
-     '            q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
-     '            v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'))
+    ('        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n',
+     '        q, k, v = self.c_attn(x).split(C, dim=2)\n'
+     '        q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'
+     '        v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)\n'))
 
 
 @pytest.fixture(scope='module')
@@ -157,7 +163,7 @@ def test_fused_c_attn_is_matched_by_shape(fused):
     assert 'CausalSelfAttention lacks the handout names' in note
     assert 'weights were matched by shape' in note and 'c_attn <- q_proj+k_proj+v_proj' in note
     for tid in ('mha-rope', 'model', 'causality', 'generate'):  # every test that loads CausalSelfAttention
-        assert tests[tid]['score'] == tests[tid]['max_score'], tests[tid]['output']
+        assert full(tests[tid]), tests[tid]['output']
     # the GQA half is the reference's own: nothing else may change
     for tid in ('rope', 'rope-cache', 'gqa', 'gqa-rope', 'dropout', 'memory', 'sliding-window'):
-        assert tests[tid]['score'] == tests[tid]['max_score'], tests[tid]['output']
+        assert full(tests[tid]), tests[tid]['output']

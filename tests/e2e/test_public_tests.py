@@ -165,7 +165,7 @@ def test_optional_stub_is_skipped_and_wrong_optional_fails(outcomes):
     assert all(kind == 'PASS' for test, kind in stub.items() if test not in optional)
     assert all(outcomes['optional-stub'][test][1].startswith('not implemented (optional): TODO (optional)')
                for test in optional)
-    assert wrong['test_14_optional_sliding_window_mask'] == 'FAIL'
+    assert wrong['test_15_optional_sliding_window_mask'] == 'FAIL'
 
 
 def test_only_optional_parts_missing_exits_0(tmp_path):

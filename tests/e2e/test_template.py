@@ -2,8 +2,8 @@
 The student handout as a build product of the reference (autograder/staff/handout.py):
 the committed student_template/hw1 is what the generator makes, no solution text leaks,
 marker mistakes are reported with file and line, the public tests pass on the reference
-and report every TODO on the untouched template, vanilla training works out of the box,
-and the handout zip is complete and reproducible.
+and report every TODO on the untouched template, a chargpt.py flag that needs a TODO names
+it (and leaves no folder), and the handout zip is complete and reproducible.
 """
 
 import os
@@ -85,11 +85,15 @@ def test_no_solution_text_or_markers_leak(generated):
 def test_model_stubs_read_well(generated):
     model = generated['mingpt/model.py']
     stubs = re.findall(r'raise NotImplementedError\("(TODO[^"]*)"\)', model)
-    # RoPE x3, RoPE in CausalSelfAttention x2, GroupedQueryAttention x2, sliding window x2 if on
-    assert len(stubs) == 7 + 2 * handout.load_optional_parts()['sliding_window'], stubs
+    # RoPE x3, RoPE in CausalSelfAttention x2, GroupedQueryAttention x2; sliding window x2 and
+    # KV cache x4 (KVCache x3, generate) when those optional parts are on
+    parts = handout.load_optional_parts()
+    assert len(stubs) == 7 + 2 * parts['sliding_window'] + 4 * parts['kv_cache'], stubs
     for name in ('q_proj', 'k_proj', 'v_proj', 'out_proj', 'query_rotary_pe', 'key_rotary_pe'):
         assert any(name in l and 'Do NOT rename' in l for l in model.splitlines()), name
-    assert all('handout' in s for s in stubs)
+    # every required TODO names its handout section; every optional one says it is optional
+    assert all('handout section' in s or s.startswith('TODO (optional)') for s in stubs), stubs
+    assert sum(not s.startswith('TODO (optional)') for s in stubs) == 7
     assert model.startswith('"""'), 'model.py keeps its docstring first: students edit this file'
 
 
@@ -97,7 +101,7 @@ def test_optional_part_off(tmp_path):
     files = handout.generate(dict(handout.load_optional_parts(), sliding_window=False))
     for rel in ('mingpt/model.py', 'test_model.py', 'README.md'):
         assert 'banded_attention' not in files[rel] and 'sliding_window_mask' not in files[rel], rel
-    assert 'TODO (optional' not in files['mingpt/model.py']
+    assert 'TODO (optional, handout 4' not in files['mingpt/model.py'] and 'sliding_window_mask' not in files['test_model.py']
     assert '\n\n\n\n' not in files['mingpt/model.py']
     handout.write_tree(files, str(tmp_path / 'hw1'))
     # trains vanilla minGPT a few steps with the shipped Trainer (sampling is tested below)
@@ -190,11 +194,13 @@ def test_public_tests_report_each_todo_on_the_untouched_template(tmp_path, gener
     passed, failed, todo, errors, skipped, total = map(int, summary.groups())
     optional = len(_optional_tests(generated['test_model.py']))
     assert optional == 2 * handout.load_optional_parts()['sliding_window']
-    assert (passed, failed, errors, todo, skipped) == (0, 0, 0, total - optional, optional), proc.stdout[-3000:]
+    # the untouched file passes the grader's upload rules (test_00); every other required test meets its TODO
+    assert (passed, failed, errors, todo, skipped) == (1, 0, 0, total - optional - 1, optional), proc.stdout[-3000:]
     assert 'Traceback' not in proc.stdout
     report = proc.stdout.split('Summary of the public tests')[1]
+    assert '  PASS  Upload rules: mingpt/model.py as the grader reads it' in report
     messages = re.findall(r'not implemented yet: (TODO[^\n]*)', report)
-    assert len(messages) == total - optional and all('handout section' in m for m in messages)
+    assert len(messages) == total - optional - 1 and all('handout section' in m for m in messages)
     assert len(re.findall(r'not implemented \(optional\): TODO \(optional\)', report)) == optional
 
 
@@ -215,20 +221,7 @@ def test_pytest_shows_the_message_not_the_checking_code(tmp_path):
 
 # ----------------------------------------------------------------------------- chargpt out of the box
 
-# chargpt samples 500 characters at the end of a run; the driver keeps the whole path but
-# shortens the sample to 20, so the test fits CI's time (the real command is the slow test)
-SHORT_SAMPLE = ('import sys, mingpt.model as m\n'
-                'full = m.GPT.generate\n'
-                'm.GPT.generate = lambda self, idx, n, **kw: full(self, idx, min(n, 20), **kw)\n'
-                'import chargpt\n'
-                'sys.exit(chargpt.main(sys.argv[1:]))\n')
-
-
-def test_vanilla_training_out_of_the_box(tmp_path):
-    hw1 = _template_copy(tmp_path)
-    proc = _run([sys.executable, '-c', SHORT_SAMPLE] + TINY + ['--system.work_dir=%s' % (tmp_path / 'out')], hw1)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert 'saving model' in proc.stdout and (tmp_path / 'out' / 'train_logs.json').is_file()
+# the untouched template trains vanilla minGPT out of the box: tests/e2e/test_chargpt_tool.py runs it
 
 
 @pytest.mark.parametrize('flag, message', [
@@ -240,6 +233,7 @@ def test_rope_and_gqa_flags_name_their_todo(tmp_path, flag, message):
     proc = _run([sys.executable, 'chargpt.py'] + TINY + [flag, '--system.work_dir=%s' % (tmp_path / 'out')], hw1)
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert 'error: ' + message in proc.stdout and 'Traceback' not in proc.stdout
+    assert not (tmp_path / 'out').exists(), 'a run that cannot start must leave no folder behind'
 
 
 @pytest.mark.slow

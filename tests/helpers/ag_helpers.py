@@ -149,7 +149,23 @@ def total(out):
 
 
 def possible(out):
-    return sum(t['max_score'] for t in out['tests'])
+    """Every point there is: the tests' maxima (the required 100) plus the extra credit, which is scored on top
+    of tests worth max_score 0 (results.add_points writes the split into extra_data)."""
+    split = (out.get('extra_data') or {}).get('points')
+    return split['required_max'] + split['extra_credit_max'] if split else sum(t['max_score'] for t in out['tests'])
+
+
+def full(t):
+    """Every point of one test: its max_score, or for extra credit (max_score 0) points on top; never 'Not attempted'."""
+    return t['status'] == 'passed' and t['score'] >= t['max_score'] and not t.get('output', '').startswith('Not attempted')
+
+
+# the most an extra-credit test can score (its weight) on top of its max_score of 0
+EXTRA_CREDIT_MAX = max([t.weight for t in config.load(GRADING_YAML).tests if t.optional_part] or [0])
+
+
+def score_in_range(t):
+    return 0 <= t['score'] <= (t['max_score'] if t['max_score'] > 0 else EXTRA_CREDIT_MAX)
 
 
 def sandbox_uids():

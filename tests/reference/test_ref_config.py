@@ -45,7 +45,8 @@ def test_handout_flags_parse():
     ('--model.rope=yes', ["rope", "bool"]),
     ('--trainer.max_iters=1.5', ["max_iters", "int"]),
     ('--model.n_kv_head=2.0', ["n_kv_head", "int"]),
-    ('--data.block_size', ["--section.key=value"]),
+    ('--data.block_size', ["has no value", "--data.block_size=VALUE"]),
+    ('data.block_size=16', ["--section.key=value"]),
 ])
 def test_bad_arguments_refused(arg, words):
     config = get_config()

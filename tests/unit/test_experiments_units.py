@@ -34,17 +34,23 @@ def test_long_phase_argv_continues_its_parent_folder(tmp_path):
     assert '--system.work_dir=%s' % long.folder(str(tmp_path)) in argv
 
 
+def _write_logs(folder, losses):
+    """The three per-iteration lists chargpt.py writes (the course's file names); memory not measured (CPU)."""
+    for name, values in (('train_losses.json', losses), ('attention_computation_time.json', [0.1] * len(losses)),
+                         ('attention_computation_memory.json', [None] * len(losses))):
+        with open(os.path.join(folder, name), 'w') as f:
+            json.dump(values, f)
+
+
 def test_a_run_is_complete_only_with_every_iteration_and_its_model(tmp_path):
     run = Run(dict(FLAGS, **{'trainer.max_iters': 3}))
     folder = run.folder(str(tmp_path))
     os.makedirs(folder)
     assert not is_complete(run, str(tmp_path))
-    with open(os.path.join(folder, 'train_logs.json'), 'w') as f:
-        json.dump({'train_losses': [4.2, 4.1], 'attn_times': [0.1, 0.1], 'attn_mem': [0, 0]}, f)  # interrupted
+    _write_logs(folder, [4.2, 4.1])  # interrupted
     open(os.path.join(folder, 'model.pt'), 'wb').close()
     assert not is_complete(run, str(tmp_path))
-    with open(os.path.join(folder, 'train_logs.json'), 'w') as f:
-        json.dump({'train_losses': [4.2, 4.1, 4.0], 'attn_times': [0.1] * 3, 'attn_mem': [0] * 3}, f)
+    _write_logs(folder, [4.2, 4.1, 4.0])
     assert is_complete(run, str(tmp_path))
     os.remove(os.path.join(folder, 'model.pt'))
     assert not is_complete(run, str(tmp_path))

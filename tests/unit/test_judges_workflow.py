@@ -266,9 +266,9 @@ def test_required_weights_sum_to_100_and_optional_parts_are_extra():
 def test_points_split_required_and_extra_credit():
     from autograder.results import Results, TestResult
     out = Results({tid: TestResult(tid, tid, score, max_score, number=num) for tid, score, max_score, num in (
-        ('a', 60.0, 60.0, '1'), ('b', 40.0, 40.0, '2'), ('sliding-window', 5.0, 5.0, '11.1'),
-        ('kv-cache', 0.0, 5.0, '12.1'))}, execution_time=1.0)
-    results.add_points(out, {'sliding-window', 'kv-cache'})
+        ('a', 60.0, 60.0, '1'), ('b', 40.0, 40.0, '2'), ('sliding-window', 5.0, 0.0, '11.1'),
+        ('kv-cache', 0.0, 0.0, '12.1'))}, execution_time=1.0)
+    results.add_points(out, {'sliding-window': 5.0, 'kv-cache': 5.0})
     assert out.to_json()['score'] == 105.0
     assert out.extra_data['points'] == {'required': 100.0, 'required_max': 100.0, 'extra_credit': 5.0,
                                         'extra_credit_max': 10.0}

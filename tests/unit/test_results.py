@@ -26,8 +26,8 @@ def test_scores_are_keyed_by_id_and_totals_add_up():
     weights = {s.id: s.weight for s in SPECS}
     assert out['rope'].score == 0.5 * weights['rope'] and out['rope'].status == 'failed'
     assert out['gqa'].score == 0 and out['gqa'].lost and not out['mha-rope'].lost
-    # the required tests sum to 100; the optional parts are extra credit on top (results.add_points)
-    assert out.possible == sum(weights.values()) == 100 + sum(s.weight for s in SPECS if s.optional_part)
+    # without extra credit every test is worth its weight
+    assert out.possible == sum(weights.values())
     assert out.total == out.possible - 0.5 * weights['rope'] - weights['gqa']
     assert out['rope'].number == '2.1' and not out.is_error
 
@@ -106,3 +106,30 @@ def test_validate_refuses(bad, tmp_path):
     path.write_text(json.dumps(bad))
     with pytest.raises(ValueError):
         results.load(str(path))
+
+
+def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
+    extra = {s.id: s.weight for s in SPECS if s.optional_part}
+    assert extra, 'grading.yaml has no optional part'
+    done, wrong, untouched = sorted(extra)[:3]
+
+    def judge(spec):
+        if spec.id == wrong:
+            return Verdict(0.0, ['FAIL the window is one token too wide'])
+        if spec.id == untouched:
+            return Verdict(0.0, ['not implemented (optional): NotImplementedError: TODO (optional)'], not_implemented=True)
+        return Verdict(1.0, ['ok'])
+    out = Results.run(SPECS, judge, extra_credit=extra)
+    results.add_points(out, extra)
+    data = {t['extra_data']['id']: t for t in out.to_json()['tests']}
+    assert (data[done]['score'], data[done]['max_score'], data[done]['status']) == (extra[done], 0, 'passed')
+    assert (data[wrong]['score'], data[wrong]['max_score'], data[wrong]['status']) == (0, 0, 'failed')
+    assert (data[untouched]['score'], data[untouched]['max_score'], data[untouched]['status']) == (0, 0, 'passed')
+    assert data[untouched]['output'].startswith('Not attempted: this optional part (extra credit) still raises '
+                                                'NotImplementedError in its TODO, so it was not graded and costs nothing.')
+    assert 'TODO (optional)' in data[untouched]['output']   # which TODO was met
+    assert out[wrong].lost and not out[untouched].lost and not out[done].lost
+    # the maxima sum to the required 100; results.json's score adds the extra credit earned
+    assert out.possible == 100 and out.to_json()['score'] == 100 + extra[done]
+    assert out.extra_data['points'] == {'required': 100.0, 'required_max': 100.0, 'extra_credit': extra[done],
+                                        'extra_credit_max': sum(extra.values())}

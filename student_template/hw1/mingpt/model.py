@@ -1,7 +1,7 @@
 """
 Full definition of a character-level GPT language model (after Karpathy's minGPT),
-upgraded with rotary position embeddings (RoPE), grouped-query attention (GQA) and two
-optional parts: sliding-window attention and a KV cache for generation.
+upgraded with rotary position embeddings (RoPE) and grouped-query attention (GQA). TODOs
+marked "optional" belong to the optional parts of the homework.
 
 References:
 1) minGPT: https://github.com/karpathy/minGPT
@@ -90,7 +90,8 @@ def causal_mask_rows(bias, T, past, config_window=None):
     """
     The rows of the causal mask for queries at positions past .. past+T-1 over keys
     0 .. past+T-1: (1, 1, T, past+T), 1 where attending is allowed, 0 where it is not.
-    `bias` is the module's (1, 1, block_size, block_size) lower-triangular buffer.
+    `bias` is the module's (1, 1, block_size, block_size) lower-triangular buffer. past is 0
+    unless the keys of earlier tokens are kept from one forward to the next (a KV cache).
     """
     mask = bias[:, :, past:past + T, :past + T]
     if config_window is not None:  # optional part: only the window's tokens (handout 4.1)
@@ -187,8 +188,8 @@ class GroupedQueryAttention(nn.Module):
         # the values; merge the heads, out_proj and resid_dropout. Measure the memory of the
         # attention as CausalSelfAttention does (torch.cuda.memory_allocated() before the scores
         # and after y) and return (y, memory in bytes).
-        # Optional (KV cache): with a kv_cache, do as CausalSelfAttention does (the cache holds
-        # the n_kv_head heads).
+        # Optional (KV cache): with a kv_cache, as in your KV-cache code of CausalSelfAttention.forward
+        # (here the cache holds the n_kv_head key/value heads, before they are shared by the groups).
         raise NotImplementedError("TODO: implement GroupedQueryAttention.forward (handout section 5, 'Grouped Query Attention')")
 
 

@@ -13,6 +13,14 @@ from torch.utils.data.dataloader import DataLoader
 from mingpt.utils import CfgNode as CN
 
 
+def _figure(value):
+    """A reported time or memory figure as a float; NaN when it is not a number (None, a tensor of several values)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return float('nan')
+
+
 class Trainer:
 
     @staticmethod
@@ -66,13 +74,13 @@ class Trainer:
 
     def logs(self):
         """
-        What train_logs.json holds: three lists with one entry per training iteration.
+        Three lists with one entry per training iteration (chargpt.py writes them to the run folder):
           train_losses: the training loss of the batch (cross-entropy in nats per character);
           attn_times:   seconds spent in the attention of one forward pass, averaged over the
                         layers (GPT.forward's third output; multiply by 1000 for ms);
-          attn_mem:     bytes the attention allocated and kept, averaged over the layers
-                        (GPT.forward's fourth output: AttentionMemory.net_bytes; CUDA
-                        allocator on a GPU, a deterministic tracker on the CPU).
+          attn_mem:     bytes the attention allocated, averaged over the layers (GPT.forward's
+                        fourth output, from torch.cuda.memory_allocated(); NaN where the model
+                        did not measure, as on a CPU).
         """
         return {'train_losses': self.losses, 'attn_times': self.attn_times, 'attn_mem': self.attn_mem}
 
@@ -113,8 +121,8 @@ class Trainer:
             # forward the model
             logits, self.loss, attn_time, attn_mem = model(x, y)
             self.losses.append(self.loss.item())
-            self.attn_times.append(float(attn_time))
-            self.attn_mem.append(float(attn_mem))
+            self.attn_times.append(_figure(attn_time))
+            self.attn_mem.append(_figure(attn_mem))
 
             # backprop and update the parameters
             model.zero_grad(set_to_none=True)
