@@ -154,6 +154,8 @@ def regenerate(profile_name, skip_tests=False):
     except fixtures.StaleFixtures:
         old = {}
     expected = resources.keep_window_rows(expected, old, profile)   # 11.2: only the rows the judge compares
+    # what a judge never compares is kept as its shape only: kernel readings would otherwise churn the fixtures
+    expected = {k: np.zeros_like(v) if k.split('/')[0] in registry.SHAPES_ONLY else v for k, v in expected.items()}
     manifest = {
         'profile': profile_name,
         'profile_hash': grading.profile_hash(profile_name),
