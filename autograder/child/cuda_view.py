@@ -99,8 +99,15 @@ def _forward(name, value):
 
 
 def install():
-    """Put the routing memory queries into torch.cuda and torch.cuda.memory (once, before model.py is imported)."""
+    """
+    Put the routing memory queries into torch.cuda and torch.cuda.memory (once, before model.py is
+    imported). Where CUDA is missing, torch.cuda.synchronize() does nothing too: correct on a GPU,
+    it would otherwise raise "Torch not compiled with CUDA" on a CPU grader.
+    """
     import torch.cuda.memory as cuda_memory
+    if not torch.cuda.is_available() and 'synchronize' not in _REAL:
+        _REAL['synchronize'] = torch.cuda.synchronize
+        torch.cuda.synchronize = _nothing('synchronize')
     for name in MEMORY_QUERIES:
         if name in _REAL:
             continue

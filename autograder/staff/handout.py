@@ -45,11 +45,17 @@ PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_
 BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
 SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
 RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
-# HOOK (memory stream, issue 18.1-3): once its CUDA view (torch.cuda stand-ins fed by a readings source) and
-# its pure figure rules are merged, add a placeholder for templates/test_model.py's line
-#   MEMORY_CONTRACT = None  # filled in by build-template: the grader's CUDA view and figure rules (memory stream)
-# and replace it, as PLAN_PLACEHOLDER is, with their source and a MEMORY_CONTRACT(module, x, note) built on
-# them; until then that line ships as it is and test_14 checks only the figure's form.
+# the grader's own memory code (test 9.1), shipped beside test_model.py so that the public tests judge the
+# memory figure exactly as the grader does: {handout path: the grader module it is copied from}
+MEMORY_MODULES = {'grader_memory/cuda_view.py': 'autograder/child/cuda_view.py',
+                  'grader_memory/memory_readings.py': 'autograder/child/memory_readings.py',
+                  'grader_memory/memory_rules.py': 'autograder/memory_rules.py'}
+MEMORY_PACKAGE_DOC = (
+    '"""\n'
+    "The autograder's own code for test 9.1 (attention memory), copied here by the course staff's\n"
+    "build-template so that `python test_model.py` judges your memory figure exactly as the grader\n"
+    "does. Do not edit: it is regenerated, and it is not uploaded.\n"
+    '"""\n')
 
 
 def _upload_rules_source():
@@ -269,12 +275,14 @@ json.dump(tests.compute_expected(), sys.stdout)
 '''
 
 
-def compute_expected(test_source, reference_dir=REFERENCE_DIR):
+def compute_expected(test_source, reference_dir=REFERENCE_DIR, beside=None):
     """
     Run the public tests' cases on the reference in a fresh interpreter (float64) and return
-    {'expected': {name: (shape, values)}, 'parameters': [(name, shape)]}.
+    {'expected': {name: (shape, values)}, 'parameters': [(name, shape)]}. `beside`: {relative
+    path: text} of the files the tests import from their own folder (grader_memory/).
     """
     with tempfile.TemporaryDirectory(prefix='hw1_expected_') as tmp:
+        write_tree(beside or {}, tmp)
         path = os.path.join(tmp, 'public_tests.py')
         with open(path, 'w', encoding='utf-8') as f:
             f.write(test_source)
@@ -302,6 +310,10 @@ def generate(optional_parts=None):
         text = _read(os.path.join(TEMPLATES_DIR, rel))
         files[rel] = strip_markers(text, 'student_template/templates/' + rel, optional_parts)
 
+    files['grader_memory/__init__.py'] = MEMORY_PACKAGE_DOC
+    for rel, origin in MEMORY_MODULES.items():
+        files[rel] = ('# copied by build-template from %s: do not edit here\n' % origin) + _read(os.path.join(REPO_ROOT, origin))
+
     source = files['test_model.py']
     for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER, BUGS_PLACEHOLDER,
                         SIGNATURES_PLACEHOLDER, RULES_PLACEHOLDER):
@@ -310,8 +322,9 @@ def generate(optional_parts=None):
                              % placeholder.strip())
     source = source.replace(PLAN_PLACEHOLDER, _projection_plan_source())
     source = source.replace(RULES_PLACEHOLDER, _upload_rules_source())
-    computed = compute_expected(source)
-    likely, signatures = handout_bugs.bug_signatures(source, computed['expected'])
+    beside = {rel: text for rel, text in files.items() if rel.startswith('grader_memory/')}
+    computed = compute_expected(source, beside=beside)
+    likely, signatures = handout_bugs.bug_signatures(source, computed['expected'], beside=beside)
     source = source.replace(BUGS_PLACEHOLDER, handout_bugs.likely_bugs_literal(likely))
     source = source.replace(SIGNATURES_PLACEHOLDER, handout_bugs.signatures_literal(signatures))
     source = source.replace(EXPECTED_PLACEHOLDER, _expected_literal(computed['expected']))

@@ -68,9 +68,17 @@ def _variant_folder(root, fingerprint, reference_dir):
     return folder
 
 
-def run_variants(test_source, reference_dir=REFERENCE_DIR):
-    """{fingerprint id: {case name: {'values': [...], 'signature': [...]}}} on the public cases."""
+def run_variants(test_source, reference_dir=REFERENCE_DIR, beside=None):
+    """
+    {fingerprint id: {case name: {'values': [...], 'signature': [...]}}} on the public cases.
+    `beside`: {relative path: text} of the files the tests import from their own folder.
+    """
     with tempfile.TemporaryDirectory(prefix='hw1_bugs_') as tmp:
+        for rel, text in (beside or {}).items():
+            path = os.path.join(tmp, *rel.split('/'))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w', encoding='utf-8') as f:
+                f.write(text)
         variants = [(f.id, _variant_folder(tmp, f, reference_dir)) for f in fingerprints.FINGERPRINTS]
         test_path, out_path = os.path.join(tmp, 'public_tests.py'), os.path.join(tmp, 'variants.json')
         with open(test_path, 'w', encoding='utf-8') as f:
@@ -95,13 +103,13 @@ def _fails(values, expected):
     return max(abs(a - b) for a, b in zip(values, expected)) > FAILS_ABOVE
 
 
-def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR):
+def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR, beside=None):
     """
     (likely_bugs, signatures): {fingerprint id: what the student is told} and
     {case name: [(fingerprint id, signature)]} for every variant output the public test fails.
     """
     by_case = {}
-    for variant_id, outputs in run_variants(test_source, reference_dir).items():
+    for variant_id, outputs in run_variants(test_source, reference_dir, beside).items():
         for name, output in outputs.items():
             if name in expected and _fails(output['values'], expected[name][1]):
                 signature = [float(_DIGITS % v) for v in output['signature']]

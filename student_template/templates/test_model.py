@@ -50,13 +50,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_PY = os.path.join(HERE, 'mingpt', 'model.py')
 
 # The course's starter code measures attention memory with torch.cuda.memory_allocated() and
-# friends; without a GPU some of them raise (reset_peak_memory_stats). The tests of values do
-# not read the figure, so on a CPU those calls answer 0 here.
-# HOOK (memory): the grader's CUDA view replaces these stand-ins once it is in this build (see MEMORY_CONTRACT).
-if not torch.cuda.is_available():
-    for _query in ('memory_allocated', 'max_memory_allocated', 'reset_peak_memory_stats', 'empty_cache',
-                   'synchronize'):
-        setattr(torch.cuda, _query, lambda *args, **kwargs: 0)
+# friends. grader_memory/ is the grader's own code for test 9.1: installed before your model.py is
+# imported, the torch.cuda memory queries answer what CPU torch answers (0) outside a measured call,
+# and inside one (test_14) they are answered from this process's memory, as the grader answers them.
+sys.path.insert(0, HERE)
+from grader_memory import cuda_view, memory_readings, memory_rules  # noqa: E402  (generated beside this file)
+
+cuda_view.install()
 
 # ----------------------------------------------------------------------------- what the grader has
 
@@ -495,12 +495,53 @@ def _message_only(error):
 
 
 # ----------------------------------------------------------------------------- memory
-# HOOK (memory, issue 18.1-3): build-template is to replace the next line with the source of the grader's
-# CUDA view (torch.cuda stand-ins answered from a readings source, so that every guard idiom measures on a
-# CPU) and of its pure figure rules, copied in as plan_projections is, and to bind MEMORY_CONTRACT to a
-# function(module, x, note) that raises CheckFailed with the grader's sentence. Until then test_14 checks
-# the figure's form only, and the torch.cuda stand-ins above answer 0.
-MEMORY_CONTRACT = None  # filled in by build-template: the grader's CUDA view and figure rules (memory stream)
+# The grader's test 9.1, run the grader's way: GroupedQueryAttention in train mode with attention dropout
+# 0.1 and grad on, a warm-up at twice the batch, then the measured call, all in the CUDA view (your tensors
+# answer is_cuda True and .device cuda:0, torch.cuda.is_available() is True, so whatever guard your code
+# uses, it measures). Your torch.cuda memory queries are answered from this process's memory (/proc/self
+# on Linux, a tensor-storage meter elsewhere) and logged; the figure must be end - start of two of them
+# and at least one float32 (B, nh, T, T) tensor (the attention weights a region around the core keeps).
+MEMORY_BATCH, MEMORY_SEQ, MEMORY_DROPOUT = 4, 256, 0.1
+
+
+def memory_source():
+    """(ask, handler, meter): the reading source of this machine, as memory_readings.Readings answers it."""
+    pid = os.getpid()
+    try:
+        memory_readings.proc_reset(pid)
+        handler = memory_readings.Readings()
+        return (lambda payload: handler(payload, pid)), handler, None
+    except OSError:   # no /proc (macOS, Windows): count tensor storages instead
+        meter = cuda_view.StorageMeter()
+        handler = memory_readings.Readings(meter.measure, meter.reset)
+        return (lambda payload: handler(payload, 0)), handler, meter
+
+
+def memory_contract(n_kv_head):
+    """(ok, sentence) of the grader's 9.1 rules for GroupedQueryAttention(n_kv_head) on this machine."""
+    ask, handler, meter = memory_source()
+    config = make_config(n_kv_head=n_kv_head, attn_pdrop=MEMORY_DROPOUT)
+    config.block_size = MEMORY_SEQ
+    x = fixed(360, MEMORY_BATCH, MEMORY_SEQ, N_EMBD)
+    label = 'n_kv_head=%d' % n_kv_head
+    with torch.enable_grad():
+        with cuda_view.CudaView(ask, meter=meter):
+            module = student.GroupedQueryAttention(config).train()
+            module(torch.cat([x, x]))                  # warm-up at twice the batch
+        memory_readings.settle()
+        ask(('mark start ' + label).encode())
+        try:
+            with cuda_view.CudaView(ask, meter=meter):
+                out = module(x)
+        finally:
+            ask(('mark end ' + label).encode())
+    figure = out[1] if isinstance(out, (tuple, list)) and len(out) > 1 else None
+    entries, problem = memory_rules.call_entries(handler.log, label)
+    if problem:
+        return False, problem
+    floor = MEMORY_BATCH * N_QUERY_HEAD * MEMORY_SEQ * MEMORY_SEQ * 4
+    weights = 'the attention weights (%d, %d, %d, %d) in float32' % (MEMORY_BATCH, N_QUERY_HEAD, MEMORY_SEQ, MEMORY_SEQ)
+    return memory_rules.judge_call(memory_readings.describe_figure(figure), entries, floor, weights)
 
 
 def _kind(value):
@@ -794,7 +835,7 @@ class PublicTests(unittest.TestCase):
 
     @student_code
     def test_14_memory_figure(self):
-        """Attention memory: GroupedQueryAttention.forward returns (y, bytes) as CausalSelfAttention does"""
+        """Attention memory (the grader's 9.1): the figure is end - start of torch.cuda readings around the attention"""
         module, note = self._dropout_module(0.0, 0.0)
         out = module.train()(fixed(350, BATCH, SEQ, N_EMBD))
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], torch.Tensor)):
@@ -805,8 +846,11 @@ class PublicTests(unittest.TestCase):
         if problem:
             raise CheckFailed('GroupedQueryAttention.forward returned y and %s as its memory figure: %s.\n%s'
                               % (_kind(out[1]), problem, note))
-        if MEMORY_CONTRACT is not None:  # HOOK (memory): the grader's rules on the figure, in its CUDA view
-            MEMORY_CONTRACT(module, fixed(350, BATCH, SEQ, N_EMBD), note)
+        for n_kv_head in (N_QUERY_HEAD, 3, 2, 1):   # as the grader: every grouping it grades
+            ok, sentence = memory_contract(n_kv_head)
+            if not ok:
+                raise CheckFailed('GroupedQueryAttention(n_kv_head=%d), measured as the grader measures (test 9.1): %s.'
+                                  % (n_kv_head, sentence))
     # BEGIN OPTIONAL sliding_window
 
     @optional_part

@@ -98,6 +98,8 @@ def _variant(tmp_path, label, source):
     folder = tmp_path / label
     shutil.copytree(os.path.join(TEMPLATE_DIR, 'mingpt'), str(folder / 'mingpt'),
                     ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+    shutil.copytree(os.path.join(TEMPLATE_DIR, 'grader_memory'), str(folder / 'grader_memory'),
+                    ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
     shutil.copy(os.path.join(TEMPLATE_DIR, 'test_model.py'), str(folder))
     (folder / 'mingpt' / 'model.py').write_text(source)
     return str(folder)

@@ -57,9 +57,10 @@ def test_committed_template_is_up_to_date(generated):
 
 
 def test_shipped_files(generated):
-    assert sorted(generated) == ['README.md', 'chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py',
-                                 'mingpt/trainer.py', 'mingpt/utils.py', 'plot_logs.py', 'requirements.txt',
-                                 'test_model.py']
+    assert sorted(generated) == ['README.md', 'chargpt.py', 'grader_memory/__init__.py', 'grader_memory/cuda_view.py',
+                                 'grader_memory/memory_readings.py', 'grader_memory/memory_rules.py',
+                                 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py',
+                                 'plot_logs.py', 'requirements.txt', 'test_model.py']
     with open(os.path.join(REFERENCE_DIR, 'mingpt', 'utils.py')) as f:
         assert generated['mingpt/utils.py'] == f.read(), 'the grader provides utils.py: ship it unchanged'
     requirements = [l for l in generated['requirements.txt'].splitlines() if l and not l.startswith('#')]
