@@ -49,11 +49,13 @@ def _submission_verdict(located, problems, run):
     imp = run.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
-        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail)
+        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail
+                       + submission.import_warnings(located.path))
     notes = {}  # distinct notes in order (a dict: each probe brings at most wire.MAX_NOTES)
     for r in run.probes.values():
         notes.update(dict.fromkeys(r.info.get('notes', [])))
     lines += ['Note: ' + n for n in list(notes)[:wire.MAX_NOTES]]
+    lines += submission.import_warnings(located.path)
     printed = imp.info.get('stdout', '')
     if printed.strip():
         lines.append('model.py printed at import:\n' + printed[:1000])

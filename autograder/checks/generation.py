@@ -6,7 +6,7 @@ logits, which its code could shape to fit the tokens):
   generates other tokens; the message then cites test 8.1's evidence for that model.
 - kv-cache (12.1, optional part): per configuration, one cached step through the KVCache
   interface (logits and cache lengths), and generate(use_kv_cache=True): its tokens past
-  block_size, and its tokens when the values KVCache.append returns are altered, which only an
+  block_size, and its tokens when every value handed to KVCache.append is negated, which only an
   attention that uses the cache turns into the reference's tokens under the same change.
 """
 
@@ -122,16 +122,16 @@ def _generate_check(label, result, expected, block):
     if problem:
         return False, 'FAIL %s: generate(use_kv_cache=True): %s' % (label, problem), False
     if np.array_equal(altered, plain):
-        return False, ('FAIL %s: generate(use_kv_cache=True) does not use the cache: with the values KVCache.append '
-                       'returns negated for the earlier tokens it gives the same tokens as without that change'
-                       % label), True
+        return False, ('FAIL %s: generate(use_kv_cache=True) does not use the cache: with every value handed to '
+                       'KVCache.append negated it gives the same tokens as without that change' % label), True
     if not np.array_equal(altered, exp_altered):
         _, _, where = first_difference(altered, exp_altered)
         cached = 'its tokens without the change are the reference\'s' if np.array_equal(plain, exp_plain) else \
             'without the change they differ too (%s)' % first_difference(plain, exp_plain)[2]
-        return False, ('FAIL %s: with the values KVCache.append returns negated for the earlier tokens, '
-                       'generate(use_kv_cache=True) gives other tokens than the reference under the same change (%s); %s: '
-                       'the attention must use the keys and values append returns' % (label, where, cached)), False
+        return False, ('FAIL %s: with every value handed to KVCache.append negated, generate(use_kv_cache=True) '
+                       'gives other tokens than the reference under the same change (%s); %s: at each step the '
+                       'attention must use all the keys and values the cache holds, the new token\'s included, '
+                       'as append returns them' % (label, where, cached)), False
     long_, exp_long = result.arrays.get(label + '/generate'), expected[label + '/generate']
     problem = _tokens_problem(long_, exp_long)
     if problem:
@@ -143,7 +143,7 @@ def _generate_check(label, result, expected, block):
         return False, ('FAIL %s: generate(use_kv_cache=True) past block_size: tokens differ from the reference\'s (its '
                        'tokens without a cache) %s%s' % (label, where, late)), False
     return True, ('ok   %s: generate(use_kv_cache=True) uses the cache (the reference\'s tokens when the cached values '
-                  'are altered) and gives the reference\'s %d tokens past block_size' % (label, exp_long.shape[1])), False
+                  'are negated) and gives the reference\'s %d tokens past block_size' % (label, exp_long.shape[1])), False
 
 
 def judge_kv_cache(test, result, fixtures, grading):

@@ -24,6 +24,14 @@ def _facts(result, label):
                                                        if len(facts) > MAX_FACTS else [])
 
 
+def _about_shapes(message, facts):
+    """True when an error speaks of sizes or shapes, or names one of the tensors the facts are about:
+    then those facts are its cause; a missing file or a typo is not about them."""
+    words = ('size', 'shape', 'dimension')
+    names = [f.split()[2] for f in facts if f.startswith('model.pt holds ')]
+    return any(w in message.lower() for w in words) or any(n in message for n in names)
+
+
 def judge_load_pretrained(test, result, fixtures, grading):
     tol = test.tolerance
     wf = grading.profiles[fixtures.profile]['workflow']
@@ -39,6 +47,8 @@ def judge_load_pretrained(test, result, fixtures, grading):
             what = STAGE_WORDS.get(stage, STAGE_WORDS[0]) % (short if stage == 0 else long_)
             lines.append('FAIL ' + case_error_line('%s: %s' % (label, what), errors[label]))
             facts = _facts(result, label)
+            if not _about_shapes(errors[label].get('message', ''), result.info.get('facts', {}).get(label, [])):
+                facts = []
             if facts and stage == 1:
                 lines.append('     model.pt, saved at block %d, holds tensors whose shape differs in the block-%d '
                              'model; load_pretrained must fit each into it, or the module keep it out of model.pt '

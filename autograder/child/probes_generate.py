@@ -8,9 +8,9 @@ every probes*.py module: they record tokens and logits and judge nothing.
 - kv-cache, per configuration: one cached step through the KVCache interface (the logits of the
   prompt and of one more token fed alone, and each cache's length after both); the greedy tokens
   of generate(use_kv_cache=True) past block_size; and a short cached generation twice, as is and
-  with the values KVCache.append returns negated for the tokens appended before the call. Only
-  an attention that really uses what the cache holds gives the reference's tokens under that
-  change; a generate that ignores use_kv_cache gives the same tokens both times.
+  with every value handed to KVCache.append negated. Only an attention that really uses what the
+  cache holds gives the reference's tokens under that change; a generate that ignores
+  use_kv_cache gives the same tokens both times.
 """
 
 import contextlib
@@ -86,23 +86,18 @@ def _generate_cached(model, prompt, n):
 
 
 @contextlib.contextmanager
-def _earlier_values_negated(cls):
-    """Within: cls.append returns what it returns otherwise, but with the values of the tokens appended
-    by earlier calls negated (a copy; what the cache stores is untouched). The new tokens' own values
-    are left alone, so an attention that adds them from its local variables is judged the same."""
+def _appended_values_negated(cls):
+    """
+    Within: cls.append is given the values negated (the keys as they are), so the cache holds -v
+    wherever it keeps what it was given. Attention that uses the cache then computes -y at every
+    cached step, whether it reads what append returns or the cache's own storage; attention that
+    does not use the cache is unaffected. The reference under the same change is the yardstick.
+    """
     own = cls.__dict__.get('append')
     original = cls.append
 
     def append(self, k, v):
-        out = original(self, k, v)
-        if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
-            raise adapter.AdapterError('KVCache.append returned %s; the interface returns (all keys, all values)'
-                                       % type(out).__name__)
-        keys, values = out
-        earlier = values.size(-2) - v.size(-2)
-        values = values.clone()
-        values[..., :earlier, :] = -values[..., :earlier, :]
-        return keys, values
+        return original(self, k, -v)
     cls.append = append
     try:
         yield
@@ -132,7 +127,7 @@ def probe_kv_cache(ctx):
 
         def uses_cache(model=model):
             plain = _generate_cached(model(), prompt, GENERATE_NEW)
-            with _earlier_values_negated(_cache_class()):
+            with _appended_values_negated(_cache_class()):
                 altered = _generate_cached(model(), prompt, GENERATE_NEW)
             return {'plain': plain, 'altered': altered}
 
