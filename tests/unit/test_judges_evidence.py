@@ -317,3 +317,18 @@ def test_reference_fixtures_show_the_altered_cache_changes_its_tokens():
     assert np.array_equal(kv['rope-gqa/uses_cache/plain'], gen['greedy'])
     assert np.array_equal(kv['rope-gqa/generate'], gen['greedy_past_block'])
     assert kv['rope-gqa/generate'].shape[1] > 2 * MODEL['block_size']
+
+
+def test_nan_at_the_same_places_is_not_a_leak():
+    # a mask that hides the diagonal too gives NaN rows: a values bug, seen by 5.1, not a causality one
+    arrays, results = causality_case()
+    base = results['gqa-rope'].arrays['n_kv_head=2']
+    base[:, 0] = np.nan
+    arrays['gqa/future'][:, 0] = np.nan
+    arrays['gqa/again'][:, 0] = np.nan
+    v = run_causality(arrays, results)
+    assert v.fraction == 1.0, v.lines
+    arrays['gqa/future'][:, 1] = np.nan
+    arrays['gqa/again'] = arrays['gqa/future'].copy()
+    v = run_causality(arrays, results)
+    assert v.fraction == pytest.approx(2 / 3) and 'NaN/inf' in '\n'.join(v.lines)
