@@ -126,11 +126,12 @@ def probe_kv_cache(ctx):
             return {'prefill': prefill, 'logits': logits, 'lengths': np.array([after_prompt, after_step], np.int64)}
 
         def uses_cache(model=model):
+            _cache_class()   # no KVCache: the optional part is not there, whatever else fails
             plain = _generate_cached(model(), prompt, GENERATE_NEW)
             with _appended_values_negated(_cache_class()):
                 altered = _generate_cached(model(), prompt, GENERATE_NEW)
             return {'plain': plain, 'altered': altered}
 
         ctx.case(label + '/step', one_step)
-        ctx.case(label + '/generate', lambda model=model: _generate_cached(model(), prompt, long_new))
+        ctx.case(label + '/generate', lambda model=model: _cache_class() and _generate_cached(model(), prompt, long_new))
         ctx.case(label + '/uses_cache', uses_cache)

@@ -82,11 +82,12 @@ def error_row(sub, message, seconds):
 
 def analyse(rows, test_ids):
     for r in rows:
-        # an optional part left untouched is not lost: declared by a correct variant, and never the cost of a
-        # mutant's bug (its must_fail names the tests its bug costs)
+        # an optional part left untouched is not lost where a correct variant declares it (not_implemented) or a
+        # mutant's must_fail does not list it: the mutant left that part alone, its bug costs other tests
+        excused = lambda tid: tid in r.get('not_implemented', ()) or (r['verdict'] != 'correct'
+                                                                      and tid not in r['must_fail'])
         lost = {tid for tid, t in r['tests'].items() if t['score'] < t['max_score']
-                and not ((tid in r.get('not_implemented', ()) or r['verdict'] != 'correct')
-                         and t['output'].startswith('not implemented (optional)'))}
+                and not (excused(tid) and t['output'].startswith('not implemented (optional)'))}
         r['lost'] = lost
         # a test skipped on purpose (loss-curve for mutants not expected to fail it) is not missing
         r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests'] and tid not in r.get('skipped', ())]
