@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, by_id, mode, possible, sandbox_processes,
-                      sandbox_uid, total, grading_text)
+from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, mode, possible, sandbox_processes,
+                        sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML, config, sandbox
 from autograder.child import wire
 
@@ -75,12 +75,28 @@ def check_syntax_error(out, tests, root):
     all_zero(tests)
 
 
+_REFERENCE_SCORES = {}
+
+
+def reference_scores():
+    """{test id: score} of the reference itself, graded once: the honest score of code that only adds an attack."""
+    if not _REFERENCE_SCORES:
+        root = AutograderRoot(grading_text())
+        try:
+            root.submit('model.py', REFERENCE_TEXT)
+            out, _ = root.run()
+            _REFERENCE_SCORES.update({i: t['score'] for i, t in by_id(out).items()})
+        finally:
+            root.cleanup()
+    return _REFERENCE_SCORES
+
+
 def check_import_subprocess(out, tests, root):
     # a module a model has no use for is a warning, never a 0: the OS sandbox is the wall
     assert re.search(r"Warning: model.py line \d+ imports 'subprocess', which a model has no use for; it costs nothing",
                      tests['submission']['output']), tests['submission']['output']
-    assert not [i for i, t in tests.items() if 'not graded' in t['output']]
-    assert total(out) == possible(out)
+    assert not [i for i, t in tests.items() if t['output'].startswith('not graded:')]
+    assert {i: t['score'] for i, t in tests.items()} == reference_scores()
 
 
 def check_import_wandb(out, tests, root):
@@ -249,8 +265,11 @@ def check_load_pretrained_hangs(out, tests, root):
     # a load_pretrained that never returns costs that test only, in one sentence
     lp = tests['load-pretrained']
     assert lp['score'] == 0 and lp['output'].startswith('timed out:'), lp['output']
-    assert len([line for line in lp['output'].splitlines() if line.strip()]) == 1, lp['output']
-    assert [i for i, t in tests.items() if i != 'load-pretrained' and not full(t)] == []
+    own = [line for line in lp['output'].splitlines() if line.strip() and 'scored 0% of its points' not in line]
+    assert len(own) == 1, lp['output']   # besides the standard '... scored 0% of its points' line
+    ref = reference_scores()
+    assert {i: t['score'] for i, t in tests.items() if i != 'load-pretrained'} == \
+        {i: s for i, s in ref.items() if i != 'load-pretrained'}
 
 
 def check_forged_progress(out, tests, root):
