@@ -6,7 +6,9 @@ Command line of the autograder: `python -m autograder COMMAND ...`.
     build-template        regenerate student_template/hw1 from the reference
     build-handout         write dist/hw1_handout.zip
     build-zip             write dist/autograder.zip for Gradescope
-    batch EXPORT_DIR      regrade a Gradescope export in parallel
+    batch EXPORT_DIR      regrade a Gradescope export in parallel (writes grades.csv and the class report)
+    report EXPORT_OR_CSV  the class report of a regrade: score histogram, tests, named bugs, errors
+    diff OLD NEW          whose score changed between two regrades, and which grader inputs changed
     evaluate DIR          discrimination report over a corpus of submissions
     experiments           staff: reference answers to the handout's empirical and written questions
 """
@@ -22,6 +24,8 @@ COMMANDS = {
     'build-handout': 'autograder.staff.handout',
     'build-zip': 'autograder.staff.build_zip',
     'batch': 'autograder.staff.batch',
+    'report': 'autograder.staff.report',
+    'diff': 'autograder.staff.regrade_diff',
     'evaluate': 'autograder.staff.evaluate',
     'experiments': 'autograder.staff.experiments',
 }

@@ -101,7 +101,7 @@ def staleness(grading, profile, manifest):
     if all(os.path.isfile(p) for p in HANDOUT_CODE) and manifest.get('handout_sha256') != sha256_files(HANDOUT_CODE):
         problems.append("the handout's chargpt.py/trainer.py/utils.py changed")
     if os.path.isfile(DATA_FILE) and manifest.get('corpus_sha256') != sha256_file(DATA_FILE):
-        problems.append("data/input.txt is not the corpus the loss band was computed on")
+        problems.append("data/input.txt is not the corpus the reference was trained and scored on (10.1)")
     return problems
 
 

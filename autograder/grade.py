@@ -21,7 +21,7 @@ import time
 import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, registry, submission
-from autograder.checks import Verdict, judge
+from autograder.checks import Verdict, judge, resources
 from autograder.child import wire
 from autograder.results import Results, add_points, points
 from autograder.sandbox import Sandbox, protect_source
@@ -106,7 +106,8 @@ class Judging:
         prof = grading.profiles[profile]
         probe_ids = _probe_ids(self.specs)
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
-        job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
+        job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
+               'limits': resources.probe_limits(prof)}
         run = self.run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
                                      import_timeout=grading.test('submission').timeout,
                                      need_data='loss-curve' in probe_ids,

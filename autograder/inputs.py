@@ -103,8 +103,14 @@ def build(profile):
 
     sw = profile['sliding_window']
     out['sw/x'] = _rng(seed, 'sw').standard_normal((mod['batch'], sw['seq'], mod['n_embd'])).astype(np.float32)
-    for n in sw['memory_seqs']:
-        out['swmem/x%d' % n] = _rng(seed, 'swmem%d' % n).standard_normal((1, n, mod['n_embd'])).astype(np.float32)
+    rng = _rng(seed, 'sw-qkv')   # banded_attention on its own: (B, nh, T, hs)
+    shape = (mod['batch'], mod['n_query_head'], sw['seq'], mod['n_embd'] // mod['n_query_head'])
+    for name in 'qkv':
+        out['sw/' + name] = rng.standard_normal(shape).astype(np.float32)
+    rng = _rng(seed, 'swmem-qkv')   # the same at a long sequence (test 11.2)
+    for name in 'qkv':
+        out['swmem/' + name] = rng.standard_normal(
+            (1, sw['memory_heads'], sw['memory_seq'], sw['memory_head_dim'])).astype(np.float32)
     wf = profile['workflow']
     rng = _rng(seed, 'workflow')
     out['workflow/idx_short'] = rng.integers(0, m['vocab_size'], (m['batch'], wf['block_from'])).astype(np.int64)
@@ -145,8 +151,8 @@ def probe_inputs(profile):
         'loss-curve': ('heldout/idx', 'model/lc-init/'),
         'gradients': ('model/idx', 'model/targets') + models,
         'load-pretrained': ('workflow/',) + models,
-        'sliding-window': ('sw/x', 'w/mha/', 'w/gqa-rope-kv2/'),
-        'sliding-window-memory': ('swmem/', 'w/mha/'),
+        'sliding-window': ('sw/', 'w/mha/', 'w/gqa-rope-kv2/'),
+        'sliding-window-memory': ('swmem/',),
         'kv-cache': ('generate/prompt', 'kv-cache/step', 'model/rope-gqa/', 'model/gqa/'),
     }
 

@@ -33,7 +33,7 @@ def make_config(**fields):
     cfg = m.GPT.get_default_config()
     cfg.model_type = None
     defaults = dict(embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0, rope=False, sliding_window=None,
-                    sliding_window_impl='banded', pretrained_folder=None)
+                    pretrained_folder=None)
     defaults.update(fields)
     for k, v in defaults.items():
         setattr(cfg, k, v)

@@ -36,11 +36,11 @@ MAX_SECONDS = 1e6                   # a probe's reported duration, in seconds
 # caps on the arrays file
 MAX_ARRAYS = 256                    # members of one .npz (the gradients probe reports 110: one per parameter and case)
 MAX_NDIM = 8
-# arrays that list what the child recorded as it went (the memory readings student code took, the
-# meters it opened): their number of rows is the submission's own, up to this many; every other
-# array must have exactly the reference's shape
-RAGGED_ARRAYS = ('readings', 'meters')
-MAX_RAGGED_ROWS = 64
+# arrays that list what the child recorded as it went (the memory probe's copy of the readings log,
+# child/link_standin.py, until the harness link is merged): their number of rows is the submission's
+# own, up to this many; every other array must have exactly the reference's shape
+RAGGED_ARRAYS = ('log',)
+MAX_RAGGED_ROWS = 600               # memory_readings.MAX_LOG readings + 64 marks
 MAX_ITEMSIZE = 8                    # bytes per element (float64, int64)
 MAX_PROGRESS_BYTES = 64 * 1024      # of out/progress: two short lines per probe
 

@@ -22,14 +22,14 @@ when the export cannot be read, 130 when interrupted.
 """
 
 import argparse
-import csv
 import os
+import shutil
 import sys
 import time
 
 from autograder import GRADING_YAML, PACKAGE_DIR, REPO_ROOT, config, fixtures
 from autograder.results import points
-from autograder.staff import engine, export
+from autograder.staff import engine, export, gradebook, regrade_diff
 
 RESULTS = 'results.json'
 PNG = 'loss_curve.png'
@@ -107,6 +107,9 @@ class Batch:
             self.outcomes[sub] = ('missing', 'listed in %s but the export has no folder %s/' % (export.METADATA, sub))
             self.log('batch: %s is listed in %s but has no folder in the export: reported as missing'
                      % (sub, export.METADATA))
+        for who, subs in sorted(ex.duplicates.items()):
+            self.log('batch: %s is a submitter of %d submissions (%s): each is graded and has its row; keep the one '
+                     'Gradescope counts' % (who, len(subs), ', '.join(subs)))
         if ex.unlisted:
             self.log('batch: %d folder(s) not in %s, graded without names: %s'
                      % (len(ex.unlisted), export.METADATA, ', '.join(ex.unlisted)))
@@ -145,25 +148,32 @@ class Batch:
             plots.loss_curve_png(out.to_json(), path, self.profile, title='%s %s' % (sub, names), grading=self.grading)
 
     def rows(self):
+        """(header, rows, meta) of the gradebook (gradebook.py): one row per student, sorted by name."""
         specs = self.grading.enabled_tests()
-        header = ['name', 'email', 'sid', 'submission', 'created_at', 'status'] + \
-                 ['%s %s' % (s.number, s.id) for s in specs] + ['total', 'max', 'gradescope_score', 'note']
         # the assignment's maximum: extra-credit tests count on top of it (grading.yaml handout.extra_credit)
         possible = points(sum(s.weight for s in specs if not self.grading.is_extra_credit(s)))
-        rows = []
+        rows, records = [], {}
         for sub in sorted(set(self.export.submissions) | set(self.export.missing)):
             meta = self.export.metadata.get(sub) or export.Entry(sub)
             status, message = self.outcomes.get(sub, ('error', 'not graded'))
-            out = engine.load(os.path.join(self.folder, sub, RESULTS)) if status in ('graded', 'skipped') else None
-            cells = [points(out.score(s.id)) if out is not None and s.id in out else '' for s in specs]
-            total = points(out.total) if out is not None else ''
-            note = message if status in ('error', 'missing') else ''
+            sub_dir = os.path.join(self.folder, sub)
+            out = engine.load(os.path.join(sub_dir, RESULTS)) if status in ('graded', 'skipped') else None
+            if out is not None:
+                status, note = gradebook.classify(out, sub_dir)
+                records[sub] = dict(out.extra_data.get('batch') or {})
+            elif status == 'error':
+                note = message or 'the grader failed'
+            else:
+                status, note = 'missing', message
+            cells, total, bugs, seconds, note = gradebook.row_cells(specs, out, status, note)
+            if out is None and sub in self.engine.seconds:
+                seconds = '%.1f' % self.engine.seconds[sub]   # how long an error took (a timeout is slow too)
             for person in meta.submitters or [export.Person()]:
-                rows.append([person.name, person.email, person.sid, sub, meta.created_at,
-                             status if status in ('error', 'missing') else 'graded'] + cells +
-                            [total, possible, meta.score, note])
+                rows.append([person.name, person.email, person.sid, sub, meta.created_at, status] + cells +
+                            [total, possible, meta.score, bugs, seconds, note])
         rows.sort(key=lambda r: (r[0].lower(), r[3], r[2]))
-        return header, rows
+        book_meta = gradebook.new_meta(os.path.basename(self.folder), self.folder, self.stamp, self.grading, records)
+        return gradebook.header(specs), rows, book_meta
 
     def counts(self):
         counts = {}
@@ -172,15 +182,34 @@ class Batch:
         return counts
 
 
-def write_csv(path, header, rows):
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, '.%s.tmp' % os.path.basename(path))
-    with open(tmp, 'w', newline='', encoding='utf-8') as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    os.replace(tmp, path)
+def _refuse_overwrite(out, previous, assignment, stamp, compare):
+    """One sentence when writing `out` would replace an earlier regrade made with other grader inputs, else None."""
+    if previous is None:
+        return None
+    same = previous.assignment == assignment and previous.inputs == gradebook.grader_inputs(stamp)
+    if same or (compare and os.path.realpath(compare) == os.path.realpath(out)):
+        return None
+    why = 'written by an older batch, without %s' % os.path.basename(gradebook.meta_path(out)) if not previous.meta \
+        else 'graded with other grader inputs' if previous.assignment == assignment else 'of %s' % previous.assignment
+    return ('%s holds an earlier regrade (%s) and would be replaced: give --compare %s to keep it as %s and list every '
+            'score that changes, --out to write elsewhere, or --overwrite' % (out, why, out, backup_name(out, previous)))
+
+
+def backup_name(out, previous):
+    """grades.csv -> grades.<when it was written>.csv (still matched by .gitignore's grades*.csv)."""
+    when = ((previous.meta or {}).get('written_at') or
+            time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(os.path.getmtime(out))))
+    stem, ext = os.path.splitext(out)
+    return '%s.%s%s' % (stem, when.replace(':', '').replace('-', ''), ext or '.csv')
+
+
+def keep_previous(out, previous):
+    """Copy the previous CSV (and its meta) aside before anything is graded; returns the copy's path."""
+    target = backup_name(out, previous)
+    for src, dst in ((out, target), (gradebook.meta_path(out), gradebook.meta_path(target))):
+        if os.path.isfile(src):
+            shutil.copy2(src, dst)
+    return target
 
 
 def main(argv):
@@ -194,7 +223,15 @@ def main(argv):
     ap.add_argument('--force', action='store_true', help='regrade submissions already graded by this grader')
     ap.add_argument('--timeout', type=int, default=None,
                     help='seconds one submission may take before it is stopped (default: sum of the test timeouts)')
+    ap.add_argument('--compare', metavar='OLD.csv',
+                    help='after the regrade, list every student whose score changed since OLD.csv and why (when OLD.csv '
+                         'is the CSV being replaced, it is first kept as grades.<date>.csv)')
+    ap.add_argument('--overwrite', action='store_true',
+                    help='replace an earlier CSV made with other grader inputs without keeping it')
+    ap.add_argument('--no-report', action='store_true', help='do not write the class report beside the CSV')
     args = ap.parse_args(argv[1:])
+    if args.jobs < 1:
+        ap.error('--jobs must be at least 1')
     try:
         batch = Batch(args.export, args.jobs, args.profile, args.png, args.force, args.timeout)
     except export.ExportError as e:
@@ -208,19 +245,71 @@ def main(argv):
         print('batch: the CSV would be written inside this checkout (%s) and holds names, emails and SIDs; '
               'give --out to write it there anyway' % out, file=sys.stderr)
         return 2
+    assignment = os.path.basename(batch.folder)
+    try:   # every refusal before anything is graded: no earlier result is touched
+        previous = gradebook.read(out) if os.path.exists(out) else None
+        old = gradebook.read(args.compare) if args.compare else None
+        if old is not None:
+            regrade_diff.same_assignment(old, assignment, batch.export.submissions + batch.export.missing)
+    except gradebook.GradebookError as e:
+        print('batch: refused: %s' % e, file=sys.stderr)
+        return 2
+    problem = None if args.overwrite else _refuse_overwrite(out, previous, assignment, batch.stamp, args.compare)
+    if problem:
+        print('batch: refused, nothing graded: %s' % problem, file=sys.stderr)
+        return 2
+    if old is not None and previous is not None and os.path.realpath(args.compare) == os.path.realpath(out):
+        old.path = keep_previous(out, previous)
+        print('batch: the previous %s is kept as %s' % (out, old.path), file=sys.stderr)
     started = time.time()
     if not batch.run():
         return 130
-    header, rows = batch.rows()
-    write_csv(out, header, rows)
+    header, rows, meta = batch.rows()
+    gradebook.write(out, header, rows, meta)
     c = batch.counts()
     print('batch: %d submissions (graded %d, skipped %d already graded, errors %d, missing %d) in %.1f s; '
           '%d rows written to %s' % (len(batch.export.submissions) + len(batch.export.missing), c.get('graded', 0),
                                      c.get('skipped', 0), c.get('error', 0), c.get('missing', 0),
                                      time.time() - started, len(rows), out))
+    code = 0
+    # the same grader must give the same grades: checked against the CSV replaced (same inputs) and --compare's
+    for label, earlier in (('--compare', old), ('previous', previous if old is None else None)):
+        if earlier is None:
+            continue
+        d = regrade_diff.compare(earlier, gradebook.read(out))
+        if label == '--compare' or d.changes:
+            print('\n'.join(d.lines()))
+        if d.unreproducible:
+            code = 1
+    if not args.no_report:
+        write_report(out)
+    not_graded = sum(r[5] == 'not graded' for r in rows)
     failed = c.get('error', 0) + c.get('missing', 0)
     if failed:
         print('batch: %d submission(s) not graded (%d errors, %d missing folders): see the note column of %s'
               % (failed, c.get('error', 0), c.get('missing', 0), out), file=sys.stderr)
         return 1
-    return 0
+    if batch.export.duplicates:
+        print('batch: %d student(s) have several rows (see above): the CSV needs a choice before upload'
+              % len(batch.export.duplicates), file=sys.stderr)
+        return 1
+    if not_graded:
+        print('batch: %d student row(s) "not graded" (no model.py, or code that cannot run): see the note column'
+              % not_graded, file=sys.stderr)
+    return code
+
+
+def write_report(csv_path):
+    """The class report beside the CSV; skipped with one line when pandas/matplotlib are missing."""
+    try:
+        from autograder.staff import report
+    except ImportError as e:
+        print('batch: class report skipped: %s (pip install -r requirements-staff.txt)' % e, file=sys.stderr)
+        return None
+    try:
+        paths = report.write(csv_path)
+    except report.ReportError as e:
+        print('batch: class report skipped: %s' % e, file=sys.stderr)
+        return None
+    print('batch: class report written to %s' % paths['html'])
+    return paths

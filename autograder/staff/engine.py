@@ -1,20 +1,37 @@
 """
-The regrade engine of `batch` and `evaluate`: every submission is graded in its own process
-(`python -c ... worker JOB`), N at a time, with a per-submission timeout; a crash or a timeout
-costs that submission an error outcome, never the run. Under root each grading claims a free
-sandbox user of the pool setup.sh creates (hw1student, hw1student1..3), so N above the pool
-size queues. A progress bar with an ETA goes to stderr. SIGTERM/Ctrl-C stops the workers
-(and their sandboxed children) cleanly; what finished stays finished.
+The regrade engine of `batch` and `evaluate`: N long-lived worker processes (`python -c ...
+serve PROFILE`), each grading one submission at a time, in-process (the harness imports no
+torch: numpy, yaml, gradescope-utils), many submissions in turn, so that a grading costs no
+interpreter start or harness import. Student code still runs only in the sandboxed children
+that grade.grade_results starts for each grading, as its own sandbox user. A worker that
+crashes, raises, or runs past the per-submission timeout costs that submission an error
+outcome, never the run: it is stopped (with its sandboxed children) and a fresh worker takes
+the next job. Under root each grading claims a free sandbox user of the pool setup.sh creates
+(hw1student, hw1student1..3), so N above the pool size queues. A progress bar with an ETA goes
+to stderr. SIGTERM/Ctrl-C stops the workers (and their sandboxed children) cleanly; what
+finished stays finished.
 
-A worker grades with grade.grade_results (optionally skipping tests, for evaluate), stamps
-the results (extra_data.batch) and writes them atomically to the job's results path; for
-evaluate it also runs the course's public tests (course_tests.py) and writes their JSON.
+The link: the engine writes one JSON job per line on the worker's stdin; the worker answers
+one JSON line per job on its own copy of stdout (anything else printed during a grading goes to
+stderr, which is kept for the crash message). A worker grades with grade.grade_results
+(optionally skipping tests, for evaluate), stamps the results (extra_data.batch) and writes
+them atomically to the job's results path; for evaluate it also runs the course's public tests
+(course_tests.py) and writes their JSON. After MAX_JOBS_PER_WORKER jobs a worker is replaced,
+so that nothing a long run accumulates (memory, open files) grows without bound.
+
+For the zygote of the process model (docs/PLAN-round3.md, stream "sandbox"): a worker is where
+one Sandbox, and so one zygote, lives across the gradings of that worker. To adopt it, serve()
+builds the Sandbox once before its loop and hands it to each grading (grade.grade_results gains
+a `sandbox=None` parameter that it uses instead of building its own); a worker replaced after a
+crash or a timeout starts a fresh zygote with its fresh Sandbox. Nothing else here changes: the
+timeout, the crash row and the stop on SIGTERM stay the engine's.
 """
 
 import datetime
 import io
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -63,35 +80,123 @@ def _kill_children():
                     continue
 
 
-def worker(argv):
-    """argv: PROFILE JOB_JSON. Grades one submission, writes its stamped results; prints its score."""
+MAX_JOBS_PER_WORKER = 200
+
+
+def grade_job(profile, job, scratch):
+    """Grade one Job in this process: the stamped results.json (and the course tests' JSON); returns its summary."""
     from autograder import grade
-    profile, job = argv[0], Job(**json.loads(argv[1]))
-    scratch = tempfile.mkdtemp(prefix='hw1-batch-')
+    out = grade.grade_results(job.path, profile, os.path.join(scratch, 'results', 'results.json'), skip=tuple(job.skip))
+    if job.stamp and not out.is_error:
+        out.extra_data['batch'] = dict(job.stamp, graded_at=datetime.datetime.now().isoformat(timespec='seconds'))
+    out.write(job.results_path)
+    if job.course_path:
+        from autograder.staff import course_tests
+        model = grade.submission.locate(job.path, os.path.join(scratch, 'upload')).path
+        course = course_tests.run(model) if model else {'checks': {}, 'passed': False}
+        with open(job.course_path, 'w') as f:
+            json.dump(course, f)
+    return out.summary()
+
+
+def serve(profile):
+    """The worker's main loop: one JSON Job per line on stdin, one JSON answer per job on the original stdout."""
+    from autograder import grade
+    answers = os.fdopen(os.dup(1), 'w', buffering=1)
+    os.dup2(2, 1)                 # whatever a grading prints goes to stderr, never into the answers
+    sys.stdout = sys.stderr
+    scratch = [None]
 
     def on_term(signum, frame):  # the run is stopping: stop the sandboxed child too, leave no student code, then go
         _kill_children()
         grade.remove_upload_scratch()
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch[0]:
+            shutil.rmtree(scratch[0], ignore_errors=True)
         os._exit(143)
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the engine, which stops the workers cleanly
-    try:
-        out = grade.grade_results(job.path, profile, os.path.join(scratch, 'results', 'results.json'),
-                                  skip=tuple(job.skip))
-        if job.stamp and not out.is_error:
-            out.extra_data['batch'] = dict(job.stamp, graded_at=datetime.datetime.now().isoformat(timespec='seconds'))
-        out.write(job.results_path)
-        if job.course_path:
-            from autograder.staff import course_tests
-            model = grade.submission.locate(job.path, os.path.join(scratch, 'upload')).path
-            course = course_tests.run(model) if model else {'checks': {}, 'passed': False}
-            with open(job.course_path, 'w') as f:
-                json.dump(course, f)
-        print(out.summary())
-        return 0
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    for line in sys.stdin:
+        job = Job(**json.loads(line))
+        scratch[0] = tempfile.mkdtemp(prefix='hw1-batch-')
+        try:
+            answer = {'key': job.key, 'summary': grade_job(profile, job, scratch[0])}
+        except Exception as e:   # this submission's error; the engine replaces a worker that raised
+            answer = {'key': job.key, 'error': '%s: %s' % (type(e).__name__, e)}
+        finally:
+            shutil.rmtree(scratch[0], ignore_errors=True)
+            scratch[0] = None
+        answers.write(json.dumps(answer) + '\n')
+        if 'error' in answer:
+            return 1
+    return 0
+
+
+class Worker:
+    """One long-lived worker process and its pipes; `grade(job, timeout)` -> (status, message)."""
+
+    def __init__(self, profile):
+        cmd = [sys.executable, '-c', 'import sys; from autograder.staff.engine import serve; sys.exit(serve(sys.argv[1]))',
+               profile]
+        self.stderr = tempfile.TemporaryFile(mode='w+')   # read only after a crash: no pipe to fill up
+        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True, bufsize=1)
+        self.jobs = 0
+        self.answers = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.answers.put(line)
+        self.answers.put(None)   # EOF: the worker is gone
+
+    def grade(self, job, timeout):
+        self.jobs += 1
+        try:
+            self.proc.stdin.write(json.dumps(asdict(job)) + '\n')
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass   # the worker died; its exit is read below
+        try:
+            line = self.answers.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()
+            return 'error', 'the grader ran longer than %d s and was stopped' % timeout
+        if line is None:
+            code = self.proc.wait()
+            return 'error', 'the grader crashed (exit %d): %s' % (code, self._last_error() or 'no output')
+        answer = json.loads(line)
+        if 'error' in answer:
+            self.proc.wait()
+            return 'error', 'the grader crashed (exit %d): %s' % (self.proc.returncode, answer['error'])
+        return 'answered', answer['summary']
+
+    def _last_error(self):
+        self.stderr.seek(0)
+        lines = self.stderr.read()[-20000:].strip().splitlines()
+        return lines[-1] if lines else ''
+
+    @property
+    def alive(self):
+        return self.proc.poll() is None and self.jobs < MAX_JOBS_PER_WORKER
+
+    def stop(self, now=True, grace=30):
+        """End the worker: at once with SIGTERM (it stops its sandboxed children), or (now=False) by closing its
+        job pipe and letting it finish; SIGKILL after `grace` seconds either way."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=0 if now else grace)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        self.stderr.close()
 
 
 # ----------------------------------------------------------------------------- progress
@@ -156,57 +261,60 @@ class Engine:
     def __init__(self, profile, jobs=1, timeout=600, log=None, progress=True):
         self.profile, self.jobs, self.timeout, self.progress = profile, max(1, int(jobs)), timeout, progress
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-        self.running = {}            # Popen -> key
+        self.workers = set()         # every live Worker
+        self.local = threading.local()   # each pool thread's own Worker
         self.running_lock = threading.Lock()
         self.stopping = False
         self.outcomes = {}           # key -> ('graded' | 'error', message)
         self.seconds = {}            # key -> wall seconds of its worker
 
+    def _worker(self):
+        """This thread's worker, started (or replaced) when it has none that can take a job."""
+        w = getattr(self.local, 'worker', None)
+        if w is None or not w.alive:
+            if w is not None:
+                w.stop(now=False)
+            with self.running_lock:
+                if self.stopping:
+                    return None
+                w = self.local.worker = Worker(self.profile)
+                self.workers.add(w)
+        return w
+
     def grade_one(self, job: Job):
         if self.stopping:
             return 'cancelled', ''
-        cmd = [sys.executable, '-c', 'import sys; from autograder.staff.engine import worker; sys.exit(worker(sys.argv[1:]))',
-               self.profile, json.dumps(asdict(job))]
         started = time.time()
-        with self.running_lock:
-            if self.stopping:
-                return 'cancelled', ''
-            proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            self.running[proc] = job.key
+        worker = self._worker()
+        if worker is None:
+            return 'cancelled', ''
         try:
-            stdout, stderr = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-            return 'error', 'the grader ran longer than %d s and was stopped' % self.timeout
+            status, message = worker.grade(job, self.timeout)
         finally:
             self.seconds[job.key] = time.time() - started
-            with self.running_lock:
-                self.running.pop(proc, None)
         if self.stopping:
             return 'cancelled', ''
-        if proc.returncode != 0:
-            tail = (stderr or stdout or '').strip().splitlines()
-            return 'error', 'the grader crashed (exit %d): %s' % (proc.returncode, tail[-1] if tail else 'no output')
+        if status == 'error':
+            with self.running_lock:
+                self.workers.discard(worker)
+            worker.stop()
+            self.local.worker = None
+            return status, message
         out = load(job.results_path)
         if out is None:
             return 'error', 'the grader wrote no readable results.json'
         if out.is_error:
             return 'error', 'the grader failed: %s' % str(out.extra_data.get('grader_error') or
                                                           next(iter(out.tests.values())).output)[:300].replace('\n', ' ')
-        return 'graded', (stdout or '').strip().splitlines()[-1] if (stdout or '').strip() else out.summary()
+        return 'graded', message or out.summary()
 
     def stop(self, signum=None, frame=None):
         with self.running_lock:
             self.stopping = True
-            procs = list(self.running)
-        for proc in procs:
+            workers = list(self.workers)
+        for w in workers:
             try:
-                proc.send_signal(signal.SIGTERM)
+                w.proc.send_signal(signal.SIGTERM)
             except OSError:
                 pass
 
@@ -236,6 +344,10 @@ class Engine:
             progress.close()
             for s, handler in old.items():
                 signal.signal(s, handler)
+            with self.running_lock:
+                workers, self.workers = list(self.workers), set()
+            for w in workers:   # no job left: each worker reads the end of its pipe and goes (or is stopped)
+                w.stop(now=self.stopping, grace=5 if self.stopping else 30)
         return None if self.stopping else self.outcomes
 
 

@@ -180,9 +180,16 @@ def main(argv):
                     help='training runs at a time (default 1: more perturbs the attention timings of 5.5)')
     args = ap.parse_args(argv[1:])
     sizes = 'quick' if args.quick else args.sizes
-    seeds = args.seeds or (2 if sizes == 'quick' else 3)
-    if seeds < 1:
-        ap.error('--seeds must be at least 1')
+    seeds = args.seeds if args.seeds is not None else (2 if sizes == 'quick' else 3)
+    if seeds < 1:   # 0 used to fall back to the default silently
+        print('experiments: --seeds must be at least 1 (got %d); nothing was run' % seeds, file=sys.stderr)
+        return 2
+    if args.device == 'cuda':   # asked before any run starts, in a subprocess (as regenerate does)
+        from autograder.staff.regenerate import cuda_problem
+        problem = cuda_problem()
+        if problem:
+            print('experiments: --device cuda needs a CUDA GPU: %s; nothing was run' % problem, file=sys.stderr)
+            return 2
     out = os.path.abspath(args.out or os.path.join(REPO_ROOT, 'out', 'experiments' if sizes == 'full'
                                                    else 'experiments-' + sizes))
     runs_dir = os.path.abspath(args.runs or os.path.join(out, 'runs'))

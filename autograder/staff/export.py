@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List
 
@@ -113,8 +114,10 @@ def unzip(zip_path):
                         if not block:
                             break
                         dst.write(block)
-    except zipfile.BadZipFile as e:
-        raise ExportError('%s is not a readable zip (%s)' % (zip_path, e))
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+        # a truncated or damaged download: nothing half-unpacked is left, nothing earlier is touched
+        shutil.rmtree(target + '.partial', ignore_errors=True)
+        raise ExportError('%s is a damaged zip (%s); download the export again' % (zip_path, e))
     os.makedirs(tmp, exist_ok=True)
     with open(os.path.join(tmp, UNZIPPED_MARK), 'w') as f:
         f.write(digest + '\n')
@@ -127,7 +130,7 @@ def open_export(path):
     path = os.path.abspath(path)
     if os.path.isfile(path):
         if not zipfile.is_zipfile(path):
-            raise ExportError('%s is neither a folder nor a zip' % path)
+            raise ExportError('%s is neither a folder nor a zip (a download cut short reads like this too)' % path)
         path = unzip(path)
     elif not os.path.exists(path):
         raise ExportError('%s does not exist' % path)
@@ -147,6 +150,30 @@ def _untagged(loader, suffix, node):
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node, deep=True)
     return loader.construct_scalar(node)
+
+
+class _Duplicate(Exception):
+    """A submission key written twice in the metadata (key, line)."""
+
+
+def _mapping_without_duplicates(loader, node, deep=False):
+    """A mapping; a key written twice (a damaged or hand-edited export) is refused, never silently dropped."""
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, (str, int)) and key in seen and node is loader._top:
+            raise _Duplicate(key, key_node.start_mark.line + 1)
+        if isinstance(key, (str, int)):
+            seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+class _TopTracking(_LenientLoader):
+    """Remembers the document's top node, where a duplicate key is a duplicate submission."""
+
+    def construct_document(self, node):
+        self._top = node
+        return super().construct_document(node)
 
 
 _LenientLoader.add_multi_constructor('!', _untagged)
@@ -186,10 +213,15 @@ def _person(raw):
     return Person(text(raw.get('name')), text(raw.get('email')), text(raw.get('sid')))
 
 
+_TopTracking.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
 def parse_metadata(source, where=METADATA):
     """{submission folder: Entry} from the YAML text; ExportError with one sentence when it is unusable."""
     try:
-        data = yaml.load(source, Loader=_LenientLoader)
+        data = yaml.load(source, Loader=_TopTracking)
+    except _Duplicate as e:
+        raise ExportError('%s lists %s twice (line %d); download the export again' % ((where,) + e.args))
     except yaml.YAMLError as e:
         mark = getattr(e, 'context_mark', None) or getattr(e, 'problem_mark', None)  # where the bad part starts
         at = ' line %d' % (mark.line + 1) if mark is not None else ''
@@ -233,6 +265,18 @@ class Export:
     submissions: List[str]               # folders to grade
     missing: List[str]                   # metadata entries without a folder
     unlisted: List[str]                  # folders without a metadata entry
+    duplicates: Dict[str, List[str]] = field(default_factory=dict)   # a student (email or SID) -> their submissions
+
+
+def duplicate_students(metadata):
+    """{student: [submissions]} for every student (by email, else SID) who is a submitter of several submissions."""
+    seen = {}
+    for sub, entry in sorted(metadata.items()):
+        for p in entry.submitters:
+            who = p.email.lower() or p.sid
+            if who and sub not in seen.setdefault(who, []):
+                seen[who].append(sub)
+    return {who: subs for who, subs in seen.items() if len(subs) > 1}
 
 
 def read(path):
@@ -244,7 +288,8 @@ def read(path):
     listed = [n for n in folders if n in metadata]
     unlisted = [n for n in folders if n not in metadata and n.startswith('submission_')]
     missing = sorted(n for n in metadata if n not in folders)
-    return Export(folder, metadata, sorted(listed + unlisted), missing, unlisted if metadata else [])
+    return Export(folder, metadata, sorted(listed + unlisted), missing, unlisted if metadata else [],
+                  duplicate_students(metadata))
 
 
 def submission_sha256(sub_dir, ignore=('results.json', 'loss_curve.png')):

@@ -1,15 +1,19 @@
 """
 `python -m autograder regenerate [--device cuda] [--skip-reference-tests]`: the only way
 fixtures are made. Runs the reference through the same sandboxed probes students get, runs
-every fingerprint (known bug) the same way, trains the reference on several seeds for the
-loss band, and writes autograder/fixtures/<profile>/ with a manifest and a diff report
-against the fixtures it replaces. Refuses when the reference fails its own tests.
+every fingerprint (known bug) the same way, trains the reference on several seeds (the
+student's seed gives 10.1's held-out logits), and writes autograder/fixtures/<profile>/ with
+a manifest, but only where something changed that a grade can feel. Refuses when the
+reference fails its own tests.
 
 Progress is printed as it goes: [1/4] the reference's own tests, [2/4] the reference through
 every probe (with the loss-curve seeds), [3/4] each fingerprint with how many arrays it
-changes, [4/4] writing. The diff report (which arrays changed and by how much, and how the
-loss band moved) is printed last and saved to autograder/fixtures/<profile>/DIFF.txt, to be
-committed with the fixtures.
+changes, [4/4] comparing with the fixtures in place (autograder/staff/fixture_changes.py):
+each changed array in units of its test's tolerance, with the nearest known bug's distance.
+Below the stated noise floor nothing is written ("no change that matters ... fixtures left
+untouched": two runs in a row leave the tree clean); otherwise the fixtures are written and
+the list of what matters is saved to autograder/fixtures/<profile>/DIFF.txt, to be committed
+with them.
 """
 
 import argparse
@@ -23,8 +27,9 @@ from importlib import metadata
 import numpy as np
 
 from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, config, fingerprints, fixtures, inputs, registry
+from autograder.checks import resources
 from autograder.sandbox import Sandbox
-
+from autograder.staff import fixture_changes
 
 
 def log(msg):
@@ -42,7 +47,7 @@ def run_reference_tests():
 
 
 def run_probes(sandbox, model_py, profile, probes, inp, seeds=None):
-    job = {'profile': profile}
+    job = {'profile': profile, 'limits': resources.probe_limits(profile)}
     if seeds is not None:
         job['loss_curve_seeds'] = seeds
     timeouts = {p: 900 for p in probes}
@@ -60,31 +65,46 @@ def flatten(result):
     return out
 
 
-def diff_report(old, new, window):
-    """Which arrays changed and by how much, and how the loss band moved (final loss = mean of the
-    last `window` iterations, as the loss-curve test judges it)."""
-    lines = []
-    for key in sorted(set(old) | set(new)):
-        if key not in old:
-            lines.append("  + %s (new)" % key)
-        elif key not in new:
-            lines.append("  - %s (removed)" % key)
-        elif old[key].shape != new[key].shape:
-            lines.append("  ~ %s shape %s -> %s" % (key, old[key].shape, new[key].shape))
-        elif old[key].dtype.kind in 'fc':
-            d = float(np.max(np.abs(old[key].astype(np.float64) - new[key].astype(np.float64)))) if old[key].size else 0.0
-            if d > 0:
-                lines.append("  ~ %s max |change| %.3g" % (key, d))
-        elif not np.array_equal(old[key], new[key]):
-            lines.append("  ~ %s changed (%d of %d entries)" % (key, int(np.sum(old[key] != new[key])), old[key].size))
+# informational: which pool user ran the probes depends on which was free, never on what they computed
+VOLATILE_MANIFEST_KEYS = ('sandboxed_as',)
 
-    def band(arrays):
-        finals = [v[-window:].mean() for k, v in arrays.items() if k.startswith('loss-curve/') and k.count('/') == 1]
-        return (min(finals), max(finals)) if finals else None
-    ob, nb = band(old), band(new)
-    if ob and nb:
-        lines.append("  loss band (mean of last %d iterations): [%.4f, %.4f] -> [%.4f, %.4f]" % ((window,) + ob + nb))
-    return lines or ["  no array changed"]
+
+def manifest_changes(old, new):
+    """The manifest fields that differ (volatile ones left out), as 'key: old -> new' lines."""
+    keys = sorted((set(old) | set(new)) - set(VOLATILE_MANIFEST_KEYS))
+    return ['%s: %s -> %s' % (k, str(old.get(k))[:16], str(new.get(k))[:16]) for k in keys if old.get(k) != new.get(k)]
+
+
+def write_if_changed(grading, profile_name, expected, fp_outputs, manifest):
+    """
+    Write the fixtures only where something changed that a grade can feel (fixture_changes.py):
+    arrays beyond the noise floor, or inputs recorded in the manifest. Returns the report lines.
+    Below the floor the previous arrays are kept byte for byte, so a second run leaves the tree clean.
+    """
+    try:
+        previous = fixtures.load(grading, profile_name, check=False)
+    except (fixtures.StaleFixtures, OSError, ValueError, KeyError):
+        previous = None
+    if previous is None:
+        fixtures.write(profile_name, expected, fp_outputs, manifest)
+        lines = ['no previous fixtures: all %d arrays written' % len(expected)]
+    else:
+        changes = fixture_changes.compare(previous.expected, expected, previous.fingerprints, fp_outputs, grading,
+                                          profile_name)
+        inputs = manifest_changes(previous.manifest, manifest)
+        lines = changes.lines() + ['manifest ' + l for l in inputs]
+        if changes.matters:
+            fixtures.write(profile_name, expected, fp_outputs, manifest)
+        elif inputs:    # the same numbers from changed inputs: keep the arrays, record the inputs
+            fixtures.write(profile_name, previous.expected, previous.fingerprints,
+                           dict(manifest, sandboxed_as=previous.manifest.get('sandboxed_as')))
+        else:
+            return lines + ['fixtures left untouched']
+    with open(os.path.join(fixtures.folder(profile_name), 'DIFF.txt'), 'w') as f:
+        f.write('what the last regeneration changed (torch %s, %s; noise floor %g of each test\'s tolerance, '
+                'autograder/staff/fixture_changes.py):\n%s\n'
+                % (manifest['torch'], manifest['device'], fixture_changes.NOISE_FLOOR, '\n'.join('  ' + l for l in lines)))
+    return lines
 
 
 def regenerate(profile_name, skip_tests=False):
@@ -128,11 +148,12 @@ def regenerate(profile_name, skip_tests=False):
             if not differing:
                 raise SystemExit("fingerprint %s is indistinguishable from the reference on every probe" % fp.id)
 
-    log("[4/4] writing %s" % fixtures.folder(profile_name))
+    log("[4/4] comparing with %s" % fixtures.folder(profile_name))
     try:
         old = fixtures.load(grading, profile_name, check=False).expected
     except fixtures.StaleFixtures:
         old = {}
+    expected = resources.keep_window_rows(expected, old, profile)   # 11.2: only the rows the judge compares
     manifest = {
         'profile': profile_name,
         'profile_hash': grading.profile_hash(profile_name),
@@ -149,14 +170,10 @@ def regenerate(profile_name, skip_tests=False):
         'fingerprints': sorted(fp_outputs),
         'sandboxed_as': result.sandboxed_as,
     }
-    fixtures.write(profile_name, expected, fp_outputs, manifest)
-    report = diff_report(old, expected, profile['loss_curve']['window'])
-    with open(os.path.join(fixtures.folder(profile_name), 'DIFF.txt'), 'w') as f:
-        f.write('diff of expected.npz against the previous fixtures (torch %s, %s):\n%s\n'
-                % (manifest['torch'], profile['device'], '\n'.join(report)))
-    log("diff against the previous fixtures:")
+    report = write_if_changed(grading, profile_name, expected, fp_outputs, manifest)
+    log("against the previous fixtures:")
     for line in report:
-        log(line)
+        log('  ' + line)
     return expected
 
 

@@ -58,8 +58,8 @@ def test_zip_file_count_is_current():
 
 def test_csv_header_and_test_table_follow_grading_yaml():
     specs = GRADING.enabled_tests()
-    header = ','.join(['name', 'email', 'sid', 'submission', 'created_at', 'status'] +
-                      ['%s %s' % (s.number, s.id) for s in specs] + ['total', 'max', 'gradescope_score', 'note'])
+    from autograder.staff import gradebook
+    header = ','.join(gradebook.header(specs))
     assert '\n%s\n' % header in TEXT
     rows = re.findall(r'\n(\d+\.\d+) +(.{10,58}?) +(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) +(passed|failed)', TEXT)
     by_number = {s.number: s for s in specs}
@@ -81,7 +81,13 @@ def test_batch_lines_have_the_current_format():
                 r'batch: \d+ submissions \(graded \d+, skipped \d+ already graded, errors \d+, missing \d+\) in [\d.]+ s; '
                 r'\d+ rows written to \S+',
                 r'batch: \S+ is listed in submission_metadata.yml but has no folder in the export: reported as missing',
-                r'batch: \d+ submission\(s\) not graded \(\d+ errors, \d+ missing folders\): see the note column of \S+']
+                r'batch: \d+ submission\(s\) not graded \(\d+ errors, \d+ missing folders\): see the note column of \S+',
+                r'batch: class report written to \S+/grades-report/report\.html',
+                r'batch: the previous \S+ is kept as \S+\.\d{8}T\d{6}\.csv',
+                r'batch: refused, nothing graded: \S+ holds an earlier regrade \(graded with other grader inputs\) and '
+                r'would be replaced: give --compare \S+ to keep it as \S+ and list every score that changes, --out to '
+                r'write elsewhere, or --overwrite',
+                r'batch: ERROR submission_\.\.\.: \.\.\.']
     for line in lines:
         assert any(re.fullmatch(p, line) for p in patterns), 'STAFF.md shows a batch line the code no longer prints: ' + line
 
@@ -100,3 +106,32 @@ def test_quoted_grading_times_are_those_benchmarks_md_measured():
 @pytest.mark.parametrize('name', ['grades.csv'])
 def test_the_regrade_csv_is_git_ignored(name):
     assert subprocess.run(['git', 'check-ignore', '-q', name], cwd=REPO_ROOT).returncode == 0
+
+
+def test_discrimination_report_lists_every_graded_test_of_the_registry():
+    """docs/DISCRIMINATION.md is `evaluate --out`'s output: its test list and columns are grading.yaml's tests."""
+    with open(os.path.join(REPO_ROOT, 'docs', 'DISCRIMINATION.md'), encoding='utf-8') as f:
+        doc = f.read()
+    listed = re.search(r'Tests: (.+)\n', doc).group(1)
+    pairs = re.findall(r'(\d+(?:\.\d+)+) = ([a-z-]+)', listed)
+    assert pairs == [(s.number, s.id) for s in GRADING.enabled_tests()], \
+        'DISCRIMINATION.md lists %s; regenerate it: python -m autograder evaluate tests/submissions --jobs 2 ' \
+        '--out docs/DISCRIMINATION.md' % pairs
+    header = next(l for l in doc.splitlines() if l.startswith('| submission | verdict |'))
+    assert header.split(' | ')[2:-3] == [s.id for s in GRADING.enabled_tests()]
+    from autograder.staff import evaluate
+    corpus = evaluate.load_corpus(os.path.join(REPO_ROOT, 'tests', 'submissions'))
+    n_correct = sum(s['verdict'] == 'correct' for s in corpus)
+    assert 'false failures on correct variants: 0 / %d' % n_correct in doc
+    assert 'bugs caught: %d / %d' % (len(corpus) - n_correct, len(corpus) - n_correct) in doc
+
+
+def test_reference_answers_name_the_current_reference():
+    from autograder.staff import experiments_runs
+    with open(os.path.join(REPO_ROOT, 'docs', 'reference_answers', 'report.md'), encoding='utf-8') as f:
+        named = re.search(r'reference solution \(reference/, sha256 ([0-9a-f]{12})', f.read()).group(1)
+    current = experiments_runs.reference_code_hash()[:12]
+    assert named == current, (
+        'docs/reference_answers/report.md was made from reference %s, the reference is %s now: run python -m '
+        'autograder experiments --sizes cpu --seeds 1 --jobs 2 --out docs/reference_answers --runs '
+        'out/experiments-cpu/runs' % (named, current))

@@ -4,9 +4,10 @@ published format: `assignment_<id>_export/` holding `submission_<id>/` folders a
 `submission_metadata.yml` (Ruby-symbol keys `:submitters:` with `:name:`, `:sid:`, `:email:`;
 `:created_at:`, `:score:`, `:results:`, `:history:`). Every student is invented. The
 submissions come from this checkout: the reference (100), the untouched template (0), a
-syntax error (0), RoPE positions counted from 0 (85), and a zip upload of the reference by a
-group of two (100 each). The awkward cases a real class brings are in too: accented names,
-SIDs as a number, empty or null, and a metadata entry whose folder is missing.
+syntax error (0), RoPE positions counted from 0 (100: a named bug, rope-positions-from-0), a zip
+upload of the reference by a group of two (115 each) and a PDF-only upload (not graded, 0). The
+awkward cases a real class brings are in too: accented names, SIDs as a number, empty or null,
+and a metadata entry whose folder is missing.
 
     build(folder)            -> the inner assignment_<id>_export/ folder (written under `folder`)
     build_zip(path, folder)  -> the .zip as downloaded (its entries under assignment_<id>_export/)
@@ -28,7 +29,11 @@ SYNTAX_ERROR = [('        T = x.shape[-2] + offset\n', '        T = x.shape[-2] 
 # submission -> total it must get (the required 100 plus 15 of extra credit for a complete solution);
 # None: listed in the metadata, but the export has no folder
 TOTALS = {'submission_1000001': 115, 'submission_1000002': 0, 'submission_1000003': 0,
-          'submission_1000004': 100, 'submission_1000005': 115, 'submission_1000006': None}
+          'submission_1000004': 100, 'submission_1000005': 115, 'submission_1000006': None,
+          'submission_1000007': 0}
+# submission -> (status in the CSV, named bugs) where it is not plainly "graded" without a named bug
+STATUS = {'submission_1000003': ('not graded', ''), 'submission_1000004': ('graded', 'rope-positions-from-0'),
+          'submission_1000006': ('missing', ''), 'submission_1000007': ('not graded', '')}
 
 METADATA = '''\
 # Written by Gradescope's Ruby exporter: symbols as keys. Every person here is invented.
@@ -102,6 +107,14 @@ submission_1000006:
   :created_at: 2024-10-02 08:00:00.000000000 -07:00
   :score: 10.0
   :history: []
+submission_1000007:
+  :submitters:
+  - :name: Hugo Pdfonly
+    :sid: '900000008'
+    :email: hugo.pdfonly@example.edu
+  :created_at: 2024-10-01 22:10:00.000000000 -07:00
+  :score: 0.0
+  :history: []
 '''
 
 
@@ -124,7 +137,15 @@ def files():
         'submission_1000003/model.py': patching.apply(reference, SYNTAX_ERROR, 'syntax error').encode(),
         'submission_1000004/mingpt/model.py': patching.apply(reference, ROPE_FROM_0, 'RoPE from 0').encode(),
         'submission_1000005/hw1_submission.zip': upload.getvalue(),
+        'submission_1000007/hw1_writeup.pdf': b'%PDF-1.4\n% the written answers, and no model.py\n%%EOF\n',
     }
+
+
+def _without_entry(data, sub):
+    """The metadata without one submission's entry (the entries are top-level keys, two spaces inside)."""
+    head, _, rest = data.decode().partition(sub + ':\n')
+    tail = rest.split('\nsubmission_', 1)
+    return (head + ('submission_' + tail[1] if len(tail) > 1 else '')).encode()
 
 
 def build(folder, metadata=True, missing_entry=True):
@@ -135,7 +156,7 @@ def build(folder, metadata=True, missing_entry=True):
             if not metadata:
                 continue
             if not missing_entry:
-                data = data.decode().split('submission_1000006:')[0].encode()
+                data = _without_entry(data, 'submission_1000006')
         path = os.path.join(inner, *rel.split('/'))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, 'wb') as f:
@@ -148,6 +169,6 @@ def build_zip(path, missing_entry=True):
     with zipfile.ZipFile(str(path), 'w', zipfile.ZIP_DEFLATED) as z:
         for rel, data in sorted(files().items()):
             if rel == 'submission_metadata.yml' and not missing_entry:
-                data = data.decode().split('submission_1000006:')[0].encode()
+                data = _without_entry(data, 'submission_1000006')
             z.writestr(ASSIGNMENT + '/' + rel, data)
     return str(path)

@@ -157,10 +157,10 @@ arrays = {
     'generate': {'greedy': tokens, 'top_k=1/tokens': tokens, 'top_k=5/tokens': tokens,
                  'top_k=1/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32),
                  'top_k=5/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32)},
-    'memory': {'n_kv_head=%d' % k: np.zeros(4, np.int64) for k in kvs},
+    'memory': {'n_kv_head=%d/figure' % k: np.array([0, 19345408.0]) for k in kvs},   # a plausible figure, no readings
     'loss-curve': {'seed%d' % s: np.zeros(prof['loss_curve']['iters']) for s in job.get('loss_curve_seeds', [7])},
-    'sliding-window': {'%s/%s' % (k, i): attn for k in ('mha', 'gqa') for i in ('dense', 'banded')},
-    'sliding-window-memory': {'N=%d' % n: np.zeros(1, np.int64) for n in prof['sliding_window']['memory_seqs']},
+    'sliding-window': {'%s/window' % k: np.zeros((inputs['sw/x'].shape), np.float32) for k in ('mha', 'gqa')},
+    'sliding-window-memory': {'N=%d/out' % prof['sliding_window']['memory_seq']: np.zeros(inputs['swmem/q'].shape, np.float32)},
 }
 for probe in ['import'] + list(job['probes']):
     with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
@@ -193,7 +193,7 @@ arrays = {
                  'top_k=5/tokens': np.zeros((2, 20), np.int64), 'top_k=5/logits': np.zeros((2, 19)),
                  'top_k=1/logits': np.full((2, 19, 65), np.nan)},
     'memory': {'n_kv_head=%d' % k: np.full(4, np.nan) for k in job['profile']['kv_heads']},
-    'sliding-window-memory': {'N=%d' % n: np.full(1, np.nan) for n in job['profile']['sliding_window']['memory_seqs']},
+    'sliding-window-memory': {'N=%d/out' % job['profile']['sliding_window']['memory_seq']: np.full(3, np.nan)},
     'loss-curve': {'seed7': np.full((3, 40), np.inf)},
     'causality': {'mha/base': nan, 'mha/future': np.zeros(3)},
 }

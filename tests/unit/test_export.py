@@ -23,8 +23,8 @@ def test_zip_outer_and_inner_folder_are_the_same_export(tmp_path):
     assert forms[0].folder == forms[1].folder == inner
     assert forms[2].folder == str(tmp_path / 'dl' / 'assignment_4242_export' / synthetic_export.ASSIGNMENT)
     for ex in forms:
-        assert ex.submissions == ['submission_100000%d' % i for i in range(1, 6)]
-        assert ex.missing == ['submission_1000006'] and ex.unlisted == []
+        assert ex.submissions == sorted(s for s, t in synthetic_export.TOTALS.items() if t is not None)
+        assert ex.missing == ['submission_1000006'] and ex.unlisted == [] and ex.duplicates == {}
     assert export.read(zip_path).folder == forms[2].folder      # unpacked once, reused
     with open(os.path.join(forms[2].folder, 'submission_1000001', 'model.py'), 'rb') as f:
         assert f.read() == synthetic_export.files()['submission_1000001/model.py']
@@ -60,6 +60,7 @@ def test_metadata_odd_but_readable_forms():
     ('submission_1:\n  :submitters:\n  - :name: "unclosed\n', 'line 3 is not valid YAML'),
     ('submission_1: [a\nsubmission_2: b\n', 'is not valid YAML'),
     ('- just\n- a list\n', 'is not a mapping of submission folders'),
+    ('submission_1:\n  :score: 1\nsubmission_2: {}\nsubmission_1:\n  :score: 3\n', 'lists submission_1 twice (line 4)'),
 ])
 def test_bad_metadata_is_one_sentence(text, words):
     with pytest.raises(export.ExportError) as e:
@@ -71,11 +72,12 @@ def test_bad_metadata_is_one_sentence(text, words):
 def test_folders_without_metadata_are_graded_and_reported(tmp_path):
     inner = synthetic_export.build(tmp_path, metadata=False)
     ex = export.read(inner)
-    assert ex.submissions == ['submission_100000%d' % i for i in range(1, 6)] and ex.missing == []
+    folders = sorted(s for s, t in synthetic_export.TOTALS.items() if t is not None)
+    assert ex.submissions == folders and ex.missing == []
     (tmp_path / synthetic_export.ASSIGNMENT / 'submission_metadata.yml').write_text(
         'submission_1000001:\n  :submitters: []\n')
     ex = export.read(inner)
-    assert ex.unlisted == ['submission_100000%d' % i for i in range(2, 6)] and len(ex.submissions) == 5
+    assert ex.unlisted == folders[1:] and len(ex.submissions) == len(folders)
 
 
 def test_not_an_export_says_what_was_expected(tmp_path):
@@ -109,3 +111,27 @@ def test_resume_stamp_follows_the_submission_and_the_grader(tmp_path, monkeypatc
     monkeypatch.setattr(batch.fixtures, 'sha256_files', lambda paths: 'another grader')
     assert batch.stamp_for('cpu')['grader_sha256'] == 'another grader'   # the harness or child code changed
     assert not batch.already_graded(str(sub), dict(batch.stamp_for('cpu'), submission_sha256=before))
+
+
+def test_a_student_in_two_submissions_is_reported(tmp_path):
+    text = synthetic_export.METADATA + ('submission_1000009:\n  :submitters:\n  - :name: Alice Again\n'
+                                        '    :email: Alice.Example@example.edu\n')
+    assert export.duplicate_students(export.parse_metadata(text)) == {
+        'alice.example@example.edu': ['submission_1000001', 'submission_1000009']}
+
+
+def test_a_damaged_zip_is_one_sentence_and_touches_nothing(tmp_path):
+    good = synthetic_export.build_zip(tmp_path / 'good.zip')
+    data = bytearray(open(good, 'rb').read())
+    start = len(data) // 3
+    for i in range(start, start + 2000):          # damage the compressed bytes of a member, keep the directory
+        data[i] ^= 0x5A
+    bad = tmp_path / 'assignment_4242_export.zip'
+    bad.write_bytes(bytes(data))
+    with pytest.raises(export.ExportError, match='is a damaged zip .*download the export again'):
+        export.read(str(bad))
+    assert not (tmp_path / 'assignment_4242_export').exists() and not (tmp_path / 'assignment_4242_export.partial').exists()
+    cut = tmp_path / 'cut.zip'
+    cut.write_bytes(open(good, 'rb').read()[:5000])
+    with pytest.raises(export.ExportError, match='neither a folder nor a zip'):
+        export.read(str(cut))

@@ -9,11 +9,11 @@ import pytest
 
 from autograder import config, grade, results
 from autograder.checks import optional, resources
+from autograder.child import link_standin
 from autograder.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
-KVS = (6, 3, 2, 1)
 
 
 def fixtures(probe_id, arrays):
@@ -26,82 +26,68 @@ def ok(arrays, **info):
 
 # ----------------------------------------------------------------------------- memory (9.1)
 
-NET, PEAK = 222208, 295936
-TOL = GRADING.test('memory').tolerance.rtol
+FLOOR = resources.memory_floor(GRADING.profiles['cpu'])[0]      # one float32 (4, 6, 256, 256) tensor
+LABELS = resources.memory_labels(GRADING.profiles['cpu'])
 
 
-def fig(reported, net=NET, peak=PEAK, forced=0, exact=1):
-    return np.array([net, peak, reported, forced, exact], dtype=np.int64)
+def memory_result(figures, readings, harness=True, pid=41):
+    """A memory probe's result: figures {label: value}, readings {label: [(kind, value)]} between the call's marks."""
+    log = []
+    for label in LABELS:
+        log.append({'kind': 'mark', 'value': 0, 'pid': pid, 'label': 'start ' + label})
+        log += [{'kind': kind, 'value': value, 'pid': pid} for kind, value in readings.get(label, [])]
+        log.append({'kind': 'mark', 'value': 0, 'pid': pid, 'label': 'end ' + label})
+    for i, e in enumerate(log):
+        e['i'] = i
+    arrays = {label + '/figure': np.array([0, v], np.float64) for label, v in figures.items()}
+    r = ok(arrays)
+    if harness:
+        r.harness = {'link': log}
+    else:   # DEV STAND-IN: the child's copy of the log
+        arrays['log'] = np.array(link_standin.rows(log, LABELS), np.int64)
+    return r
 
 
-def case(reported, readings=(), meters=(), **kw):
-    return resources.judge_memory_case(6, fig(reported, **kw), np.array(readings, np.int64).reshape(-1, 2),
-                                       np.array(meters, np.int64).reshape(-1, 2), TOL)
+def judged_memory(figures, readings, **kw):
+    return resources.judge_memory(GRADING.test('memory'), memory_result(figures, readings, **kw),
+                                  Fixtures('cpu', {}, {}, {}), GRADING)
 
 
-def test_memory_course_style_readings_pass():
-    # start, end of memory_allocated(): end - start is a measurement of the whole attention
-    good, line = case(246784, readings=[(0, 0), (0, 246784)])
-    assert good, line
-
-
-def test_memory_attention_memory_figure_passes():
-    good, line = case(246784, meters=[(246784, 295936)])
-    assert good, line
-
-
-def test_memory_peak_reading_minus_start_passes():
-    good, line = case(PEAK - 1000, readings=[(0, 1000), (1, PEAK)])
-    assert good, line
-
-
-@pytest.mark.parametrize('reported, words', [
-    (0, 'not measured'), (-1, 'no figure'), (10 ** 9, 'not a measurement'), (250000 * 2, 'not a measurement'),
-    (NET // 2, 'outside the measured region')])
-def test_memory_bad_figures_fail_and_say_which(reported, words):
-    good, line = case(reported, readings=[(0, 0), (0, reported)])
-    assert not good and words in line, line
-
-
-def test_memory_scaled_figure_inside_the_bounds_fails_as_no_reading():
-    good, line = case(int(246784 * 1.1), meters=[(246784, 295936)])
-    assert not good and 'no difference of two memory readings' in line, line
-
-
-def test_memory_constant_without_readings_fails():
-    good, line = case(250000)
-    assert not good and 'took none' in line, line
-
-
-def test_memory_is_cuda_guard_is_judged_with_is_cuda_forced():
-    good, line = case(246784, readings=[(0, 0), (0, 246784)], forced=1)
-    assert good and 'is_cuda' in line, line
-    good, line = case(0, forced=1)
-    assert not good and 'not measured' in line and 'is_cuda' in line, line
-
-
-def test_memory_cuda_only_branch_that_cannot_run_is_not_docked():
-    good, line = case(0, forced=-1)
-    assert good and 'not docked' in line, line
-
-
-def test_memory_gpu_profile_judges_bounds_only():
-    assert case(240000, exact=0)[0]
-    assert not case(10 ** 9, exact=0)[0]
-
-
-def test_memory_styles_that_allocate_more_with_fewer_kv_heads_get_full_marks():
-    # skipping the K/V copy at g = 1: multi-head attention allocates least; no "falls with n_kv_head" rule
-    arrays, expected = {}, {}
-    for i, kv in enumerate(KVS):
-        net, peak = 150000 + 20000 * i, 200000 + 20000 * i
-        reported = net + 1000
-        arrays['n_kv_head=%d/figures' % kv] = fig(reported, net=net, peak=peak)
-        arrays['n_kv_head=%d/readings' % kv] = np.array([[0, 5], [0, reported + 5]], np.int64)
-        arrays['n_kv_head=%d/meters' % kv] = np.zeros((0, 2), np.int64)
-        expected['n_kv_head=%d/figures' % kv] = fig(246784)
-    v = resources.judge_memory(GRADING.test('memory'), ok(arrays), fixtures('memory', expected), GRADING)
+def test_memory_judges_the_harness_log_and_each_style_may_allocate_its_own_amount():
+    # more with fewer KV heads, as styles that skip the K/V copy at g = 1 do: no ordering between calls is judged
+    nets = dict(zip(LABELS, (19_345_408, 26_820_608, 26_685_440, 39_596_032)))
+    readings = {label: [('allocated', 200_000_000), ('allocated', 200_000_000 + n)] for label, n in nets.items()}
+    v = judged_memory(nets, readings)
     assert v.fraction == 1.0, v.lines
+    assert judged_memory(nets, readings, harness=False).fraction == 1.0   # the stand-in's copy reads the same
+
+
+def test_memory_figures_without_the_readings_behind_them_fail():
+    readings = {label: [('allocated', 200_000_000), ('allocated', 219_345_408)] for label in LABELS}
+    v = judged_memory(dict.fromkeys(LABELS, 250_000), readings)
+    assert v.fraction == 0.0 and 'the same figure for every call (a constant?)' in v.lines[1], v.lines
+    half = dict(dict.fromkeys(LABELS, 19_345_408), **{LABELS[0]: 300_000})
+    v = judged_memory(half, dict(readings, **{LABELS[0]: [('allocated', 10), ('allocated', 300_010)]}))
+    assert v.fraction == 0.75 and 'misses part of the attention core' in v.lines[1]
+
+
+def test_memory_readings_of_another_process_or_outside_the_call_are_not_evidence():
+    r = memory_result(dict.fromkeys(LABELS, 19_345_408), {})
+    r.harness['link'] = [dict(e, pid=99) if e['kind'] != 'mark' else e for e in r.harness['link']]
+    r.harness['link'].insert(0, {'i': -1, 'kind': 'allocated', 'value': 0, 'pid': 41})
+    r.harness['link'].insert(1, {'i': -1, 'kind': 'allocated', 'value': 19_345_408, 'pid': 41})
+    v = resources.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
+    assert v.fraction == 0.0 and 'took no memory reading during the call' in v.lines[1], v.lines
+
+
+def test_memory_a_call_that_raised_in_the_cuda_view_names_the_line():
+    r = memory_result(dict.fromkeys(LABELS[1:], 19_345_408),
+                      {label: [('allocated', 0), ('allocated', 19_345_408)] for label in LABELS})
+    r.info['case_errors'] = {LABELS[0]: {'status': 'error', 'message': "AttributeError: module 'torch._C' has no "
+                                         "attribute '_cuda_getDeviceCount'",
+                                         'where': ['model.py line 251, in forward: torch._C._cuda_getDeviceCount()']}}
+    v = resources.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
+    assert v.fraction == 0.75 and 'model.py line 251' in v.lines[1] and 'CUDA view' in v.lines[1]
 
 
 # causality (7.1), generate (8.2) and the KV cache (12.1): tests/unit/test_judges_evidence.py
@@ -113,9 +99,9 @@ def sw_arrays():
     rng = np.random.default_rng(3)
     out = {}
     for kind in ('mha', 'gqa'):
-        win = rng.standard_normal((2, 24, 48)).astype(np.float32)
-        out[kind + '/dense'], out[kind + '/banded'] = win, win.copy()
+        out[kind + '/window'] = rng.standard_normal((2, 24, 48)).astype(np.float32)
         out[kind + '/no_window'] = rng.standard_normal((2, 24, 48)).astype(np.float32)
+    out['banded/w6'] = rng.standard_normal((2, 6, 24, 8)).astype(np.float32)
     return out
 
 
@@ -123,28 +109,56 @@ def test_sliding_window_ignored_is_not_implemented_optional():
     ref = sw_arrays()
     fx = fixtures('sliding-window', ref)
     assert optional.judge_sliding_window(GRADING.test('sliding-window'), ok(dict(ref)), fx, GRADING).fraction == 1.0
-    ignored = {k: ref[k.split('/')[0] + '/no_window'] for k in ref}
-    v = optional.judge_sliding_window(GRADING.test('sliding-window'), ok(ignored), fx, GRADING)
-    assert v.not_implemented and v.fraction == 0.0
+    ignored = {k: ref[k.split('/')[0] + '/no_window'] for k in ref if not k.startswith('banded')}
     todo = {'status': 'not_implemented', 'message': 'NotImplementedError: TODO (optional)'}
+    v = optional.judge_sliding_window(GRADING.test('sliding-window'), ok(ignored, case_errors={'banded/w6': todo}),
+                                      fx, GRADING)
+    assert v.not_implemented and v.fraction == 0.0
     v = optional.judge_sliding_window(GRADING.test('sliding-window'), ok(
-        {'gqa/dense': ignored['gqa/dense'], 'gqa/banded': ignored['gqa/banded']},
-        case_errors={'mha/dense': todo, 'mha/banded': todo}), fx, GRADING)
-    assert v.not_implemented
+        {'gqa/window': ref['gqa/window'], 'banded/w6': ref['banded/w6']}, case_errors={'mha/window': todo}), fx, GRADING)
+    assert not v.not_implemented and 0 < v.fraction < 1
 
 
-def test_window_memory_is_credited_only_for_windowed_outputs():
-    rng = np.random.default_rng(4)
-    ref = {}
-    for n, peak in ((128, 1000), (256, 2000), (512, 4000)):
-        ref['N=%d/peak' % n] = np.array([peak])
-        ref['N=%d/y' % n] = rng.standard_normal((1, n, 48)).astype(np.float32)
-    fx = fixtures('sliding-window-memory', ref)
+def window_fixture():
+    prof = GRADING.profiles['cpu']
+    sw = prof['sliding_window']
+    out = np.random.default_rng(4).standard_normal((1, sw['memory_heads'], sw['memory_seq'], sw['memory_head_dim']))
+    out = out.astype(np.float32)
+    kept = resources.keep_window_rows({'sliding-window-memory/N=%d/out' % sw['memory_seq']: out}, {}, prof)
+    return out, Fixtures('cpu', kept, {}, {}), 'N=%d/out' % sw['memory_seq']
+
+
+def test_window_memory_fixtures_keep_only_the_picked_rows_and_the_judge_compares_them():
+    out, fx, key = window_fixture()
+    kept = fx.probe('sliding-window-memory')[key]
+    rows = resources.judged_rows(kept)
+    sw = GRADING.profiles['cpu']['sliding_window']
+    assert len(rows) == sw['memory_rows'] and rows[0] == 0 and rows[-1] == sw['memory_seq'] - 1
+    assert np.isnan(kept).sum() == kept.size - len(rows) * 2 * 8
+    again = resources.keep_window_rows({'sliding-window-memory/' + key: out}, fx.expected, GRADING.profiles['cpu'])
+    assert np.array_equal(resources.judged_rows(again['sliding-window-memory/' + key]), rows)   # stable
     spec = GRADING.test('sliding-window-memory')
-    assert resources.judge_window_memory(spec, ok(dict(ref)), fx, GRADING).fraction == 1.0
-    wrong = dict(ref, **{'N=512/y': ref['N=512/y'] + 1.0})
-    v = resources.judge_window_memory(spec, ok(wrong), fx, GRADING)
-    assert v.fraction == 0.0 and 'not the windowed attention' in v.lines[0]
+    assert resources.judge_window_memory(spec, ok({key: out}), fx, GRADING).fraction == 1.0
+    wrong = out.copy()
+    wrong[:, :, rows[7]] += 1.0       # one judged query differs
+    v = resources.judge_window_memory(spec, ok({key: wrong}), fx, GRADING)
+    assert v.fraction == 0.0 and '(query %d)' % rows[7] in v.lines[0] and 'at 1 of the 48 queries' in v.lines[0]
+    between = out.copy()
+    between[:, :, [r for r in range(out.shape[2]) if r not in set(rows)][:100]] += 1.0   # unjudged rows
+    assert resources.judge_window_memory(spec, ok({key: between}), fx, GRADING).fraction == 1.0
+
+
+def test_window_memory_out_of_memory_and_untouched_template_say_so():
+    _, fx, key = window_fixture()
+    spec = GRADING.test('sliding-window-memory')
+    case = key.split('/')[0]
+    oom = {'status': 'error', 'message': 'RuntimeError: DefaultCPUAllocator: can\'t allocate memory: you tried to '
+                                         'allocate 1073741824 bytes', 'where': ['model.py line 99, in banded_attention']}
+    v = resources.judge_window_memory(spec, ok({}, case_errors={case: oom}), fx, GRADING)
+    assert v.fraction == 0.0 and 'ran out of memory' in v.lines[0] and 'model.py line 99' in v.lines[1]
+    todo = {'status': 'not_implemented', 'message': 'NotImplementedError: TODO (optional)'}
+    v = resources.judge_window_memory(spec, ok({}, case_errors={case: todo}), fx, GRADING)
+    assert v.not_implemented and v.lines[0].startswith('not implemented (optional)')
 
 
 # ----------------------------------------------------------------------------- extra credit

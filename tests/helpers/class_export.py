@@ -1,0 +1,78 @@
+"""
+A realistic class as a Gradescope export (the format of synthetic_export.py), with KNOWN,
+planted bugs, for bench/bench_batch.py and the slow report test:
+
+- every submission of the corpus tests/submissions (12 correct styles, 52 mutants with one
+  bug each; expected.yaml names the known bug a mutant must be told, or none);
+- the reference with a known bug planted by fingerprints.py's own patch, EXTRA times each
+  (so that the report has bugs with counts above one);
+- the untouched template, a syntax error and a PDF-only upload.
+
+Each submission has an invented student in submission_metadata.yml. `build()` returns the
+export folder and the truth: {submission: planted fingerprint id or None}, and the
+submissions expected `not graded`.
+"""
+
+import os
+
+import yaml
+
+from ag_helpers import REPO  # noqa: F401  (puts the checkout on sys.path)
+from autograder import fingerprints
+
+CORPUS = os.path.join(REPO, 'tests', 'submissions')
+REFERENCE = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
+TEMPLATE = os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.py')
+EXTRA = {'rope-sign': 3, 'gqa-tiled': 2, 'rope-positions-from-0': 2}
+ASSIGNMENT = 'assignment_5151_export'
+
+
+def _read(path):
+    with open(path, encoding='utf-8') as f:
+        return f.read()
+
+
+def submissions():
+    """[(model.py text or None, planted bug id or None, what it is)] in a fixed order."""
+    out = []
+    for kind in ('correct', 'buggy'):
+        for name in sorted(os.listdir(os.path.join(CORPUS, kind))):
+            folder = os.path.join(CORPUS, kind, name)
+            if not os.path.isfile(os.path.join(folder, 'expected.yaml')):
+                continue
+            with open(os.path.join(folder, 'expected.yaml')) as f:
+                exp = yaml.safe_load(f) or {}
+            out.append((_read(os.path.join(folder, 'model.py')), exp.get('fingerprint'), '%s/%s' % (kind, name)))
+    reference = _read(REFERENCE)
+    for fp, n in sorted(EXTRA.items()):
+        for i in range(n):
+            out.append((fingerprints.apply(fingerprints.BY_ID[fp], reference), fp, 'reference + %s #%d' % (fp, i + 1)))
+    out.append((_read(TEMPLATE), None, 'untouched template'))
+    out.append((reference.replace('        T = x.shape[-2] + offset\n', '        T = x.shape[-2] + offset +\n', 1),
+                None, 'syntax error'))
+    out.append((None, None, 'PDF only'))
+    return out
+
+
+def build(folder):
+    """(the inner export folder, {submission: planted bug or None}, [submissions expected 'not graded'])."""
+    inner = os.path.join(str(folder), ASSIGNMENT)
+    planted, not_graded, meta = {}, [], {}
+    for i, (source, bug, what) in enumerate(submissions()):
+        sub = 'submission_%d' % (3000001 + i)
+        os.makedirs(os.path.join(inner, sub))
+        if source is None:
+            with open(os.path.join(inner, sub, 'writeup.pdf'), 'wb') as f:
+                f.write(b'%PDF-1.4\n%%EOF\n')
+        else:
+            with open(os.path.join(inner, sub, 'model.py'), 'w', encoding='utf-8') as f:
+                f.write(source)
+        if source is None or what == 'syntax error':
+            not_graded.append(sub)
+        planted[sub] = bug
+        meta[sub] = {':submitters': [{':name': 'Student %03d' % (i + 1), ':sid': str(910000000 + i),
+                                      ':email': 'student%03d@example.edu' % (i + 1)}],
+                     ':created_at': '2024-10-01 12:00:00.000000000 -07:00', ':score': 0.0, ':history': []}
+    with open(os.path.join(inner, 'submission_metadata.yml'), 'w') as f:
+        yaml.safe_dump(meta, f, sort_keys=True)
+    return inner, planted, not_graded
