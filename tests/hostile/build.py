@@ -150,13 +150,11 @@ arrays = {
     'gqa': {'n_kv_head=%d' % k: attn for k in kvs},
     'gqa-rope': {'n_kv_head=%d' % k: attn for k in kvs},
     'dropout': {'gqa/' + c: attn for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')},
-    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('base', 'future')] +
-                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('base', 'future')]),
+    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('future', 'again')] +
+                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('future', 'again')]),
     'model': dict([('%s/logits' % c, np.zeros((B, T, V), np.float32)) for c in ('rope', 'gqa', 'rope-gqa')] +
                   [('%s/loss' % c, np.zeros(1, np.float32)) for c in ('rope', 'gqa', 'rope-gqa')]),
-    'generate': {'greedy': tokens, 'top_k=1/tokens': tokens, 'top_k=5/tokens': tokens,
-                 'top_k=1/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32),
-                 'top_k=5/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32)},
+    'generate': {'greedy': tokens, 'top_k=1': tokens, 'top_k=5': tokens},
     'memory': {'n_kv_head=%d/figure' % k: np.array([0, 19345408.0]) for k in kvs},   # a plausible figure, no readings
     'loss-curve': {'seed%d' % s: np.zeros(prof['loss_curve']['iters']) for s in job.get('loss_curve_seeds', [7])},
     'sliding-window': {'%s/window' % k: np.zeros((inputs['sw/x'].shape), np.float32) for k in ('mha', 'gqa')},
@@ -189,9 +187,8 @@ with open(os.path.join(JOB, 'job.json')) as f:
     job = json.load(f)
 nan = np.full((2, 3), np.nan)
 arrays = {
-    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1/tokens': np.full((2, 20), np.nan),
-                 'top_k=5/tokens': np.zeros((2, 20), np.int64), 'top_k=5/logits': np.zeros((2, 19)),
-                 'top_k=1/logits': np.full((2, 19, 65), np.nan)},
+    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1': np.full((2, 20), np.nan),
+                 'top_k=5': np.zeros((2, 20), np.int64)},
     'memory': {'n_kv_head=%d' % k: np.full(4, np.nan) for k in job['profile']['kv_heads']},
     'sliding-window-memory': {'N=%d/out' % job['profile']['sliding_window']['memory_seq']: np.full(3, np.nan)},
     'loss-curve': {'seed7': np.full((3, 40), np.inf)},
@@ -254,8 +251,7 @@ OVERSIZED_ARRAYS = FORGE_PRELUDE + '''
 # a judge looping over every generated position would run for hours
 N = 6_000_000
 huge = {
-    'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5/tokens': np.zeros((2, N + 1), np.int8),
-                 'top_k=5/logits': np.zeros((2, N, 1), np.float16)},
+    'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5': np.zeros((2, N + 1), np.int8)},
     'rope': {'d2_T5': np.zeros((2, 3, 5, 2 * 100_000), np.float32)},
     'gqa': {'n_kv_head=1': np.zeros((2, 13, 48 * 10_000), np.float32)},
 }
