@@ -90,7 +90,7 @@ def judge_dropout(test, result, fixtures, grading, evidence):
             continue
         # a module whose output never depends on dropout proves nothing where that output is what p = 1 gives
         degenerate = (case == 'attn_p1_train' and close(p0, np.broadcast_to(bias, p0.shape), tol.atol, tol.rtol)) or \
-                     (case == 'resid_p1_train' and not np.any(p0))
+                     (case in ('resid_p1_train', 'both_p1_eval') and not np.any(p0))
         if degenerate:
             lines.append('FAIL %s: not credited: the module\'s output at p = 0 (test 4.1) is already what p = 1 must '
                          'give, so this proves nothing' % case)
@@ -159,6 +159,12 @@ def judge_causality(test, result, fixtures, grading, evidence):
                                                                                tuple(base.shape), number))
             continue
         ok, desc = _unchanged(future[:, :c], base[:, :c], tol)
+        if ok and _unchanged(future[:, c:], base[:, c:], tol)[0]:
+            # a model whose outputs ignore the tokens that changed is causal only in the way a constant is
+            lines.append('FAIL %s: not credited: the outputs at positions >= %d did not change either, although the '
+                         'tokens there did (test %s\'s outputs for the original input): outputs that do not depend on '
+                         'the input prove nothing' % (case, c, number))
+            continue
         if ok:
             passed += 1
             lines.append('ok   %s: outputs at positions < %d are unchanged when the tokens from %d on change '

@@ -332,3 +332,16 @@ def test_nan_at_the_same_places_is_not_a_leak():
     arrays['gqa/again'] = arrays['gqa/future'].copy()
     v = run_causality(arrays, results)
     assert v.fraction == pytest.approx(2 / 3) and 'NaN/inf' in '\n'.join(v.lines)
+
+
+def test_outputs_that_ignore_the_input_earn_no_causality_nor_dropout():
+    # a forged or constant model (all zeros in every process) is causal only in the way a constant is
+    arrays, results = causality_case()
+    zeros = {k: np.zeros_like(v) for k, v in arrays.items()}
+    zero_results = {pid: ok({k: np.zeros_like(v) for k, v in r.arrays.items()}) for pid, r in results.items()}
+    v = run_causality(zeros, zero_results)
+    assert v.fraction == 0.0 and 'prove nothing' in '\n'.join(v.lines)
+    p0, _, good = dropout_case()
+    z = np.zeros_like(p0)
+    v = run_dropout({k: z for k in good}, z)
+    assert v.fraction == 0.0
