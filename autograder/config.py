@@ -44,6 +44,7 @@ class TestSpec:
     timeout: float
     tolerance: Optional[Tolerance] = None
     optional_part: Optional[str] = None
+    sees: Optional[str] = None   # why this test also loses points for bugs of other parts (evaluate's must_fail is exact)
 
 
 @dataclass
@@ -101,7 +102,7 @@ PROFILE_SECTIONS = {
 }
 PROFILE_LISTS = {'kv_heads': INTS, 'rope_cases': ('list', INTS)}   # rope_cases: [B, nh, T, d] each
 TEST_KEYS = {'id': str, 'name': str, 'number': str, 'weight': (int, float), 'visibility': str,
-             'tags': list, 'timeout': (int, float), 'tolerance': dict, 'optional_part': str}
+             'tags': list, 'timeout': (int, float), 'tolerance': dict, 'optional_part': str, 'sees': str}
 TOLERANCE_KEYS = {'atol': (int, float), 'rtol': (int, float), 'why': str}
 
 
@@ -256,7 +257,7 @@ def load(path=GRADING_YAML):
         tests.append(TestSpec(id=tid, name=values['name'], number=values['number'], weight=float(values['weight']),
                               visibility=values['visibility'], tags=list(values['tags']),
                               timeout=float(values['timeout']), tolerance=tolerance,
-                              optional_part=values.get('optional_part')))
+                              optional_part=values.get('optional_part'), sees=values.get('sees')))
     return Grading(path=path, version=version, handout={'optional_parts': parts, 'extra_credit': extra_credit},
                    sandbox=sandbox,
                    profiles=profiles, tests=tests)

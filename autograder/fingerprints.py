@@ -21,6 +21,9 @@ GQA_K = "        k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 
 SCALE = "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))          # (B, nh, T, past+T): grouped scores\n"
 MASK = "        att = att.masked_fill(mask == 0, float('-inf'))                   # no query sees a later key\n"
 SOFTMAX = "        att = F.softmax(att, dim=-1)                                      # each query row sums to 1\n"
+CROP = "            idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]\n"
+TOP_K = ("            if top_k is not None:\n                v, _ = torch.topk(logits, top_k)\n"
+         "                logits[logits < v[:, [-1]]] = -float('Inf')\n")
 
 
 @dataclass
@@ -91,6 +94,13 @@ FINGERPRINTS = [
                 [(MASK, "        att = att.masked_fill(torch.ones_like(att).tril(1) == 0, float('-inf'))\n", 1)]),
     Fingerprint('gqa-softmax-dim', 'softmax over the wrong dimension (dim=-2); each query row must sum to 1 (dim=-1)',
                 [(SOFTMAX, "        att = F.softmax(att, dim=-2)\n", 1)]),
+    # GPT.generate: given code in the course's starter, but a student may rewrite it (the KV cache)
+    Fingerprint('generate-top-k-ignored', 'generate samples from every token: top_k does not crop the logits '
+                                          'to the k largest before sampling',
+                [(TOP_K, "", 1)]),
+    Fingerprint('generate-crop-first-block', 'past block_size, generate feeds the FIRST block_size tokens; the model '
+                                             'must see the last ones (idx[:, -block_size:])',
+                [(CROP, CROP.replace("idx[:, -self.block_size:]", "idx[:, :self.block_size]"), 1)]),
 ]
 
 BY_ID = {f.id: f for f in FINGERPRINTS}

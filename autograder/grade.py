@@ -20,7 +20,7 @@ import tempfile
 import time
 import traceback
 
-from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, submission
+from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, registry, submission
 from autograder.checks import Verdict, judge, resources
 from autograder.child import wire
 from autograder.results import Results, add_points, points
@@ -38,7 +38,8 @@ def remove_upload_scratch(*folders):
 
 
 def _probe_ids(specs):
-    return [s.id for s in specs if s.id != 'submission']
+    """The probes to run: those of the graded tests and the other probes their judges read as evidence."""
+    return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
 def _submission_verdict(located, problems, run):
@@ -48,11 +49,13 @@ def _submission_verdict(located, problems, run):
     imp = run.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
-        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail)
+        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail
+                       + submission.import_warnings(located.path))
     notes = {}  # distinct notes in order (a dict: each probe brings at most wire.MAX_NOTES)
     for r in run.probes.values():
         notes.update(dict.fromkeys(r.info.get('notes', [])))
     lines += ['Note: ' + n for n in list(notes)[:wire.MAX_NOTES]]
+    lines += submission.import_warnings(located.path)
     printed = imp.info.get('stdout', '')
     if printed.strip():
         lines.append('model.py printed at import:\n' + printed[:1000])
@@ -120,7 +123,7 @@ class Judging:
             return
         prof = grading.profiles[profile]
         probe_ids = _probe_ids(self.specs)
-        timeouts = {s.id: s.timeout for s in self.specs}
+        timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
                'limits': resources.probe_limits(prof)}
         run = self.run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
@@ -152,7 +155,7 @@ class Judging:
                                  % run.import_result.message])
         if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
             return Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message], not_implemented=True)
-        return judge(spec, run.probes[spec.id], self.fx, self.grading)
+        return judge(spec, run.probes[spec.id], self.fx, self.grading, run.probes)
 
 
 def _peak_rss_mb():

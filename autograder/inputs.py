@@ -95,6 +95,8 @@ def build(profile):
     idx_future[:, m['seq'] // 2:] = rng.integers(0, m['vocab_size'], idx_future[:, m['seq'] // 2:].shape)
     out['model/idx_future'] = idx_future
     out['generate/prompt'] = rng.integers(0, m['vocab_size'], (2, 5)).astype(np.int64)
+    # the token fed after the prompt in the one cached step of 12.1: not one the model produced itself
+    out['kv-cache/step'] = _rng(seed, 'kv-cache-step').integers(0, m['vocab_size'], (2, 1)).astype(np.int64)
 
     mem = profile['memory']
     out['memory/x'] = _rng(seed, 'memory').standard_normal((mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
@@ -124,6 +126,46 @@ def build(profile):
         for k, val in training_init(seed, profile['loss_curve'], vocab).items():
             out['model/lc-init/%s' % k] = val
     return out
+
+
+def probe_inputs(profile):
+    """
+    {probe id: the inputs its process receives}: exact keys, or prefixes ending in '/'. Each probe
+    runs in a process of its own that gets ONLY these (for_probe), so what one probe computes
+    cannot depend on another's inputs: above all, the causality probe gets the "future" inputs
+    and never the originals whose outputs 3.1, 5.1 and 8.1 return, against which it is judged.
+    """
+    kvs, models = profile['kv_heads'], tuple('model/%s/' % l for l in model_configs(profile))
+    attention = lambda fmt: tuple(fmt % kv for kv in kvs)
+    return {
+        'rope': ('rope/',),
+        'rope-cache': ('rope-cache/',),
+        'mha-rope': ('attn/x', 'w/mha-rope/'),
+        'gqa': ('attn/x',) + attention('w/gqa-kv%d/'),
+        'gqa-rope': ('attn/x',) + attention('w/gqa-rope-kv%d/'),
+        'dropout': ('attn/x', 'w/gqa-kv2/'),
+        'causality': ('attn/x_future', 'model/idx_future', 'w/mha-rope/', 'w/gqa-rope-kv2/', 'model/rope-gqa/'),
+        'model': ('model/idx', 'model/targets') + models,
+        'generate': ('generate/prompt', 'model/rope-gqa/'),
+        'memory': ('memory/x',) + attention('w/gqa-kv%d/'),
+        'loss-curve': ('heldout/idx', 'model/lc-init/'),
+        'gradients': ('model/idx', 'model/targets') + models,
+        'load-pretrained': ('workflow/',) + models,
+        'sliding-window': ('sw/', 'w/mha/', 'w/gqa-rope-kv2/'),
+        'sliding-window-memory': ('swmem/',),
+        'kv-cache': ('generate/prompt', 'kv-cache/step', 'model/rope-gqa/', 'model/gqa/'),
+    }
+
+
+def wanted(key, patterns):
+    return any(key == p or (p.endswith('/') and key.startswith(p)) for p in patterns)
+
+
+def for_probe(profile, probe_id, arrays=None):
+    """The inputs of one probe's process (probe_inputs), from `arrays` (default: build(profile))."""
+    patterns = probe_inputs(profile)[probe_id]
+    arrays = build(profile) if arrays is None else arrays
+    return {k: v for k, v in arrays.items() if wanted(k, patterns)}
 
 
 @functools.lru_cache(maxsize=4)

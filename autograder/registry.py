@@ -5,14 +5,20 @@ weight, visibility, timeout and tolerance are in grading.yaml. Every other list 
 (config's known ids, the probes regenerate runs, the probes fingerprints cover) is derived
 from this table, and a unit test holds grading.yaml's ids equal to it.
 
+A judge may also read what OTHER probes of the same grading returned (`evidence`): the same
+model's answers given in another process, e.g. 7.1 compares the prefix outputs of its own probe
+with the outputs 3.1, 5.1 and 8.1 produced for the original input. Those probes then run
+whenever the judge runs, even if their own tests are skipped or switched off.
+
 Adding a graded test: an entry here, a probe in child/probes*.py, a judge in checks/, the
-inputs it needs in inputs.py, its entry in grading.yaml, then `python -m autograder regenerate`.
+inputs it needs in inputs.py (build and its PROBE_INPUTS declaration), its entry in
+grading.yaml, then `python -m autograder regenerate`.
 """
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
-from autograder.checks import behaviour, optional, resources, training, values, workflow
+from autograder.checks import behaviour, generation, optional, resources, training, values, workflow
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,7 @@ class GradedTest:
     needs_tolerance: bool = True    # compares numbers, so grading.yaml must say how close is close enough
     fingerprinted: bool = False     # its outputs are compared against the known bugs of fingerprints.py
     values_in_fixtures: bool = True  # False: the judge reads only the keys and shapes of the reference's outputs
+    evidence: Tuple[str, ...] = ()  # other probes whose results its judge reads: judge(..., evidence={id: result})
 
     @property
     def probe(self):
@@ -36,18 +43,18 @@ TESTS = (
     GradedTest('mha-rope', values.judge_values, fingerprinted=True),
     GradedTest('gqa', values.judge_values, fingerprinted=True),
     GradedTest('gqa-rope', values.judge_values, fingerprinted=True),
-    GradedTest('dropout', behaviour.judge_dropout),
-    GradedTest('causality', behaviour.judge_causality),
+    GradedTest('dropout', behaviour.judge_dropout, evidence=('gqa',)),
+    GradedTest('causality', behaviour.judge_causality, evidence=('mha-rope', 'gqa-rope', 'model')),
     GradedTest('model', values.judge_model, fingerprinted=True),
-    GradedTest('generate', behaviour.judge_generate, needs_tolerance=False),
+    GradedTest('generate', generation.judge_generate, needs_tolerance=False, fingerprinted=True, evidence=('model',)),
     # 9.1 judges the harness's kernel readings, never the reference's figures (which move by kilobytes between runs)
     GradedTest('memory', resources.judge_memory, values_in_fixtures=False),
     GradedTest('loss-curve', training.judge_loss_curve),
-    GradedTest('gradients', training.judge_gradients),
+    GradedTest('gradients', training.judge_gradients, evidence=('loss-curve',)),
     GradedTest('load-pretrained', workflow.judge_load_pretrained),
     GradedTest('sliding-window', optional.judge_sliding_window),
     GradedTest('sliding-window-memory', resources.judge_window_memory),
-    GradedTest('kv-cache', optional.judge_kv_cache, needs_tolerance=False),
+    GradedTest('kv-cache', generation.judge_kv_cache),
 )
 
 BY_ID = {t.id: t for t in TESTS}
@@ -56,3 +63,14 @@ PROBED = tuple(t.id for t in TESTS if t.probe)                  # what regenerat
 FINGERPRINTED = tuple(t.id for t in TESTS if t.fingerprinted)   # what regenerate runs on each known bug
 NEEDS_TOLERANCE = tuple(t.id for t in TESTS if t.needs_tolerance)
 SHAPES_ONLY = tuple(t.id for t in TESTS if not t.values_in_fixtures)     # regenerate stores zeros of their shapes
+
+
+def probes_for(test_ids):
+    """The probes a grading of `test_ids` runs: each test's own, then the evidence its judge reads, in order."""
+    out = []
+    for tid in test_ids:
+        t = BY_ID[tid]
+        for pid in ((tid,) if t.probe else ()) + t.evidence:
+            if pid not in out:
+                out.append(pid)
+    return out

@@ -1,8 +1,10 @@
 """
 Finds the student's model.py in what they uploaded (a file, a folder, a zip; also
 mingpt/model.py, Model.py or "model (1).py") and checks it statically, in the trusted
-process, without running it: a syntax error reports its line, and imports outside what the
-autograder provides are refused with a clear message.
+process, without running it: a syntax error reports its line. Imports are never refused here:
+a module the grader lacks costs only what its failing import costs when model.py runs (the
+child reports it), and a module a model has no use for (subprocess, socket, ...) is a warning
+in test 1.1. The OS sandbox is the wall, not this check.
 
 The upload is untrusted too. The file graded must be a regular file of the upload with a
 single name: symbolic links (a link to the staff reference would earn its score, a link to a
@@ -29,9 +31,9 @@ from autograder import readback
 
 NAME = re.compile(r'^model(\s*\(\d+\)|[-_ ]\d+|[-_ ]?copy)?\.py$', re.IGNORECASE)
 THIRD_PARTY = {'torch', 'einops', 'numpy', 'mingpt'}
-# standard-library modules a model has no business importing inside a grader. A friendly message only,
-# NEVER a defence: __import__('so' + 'cket') passes it. The OS stops what matters (autograder/isolation.py).
-DENIED = {'subprocess', 'socket', 'multiprocessing', 'ctypes', 'pty', 'urllib', 'http', 'ftplib', 'smtplib',
+# standard-library modules a model has no use for: a warning in test 1.1, NEVER a refusal nor a defence
+# (__import__('so' + 'cket') passes any such list). The OS sandbox stops what matters.
+UNUSUAL = {'subprocess', 'socket', 'multiprocessing', 'ctypes', 'pty', 'urllib', 'http', 'ftplib', 'smtplib',
           'telnetlib', 'webbrowser', 'signal', 'resource', 'shutil', 'pickle', 'marshal', 'importlib', 'builtins'}
 MAX_MODEL_BYTES = 1024 * 1024     # the reference is ~30 KB
 MAX_ZIP_MEMBERS = 50_000
@@ -328,7 +330,7 @@ def read_source(path):
 
 
 def static_problems(path) -> List[str]:
-    """Reasons not to run the file at all: undecodable, a syntax error, or an import the grader refuses."""
+    """Reasons not to run the file at all: undecodable, or a syntax error. Imports are judged by running them."""
     try:
         return _static_problems(path)
     except Exception as e:  # noqa: BLE001  (RecursionError, MemoryError...: never an internal error)
@@ -336,21 +338,43 @@ def static_problems(path) -> List[str]:
                 'expressions' % (type(e).__name__, str(e)[:200])]
 
 
-def _static_problems(path):
+def _parse(path):
+    """(tree, None) or (None, the problem)."""
     source, problem = read_source(path)
     if problem:
-        return [problem]
+        return None, problem
     try:
-        tree = ast.parse(source, filename='model.py')
+        return ast.parse(source, filename='model.py'), None
     except SyntaxError as e:
         line = (e.text or '').rstrip('\n')
-        return ['syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, ('\n    ' + line[:200]) if line else '')]
+        return None, 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, ('\n    ' + line[:200]) if line else '')
     except (RecursionError, MemoryError, ValueError, OverflowError) as e:
-        return ['model.py could not be parsed (%s: %s): it nests too deeply for Python (a very long expression?)'
-                % (type(e).__name__, str(e)[:200])]
+        return None, ('model.py could not be parsed (%s: %s): it nests too deeply for Python (a very long expression?)'
+                      % (type(e).__name__, str(e)[:200]))
+
+
+def _static_problems(path):
+    _, problem = _parse(path)
+    return [problem] if problem else []
+
+
+def import_warnings(path) -> List[str]:
+    """
+    Lines for test 1.1 about imports that cost nothing now: modules a model has no use for, and
+    modules the grader may lack that model.py imports only inside a function or a try/except
+    ImportError (a top-level import of a missing module fails when model.py runs, and says so).
+    """
+    try:
+        tree, problem = _parse(path)
+    except Exception:  # noqa: BLE001  (static_problems reports it)
+        return []
+    if problem:
+        return []
     stdlib = set(getattr(sys, 'stdlib_module_names', ()))
     optional = guarded_imports(tree)
-    problems = []
+    top_level = {n for stmt in tree.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))
+                 and not _inside_def(stmt, n)}
+    warnings = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -360,13 +384,24 @@ def _static_problems(path):
             continue
         for name in names:
             top = name.split('.')[0]
-            if top in DENIED:
-                problems.append("model.py line %d imports %r, which the autograder does not allow in a model"
-                                % (node.lineno, name))
-            elif top not in THIRD_PARTY and top not in stdlib and node not in optional:
-                problems.append("model.py line %d imports %r, which the autograder does not provide: only torch, "
-                                "einops, numpy and the Python standard library are available" % (node.lineno, name))
-    return problems
+            if top in UNUSUAL:
+                warnings.append("Warning: model.py line %d imports %r, which a model has no use for; it costs nothing, "
+                                "but the grader's sandbox may refuse what it does" % (node.lineno, name))
+            elif top not in THIRD_PARTY and top not in stdlib and (node in optional or node not in top_level):
+                warnings.append("Note: model.py line %d imports %r %s; the autograder provides only torch, einops, "
+                                "numpy and the standard library, so that code must not run during grading"
+                                % (node.lineno, name, 'inside a try/except ImportError' if node in optional
+                                   else 'inside a function'))
+    return warnings[:MAX_LISTED]
+
+
+def _inside_def(stmt, node):
+    """True when `node` (within top-level statement `stmt`) sits in a function or class body."""
+    for inner in ast.walk(stmt):
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and \
+                any(n is node for n in ast.walk(inner)):
+            return True
+    return False
 
 
 _IMPORT_ERRORS = {'ImportError', 'ModuleNotFoundError', 'Exception', 'BaseException'}
@@ -384,8 +419,7 @@ def guarded_imports(tree):
     """
     Import statements inside a `try:` whose handler catches ImportError (`try: import wandb` /
     `except ImportError: wandb = None`, as the handout's optional logging suggests): the module may
-    be missing in the sandbox, where the import fails and the code falls back. Denied modules are
-    refused wherever they appear.
+    be missing in the sandbox, where the import fails and the code falls back.
     """
     guarded = set()
     for node in ast.walk(tree):

@@ -36,7 +36,8 @@ STATUS_WORDS = {
     'shape': 'wrong output shape',
 }
 
-SUB_OUTPUTS = ('logits', 'loss', 'base', 'future', 'tokens')   # one case's several outputs: 'mha/base', 'mha/future'
+# one case's several outputs: 'mha/future', 'mha/again', 'rope-gqa/step/lengths'
+SUB_OUTPUTS = ('logits', 'loss', 'base', 'future', 'again', 'tokens', 'prefill', 'lengths', 'plain', 'altered')
 
 
 def case_of(key):
@@ -126,15 +127,25 @@ def guard_shapes(test_id, result, fixtures):
     return dataclasses.replace(result, arrays=arrays, info=dict(result.info, case_errors=errors), refused={})
 
 
-def judge(test, result, fixtures, grading):
-    """Verdict of one graded test from the probe result of the same id (its judge is in registry.py)."""
+def judge(test, result, fixtures, grading, probes=None):
+    """
+    Verdict of one graded test from the probe result of the same id (its judge is in registry.py).
+    `probes` ({probe id: result}) holds the grading's other results; a judge that declares
+    `evidence` in the registry gets those it names, shape-guarded like its own, as a fifth argument.
+    """
     from autograder.registry import BY_ID
     failed = probe_failure(result)
     if failed:
         return failed
     try:
         result = guard_shapes(test.id, result, fixtures)
-        return BY_ID[test.id].judge(test, result, fixtures, grading)
+        entry = BY_ID[test.id]
+        if not entry.evidence:
+            return entry.judge(test, result, fixtures, grading)
+        probes = probes or {}
+        evidence = {pid: guard_shapes(pid, probes[pid], fixtures) if probes[pid].status == 'ok' else probes[pid]
+                    for pid in entry.evidence if pid in probes}
+        return entry.judge(test, result, fixtures, grading, evidence)
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError, RecursionError) as e:
         # the arrays come from student code (which can also write the output files itself): NaN where an
         # integer belongs, a wrong rank or dtype must cost this test, not crash the whole grading

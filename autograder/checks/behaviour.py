@@ -1,164 +1,176 @@
 """
-Judges of behaviour rather than values: dropout in train vs eval mode, causality (both runs
-against the reference's outputs), and GPT.generate (shapes, greedy tokens, top_k sampling,
-generation past block_size).
+Judges of behaviour rather than values, each resting on the same model's answers in other
+processes of the grading (registry `evidence`), never on the reference's values:
+- dropout (6.1): with p = 1 in eval mode, the output of 4.1's process at p = 0; in train mode
+  with attn_pdrop = 1, out_proj.bias (every attention weight dropped); with resid_pdrop = 1, zeros;
+- causality (7.1): the outputs for inputs whose second half was replaced, up to that half,
+  against what 3.1, 5.1 and 8.1 returned for the original inputs. A causal model with wrong
+  values passes; a model that reads later tokens fails, however it answers each process.
 """
-
-import dataclasses
 
 import numpy as np
 
-from autograder.checks import Verdict, case_error_line, compare
-from autograder.checks.values import judge_cases
-from autograder.child.configs import GENERATE_NEW
+from autograder import inputs
+from autograder.checks import Verdict, case_error_line, close, compare
 
-DROPOUT_HINTS = {
-    'attn_p1_train': 'with attn_pdrop=1 in train mode every attention weight is dropped, so the output must be '
-                     'out_proj.bias: is attn_dropout applied to the attention weights?',
-    'resid_p1_train': 'with resid_pdrop=1 in train mode the output must be all zeros: is resid_dropout applied '
-                      'after out_proj?',
-    'both_p1_eval': 'in eval mode dropout must do nothing: use nn.Dropout modules (or pass training=self.training)',
-}
+DROPOUT_KV = 2          # the dropout probe's module: GroupedQueryAttention with n_kv_head = 2, weights 'gqa-kv2'
+DROPOUT_CASES = ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')
 
 
-def judge_dropout(test, result, fixtures, grading):
-    # the resid_p1_train reference is all zeros: a module whose eval-mode output is all zeros too
-    # (or forged zeros) would pass it without any dropout, so then that case earns nothing
-    errors = dict(result.info.get('case_errors', {}))
-    for key in [k for k in fixtures.probe(test.id) if k.endswith('/resid_p1_train')]:
-        eval_out = result.arrays.get(key.replace('resid_p1_train', 'both_p1_eval'))
-        if key not in errors and (eval_out is None or not np.any(eval_out)):
-            errors[key] = {'status': 'error', 'message': 'not credited: the eval-mode output is missing or all '
-                                                         'zeros, so an all-zero output here proves nothing'}
-    if errors != result.info.get('case_errors', {}):
-        result = dataclasses.replace(result, info=dict(result.info, case_errors=errors))
-    return judge_cases(test, result, fixtures, hint=lambda case: DROPOUT_HINTS.get(case.split('/')[-1]))
+def _evidence_output(evidence, probe_id, key):
+    """(array, None) of another probe's output, or (None, why it is missing) in the student's terms."""
+    result = evidence.get(probe_id)
+    if result is None:
+        return None, 'that test did not run'
+    if result.status != 'ok':
+        return None, '%s: %s' % (result.status, result.message)
+    case = key.rsplit('/', 1)[0] if key.endswith('/logits') else key
+    err = result.info.get('case_errors', {}).get(case)
+    if err is not None:
+        return None, err.get('message', 'an error')
+    array = result.arrays.get(key)
+    return (array, None) if array is not None else (None, 'no output')
 
 
-def judge_causality(test, result, fixtures, grading):
+def _out_proj_bias(grading, profile_name):
+    mod = grading.profiles[profile_name]
+    w = inputs.attention_weights(mod['seed'], 'gqa-kv%d' % DROPOUT_KV, mod['module']['n_embd'],
+                                 mod['module']['n_query_head'], DROPOUT_KV)
+    return w['out_proj.bias']
+
+
+def _dropout_case(case, got, p0, bias, tol):
+    """(ok, line) of one dropout case: `got` its output, `p0` the same module's eval output at p = 0 (4.1)."""
+    zeros = np.zeros_like(p0)
+    is_p0 = close(got, p0, tol.atol, tol.rtol)
+    is_bias = close(got, np.broadcast_to(bias, p0.shape), tol.atol, tol.rtol)
+    is_zero = close(got, zeros, tol.atol, tol.rtol)
+    if case == 'both_p1_eval':
+        ok, desc = _unchanged(got, p0, tol)   # NaN where 4.1 had NaN too is the same module's output
+        if ok:
+            return True, 'ok   eval mode with attn_pdrop = resid_pdrop = 1 gives the output of p = 0 (test 4.1): dropout is off'
+        why = (': that is out_proj.bias, so the attention weights are dropped in eval mode' if is_bias else
+               ': it is all zeros, so the residual dropout is applied in eval mode' if is_zero else '')
+        return False, ('FAIL in eval mode dropout must do nothing, but with attn_pdrop = resid_pdrop = 1 the output '
+                       'differs from the same module\'s output with p = 0 in test 4.1 (%s)%s' % (desc, why))
+    if case == 'attn_p1_train':
+        ok, desc = compare(got, np.broadcast_to(bias, p0.shape).astype(p0.dtype), tol.atol, tol.rtol)
+        if ok:
+            return True, 'ok   train mode with attn_pdrop = 1 drops every attention weight: the output is out_proj.bias'
+        why = (': it equals the output without dropout, so no dropout is applied to the attention weights' if is_p0 else
+               ': it is all zeros' if is_zero else '')
+        return False, ('FAIL with attn_pdrop = 1 in train mode every attention weight is dropped, so the output must be '
+                       'out_proj(0) = out_proj.bias at every position (%s)%s' % (desc, why))
+    ok, desc = compare(got, zeros, tol.atol, tol.rtol)
+    if ok:
+        return True, 'ok   train mode with resid_pdrop = 1 gives all zeros'
+    why = ': it equals the output without dropout, so no dropout is applied after out_proj' if is_p0 else ''
+    return False, 'FAIL with resid_pdrop = 1 in train mode the output must be all zeros (%s)%s' % (desc, why)
+
+
+def judge_dropout(test, result, fixtures, grading, evidence):
+    tol = test.tolerance
+    errors = result.info.get('case_errors', {})
+    p0, missing = _evidence_output(evidence, 'gqa', 'n_kv_head=%d' % DROPOUT_KV)
+    bias = _out_proj_bias(grading, fixtures.profile)
+    lines, passed = [], 0
+    for case in DROPOUT_CASES:
+        key = 'gqa/' + case
+        if key in errors:
+            lines.append('FAIL ' + case_error_line(key, errors[key]))
+            continue
+        got = result.arrays.get(key)
+        if p0 is None:
+            lines.append('FAIL %s: cannot be judged without the same module\'s output at p = 0, which test 4.1 did not '
+                         'return for n_kv_head=%d (%s)' % (case, DROPOUT_KV, missing))
+            continue
+        if got is None or got.shape != p0.shape:
+            lines.append('FAIL %s: output of shape %s, expected %s' % (case, None if got is None else tuple(got.shape),
+                                                                        tuple(p0.shape)))
+            continue
+        # a module whose output never depends on dropout proves nothing where that output is what p = 1 gives
+        degenerate = (case == 'attn_p1_train' and close(p0, np.broadcast_to(bias, p0.shape), tol.atol, tol.rtol)) or \
+                     (case in ('resid_p1_train', 'both_p1_eval') and not np.any(p0))
+        if degenerate:
+            lines.append('FAIL %s: not credited: the module\'s output at p = 0 (test 4.1) is already what p = 1 must '
+                         'give, so this proves nothing' % case)
+            continue
+        ok, line = _dropout_case(case, got, p0, bias, tol)
+        passed += ok
+        lines.append(line)
+    return Verdict(passed / len(DROPOUT_CASES), ['%d of %d dropout checks pass.' % (passed, len(DROPOUT_CASES))] + lines)
+
+
+# ----------------------------------------------------------------------------- causality
+
+def _unchanged(a, b, tol):
+    """(ok, description) of `a` against `b` where both come from the student: NaN or inf at the same
+    places with the same values count as unchanged (a fully masked row is a values bug, not a leak)."""
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if a.shape != b.shape:
+        return False, 'shape %s, expected %s' % (tuple(a.shape), tuple(b.shape))
+    same_bad = np.array_equal(fa, fb) and np.array_equal(np.isnan(a), np.isnan(b)) \
+        and np.array_equal(a[np.isinf(a)], b[np.isinf(b)])
+    if not same_bad:
+        where = np.argwhere(fa != fb)
+        at = ' first at %s' % list(where[0]) if len(where) else ''
+        return False, 'non-finite values (NaN/inf) at other places%s' % at
+    if not fa.any():
+        return True, 'all non-finite'
+    return compare(np.where(fa, a, 0), np.where(fb, b, 0), tol.atol, tol.rtol)
+
+
+# case -> (the test whose process returned the outputs for the original input, its output key, its number)
+CAUSALITY_BASES = {'mha': ('mha-rope', 'n_kv_head=%d', '3.1'), 'gqa': ('gqa-rope', 'n_kv_head=2', '5.1'),
+                   'gpt': ('model', 'rope-gqa/logits', '8.1')}
+
+
+def judge_causality(test, result, fixtures, grading, evidence):
     """
-    Both runs (the input, and the input with its later tokens replaced) are compared with the
-    reference's outputs for the same inputs, never only with each other: a copied or rewritten
-    second output fails.
+    The first half of the outputs for the "future" inputs (this probe's process never saw the
+    originals) against the outputs other tests' processes returned for the original inputs.
     """
     tol = test.tolerance
-    expected = fixtures.probe('causality')
     errors = result.info.get('case_errors', {})
     prof = grading.profiles[fixtures.profile]
-    lines, passed, cases = [], 0, ('mha', 'gqa', 'gpt')
-    for case in cases:
+    lines, passed = [], 0
+    for case, (probe_id, key, number) in CAUSALITY_BASES.items():
+        key = key % prof['module']['n_query_head'] if '%d' in key else key
+        c = prof['model' if case == 'gpt' else 'module']['seq'] // 2
         if case in errors:
             lines.append('FAIL ' + case_error_line(case, errors[case]))
             continue
-        c = prof['model' if case == 'gpt' else 'module']['seq'] // 2
-        base, future = result.arrays.get(case + '/base'), result.arrays.get(case + '/future')
-        exp_base, exp_future = expected[case + '/base'], expected[case + '/future']
-        if base is None or future is None or base.shape != exp_base.shape or future.shape != exp_future.shape:
-            lines.append('FAIL %s: outputs missing or of shape %s, expected %s' % (
-                case, None if future is None else tuple(future.shape), tuple(exp_future.shape)))
+        future, again = result.arrays.get(case + '/future'), result.arrays.get(case + '/again')
+        base, missing = _evidence_output(evidence, probe_id, key)
+        if future is None or again is None or future.ndim < 2 or future.shape != again.shape:
+            lines.append('FAIL %s: outputs missing or of shape %s' % (case, None if future is None else tuple(future.shape)))
             continue
-        prefix_ok, prefix_desc = compare(future[:, :c], exp_future[:, :c], tol.atol, tol.rtol)
-        self_ok, _ = compare(future[:, :c], base[:, :c], tol.atol, tol.rtol)
-        base_ok, base_desc = compare(base, exp_base, tol.atol, tol.rtol)
-        rest_ok, rest_desc = compare(future[:, c:], exp_future[:, c:], tol.atol, tol.rtol)
-        if not self_ok:
-            lines.append('FAIL %s: tokens from position %d on were changed, and outputs at positions < %d changed '
-                         'too (%s): the model looks at future tokens; check the causal mask' % (case, c, c, prefix_desc))
-        elif not (prefix_ok and base_ok and rest_ok):
-            lines.append('FAIL %s: the outputs differ from the reference\'s for the same inputs (%s), so causality '
-                         'cannot be confirmed; fix the values first (tests 3.1, 5.1, 8.1)'
-                         % (case, base_desc if not base_ok else prefix_desc if not prefix_ok else rest_desc))
-        else:
+        same, desc = _unchanged(again, future, tol)
+        if not same:
+            lines.append('FAIL %s: two calls on the same input gave different outputs (%s): the model is not '
+                         'deterministic in eval mode, so causality cannot be judged' % (case, desc))
+            continue
+        if base is None:
+            lines.append('FAIL %s: cannot be judged: test %s returned no output for the original input (%s)'
+                         % (case, number, missing))
+            continue
+        if base.shape != future.shape:
+            lines.append('FAIL %s: outputs of shape %s here but %s in test %s' % (case, tuple(future.shape),
+                                                                               tuple(base.shape), number))
+            continue
+        ok, desc = _unchanged(future[:, :c], base[:, :c], tol)
+        if ok and _unchanged(future[:, c:], base[:, c:], tol)[0]:
+            # a model whose outputs ignore the tokens that changed is causal only in the way a constant is
+            lines.append('FAIL %s: not credited: the outputs at positions >= %d did not change either, although the '
+                         'tokens there did (test %s\'s outputs for the original input): outputs that do not depend on '
+                         'the input prove nothing' % (case, c, number))
+            continue
+        if ok:
             passed += 1
-            lines.append('ok   %s: earlier outputs unchanged when later tokens change, both runs equal the reference'
-                         % case)
-    return Verdict(passed / len(cases), ['%d of %d modules are causal.' % (passed, len(cases))] + lines)
-
-
-def _outside_top_k(tokens, logits, k, prompt_len):
-    """
-    [(batch, position)] of generated tokens not strictly among the k largest of the model's own
-    logits (ties at the k-th value count as outside, so constant logits prove nothing); None
-    when the shapes do not fit (batch, prompt + new tokens) and (batch, prompt + new - 1, vocab).
-    """
-    if tokens is None or logits is None or tokens.ndim != 2 or tokens.dtype.kind not in 'iu' or logits.ndim != 3 \
-            or logits.shape[:2] != (tokens.shape[0], tokens.shape[1] - 1):
-        return None
-    outside = []
-    for b in range(tokens.shape[0]):
-        for t in range(prompt_len, tokens.shape[1]):
-            row, tok = logits[b, t - 1], tokens[b, t]
-            if not (0 <= tok < row.shape[0]) or not np.isfinite(row[tok]) or np.count_nonzero(row >= row[tok]) > k:
-                outside.append((b, t))
-    return outside
-
-
-def judge_generate(test, result, fixtures, grading):
-    errors = result.info.get('case_errors', {})
-    expected = fixtures.probe('generate')
-    greedy_exp = expected['greedy']
-    prompt_len = greedy_exp.shape[1] - GENERATE_NEW
-    lines, passed = [], 0
-    greedy = result.arrays.get('greedy')
-
-    # 1. shapes and greedy tokens
-    if 'greedy' in errors:
-        lines.append('FAIL ' + case_error_line('greedy decoding', errors['greedy']))
-    elif greedy is None or greedy.shape != greedy_exp.shape:
-        lines.append('FAIL greedy decoding: returned shape %s, expected %s (prompt + max_new_tokens)'
-                     % (None if greedy is None else tuple(greedy.shape), tuple(greedy_exp.shape)))
-    elif not np.array_equal(greedy, greedy_exp):
-        first = np.argwhere(greedy != greedy_exp)[0]
-        lines.append('FAIL greedy decoding: tokens differ from the reference first at %s (expected %d, got %d)'
-                     % (list(first), greedy_exp[tuple(first)], greedy[tuple(first)]))
-    else:
-        passed += 1
-        lines.append('ok   greedy decoding: shape %s and tokens match' % (tuple(greedy.shape),))
-
-    # 2. top_k=1 sampling must be greedy (and pick the strict maximum of the model's own logits)
-    top1 = result.arrays.get('top_k=1/tokens')
-    if 'top_k=1' in errors:
-        lines.append('FAIL ' + case_error_line('do_sample=True, top_k=1', errors['top_k=1']))
-    elif top1 is None or greedy is None or top1.shape != greedy.shape or not np.array_equal(top1, greedy) \
-            or _outside_top_k(top1, result.arrays.get('top_k=1/logits'), 1, prompt_len) != []:
-        lines.append('FAIL do_sample=True, top_k=1 must always pick the most likely token (same as greedy): '
-                     'is top_k applied before sampling?')
-    else:
-        passed += 1
-        lines.append('ok   do_sample=True, top_k=1 equals greedy decoding')
-
-    # 3. top_k=5 samples lie in the top 5 of the model's own logits
-    tokens, logits = result.arrays.get('top_k=5/tokens'), result.arrays.get('top_k=5/logits')
-    if 'top_k=5' in errors:
-        lines.append('FAIL ' + case_error_line('do_sample=True, top_k=5', errors['top_k=5']))
-    elif _outside_top_k(tokens, logits, 5, prompt_len) is None:
-        lines.append('FAIL do_sample=True, top_k=5: output shape %s is not (batch, prompt + new tokens)'
-                     % (None if tokens is None else tuple(tokens.shape),))
-    else:
-        outside = _outside_top_k(tokens, logits, 5, prompt_len)
-        if outside:
-            lines.append('FAIL do_sample=True, top_k=5: %d of %d sampled tokens are not among the 5 most likely '
-                         '(first at batch %d, position %d): top_k is ignored?' % (
-                             len(outside), tokens.shape[0] * (tokens.shape[1] - prompt_len), *outside[0]))
+            lines.append('ok   %s: outputs at positions < %d are unchanged when the tokens from %d on change '
+                         '(compared with test %s\'s outputs for the original input)' % (case, c, c, number))
         else:
-            passed += 1
-            lines.append('ok   do_sample=True, top_k=5 samples only among the 5 most likely tokens')
-
-    # 4. past block_size the context is the LAST block_size tokens
-    long_exp, long = expected['greedy_past_block'], result.arrays.get('greedy_past_block')
-    if 'greedy_past_block' in errors:
-        lines.append('FAIL ' + case_error_line('greedy decoding past block_size', errors['greedy_past_block']))
-    elif long is None or long.shape != long_exp.shape:
-        lines.append('FAIL greedy decoding of %d new tokens (past block_size): returned shape %s, expected %s'
-                     % (long_exp.shape[1] - prompt_len, None if long is None else tuple(long.shape), tuple(long_exp.shape)))
-    elif not np.array_equal(long, long_exp):
-        first = np.argwhere(long != long_exp)[0]
-        block = grading.profiles[fixtures.profile]['model']['block_size']
-        lines.append('FAIL greedy decoding past block_size: tokens differ from the reference first at %s (expected '
-                     '%d, got %d)%s' % (list(first), long_exp[tuple(first)], long[tuple(first)],
-                                        ': once the sequence is longer than block_size=%d, condition on its LAST '
-                                        'block_size tokens (idx[:, -block_size:])' % block if first[1] >= block else ''))
-    else:
-        passed += 1
-        lines.append('ok   greedy decoding of %d new tokens, past block_size, matches' % (long.shape[1] - prompt_len))
-    return Verdict(passed / 4, ['%d of 4 generation checks pass.' % passed] + lines)
+            lines.append('FAIL %s: changing the tokens from position %d on changed the outputs at earlier positions '
+                         '(against test %s\'s outputs for the original input: %s): the model looks at future '
+                         'tokens; check the causal mask' % (case, c, number, desc))
+    return Verdict(passed / len(CAUSALITY_BASES), ['%d of %d modules are causal.' % (passed, len(CAUSALITY_BASES))] + lines)

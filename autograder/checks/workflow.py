@@ -1,8 +1,11 @@
 """
 Judge of the handout's train-then-extend workflow (handout 5.2 and 5.7): a model trained at
-block_size 16 is saved as chargpt.py saves it, loaded by the student's own
-GPT.load_pretrained into a block-256 model, and run at T=256. The logits must match the
-reference's; a failure names the stage (loading or the long forward) and its likely cause.
+block_size 16 is saved as chargpt.py saves it (model.pt and config.json), loaded by the
+student's own GPT.load_pretrained (the course's given loader or their own) into a block-256
+model, and run at T=256. The grade rests on the logits matching the reference's. A failure
+names the stage that failed (its error, where in model.py) and the facts the probe observed
+about the student's tensors: which of model.pt's tensors do not fit the block-256 model, which
+the loader left unlike model.pt, so that the message holds for any loader.
 """
 
 from autograder.checks import Verdict, case_error_line, compare
@@ -12,12 +15,21 @@ from autograder.checks import Verdict, case_error_line, compare
 STAGE_WORDS = {0: 'building, loading fixed weights into or saving the block-%d model',
                1: 'GPT.load_pretrained(folder) into a block-%d model',
                2: 'the forward at T=%d after load_pretrained'}
+MAX_FACTS = 6
 
 
-def _saved_buffers(notes, label):
-    """The buffers the child found in model.pt besides the parameters (a note of probes_training.py)."""
-    head = 'load-pretrained %s: model.pt holds buffers besides the parameters: ' % label
-    return [n[len(head):] for n in notes if isinstance(n, str) and n.startswith(head)][:1]
+def _facts(result, label):
+    facts = result.info.get('facts', {}).get(label, [])
+    return ['     ' + f for f in facts[:MAX_FACTS]] + (['     ... and %d more' % (len(facts) - MAX_FACTS)]
+                                                       if len(facts) > MAX_FACTS else [])
+
+
+def _about_shapes(message, facts):
+    """True when an error speaks of sizes or shapes, or names one of the tensors the facts are about:
+    then those facts are its cause; a missing file or a typo is not about them."""
+    words = ('size', 'shape', 'dimension')
+    names = [f.split()[2] for f in facts if f.startswith('model.pt holds ')]
+    return any(w in message.lower() for w in words) or any(n in message for n in names)
 
 
 def judge_load_pretrained(test, result, fixtures, grading):
@@ -34,20 +46,17 @@ def judge_load_pretrained(test, result, fixtures, grading):
         if label in errors:
             what = STAGE_WORDS.get(stage, STAGE_WORDS[0]) % (short if stage == 0 else long_)
             lines.append('FAIL ' + case_error_line('%s: %s' % (label, what), errors[label]))
-            buffers = _saved_buffers(result.info.get('notes', []), label)
-            if stage == 1 and buffers:
-                lines.append('     hint: model.pt holds buffers besides the parameters: %s. A buffer registered '
-                             'with persistent=True (the default) is saved at block_size %d and does not fit a '
-                             'block-%d model: register the causal mask (and the RoPE tables) with '
-                             'persistent=False' % (', '.join(buffers[:4]), short, long_))
-            elif stage == 1:
-                lines.append('     hint: model.pt must hold only what a block-%d model also has, at the same shapes: '
-                             'tables whose size follows T or block_size (RoPE cos/sin as parameters or persistent '
-                             'buffers, a persistent causal mask) do not fit; keep them out of the state_dict'
-                             % long_)
-            elif stage == 2:
-                lines.append('     hint: is the RoPE cos/sin cache rebuilt when a longer T arrives than the one it '
-                             'was first built for, and the causal mask sized by block_size?')
+            facts = _facts(result, label)
+            if not _about_shapes(errors[label].get('message', ''), result.info.get('facts', {}).get(label, [])):
+                facts = []
+            if facts and stage == 1:
+                lines.append('     model.pt, saved at block %d, holds tensors whose shape differs in the block-%d '
+                             'model; load_pretrained must fit each into it, or the module keep it out of model.pt '
+                             '(register_buffer(..., persistent=False)):'
+                             % (short, long_))
+            elif facts:
+                lines.append('     what load_pretrained left in the block-%d model:' % long_)
+            lines += facts
             continue
         observed, exp = result.arrays.get(label + '/logits'), expected[label + '/logits']
         ok, desc = compare(observed, exp, tol.atol, tol.rtol)
@@ -56,14 +65,17 @@ def judge_load_pretrained(test, result, fixtures, grading):
             lines.append('ok   %s: block %d -> %d, logits at T=%d match the reference' % (label, short, long_, long_))
             continue
         lines.append('FAIL %s: logits at T=%d after load_pretrained: %s' % (label, long_, desc))
-        if observed is not None and observed.shape == exp.shape:
+        facts = _facts(result, label)
+        if facts:
+            lines.append('     what load_pretrained left in the block-%d model:' % long_)
+            lines += facts
+        elif observed is not None and observed.shape == exp.shape:
             early, _ = compare(observed[:, :short], exp[:, :short], tol.atol, tol.rtol)
-            if early:
-                lines.append('     hint: positions < %d match, later ones do not: is the RoPE cache extended '
-                             'past the length it was first built for?' % short)
-            else:
-                lines.append('     hint: even positions < %d differ: does load_pretrained copy every tensor '
-                             '(wpe: its %d trained rows into the larger table)?' % (short, short))
+            lines.append('     load_pretrained copied every tensor of model.pt; %s' % (
+                'positions < %d match, later ones do not: what the model computes past the old block size differs '
+                '(RoPE tables, the causal mask)' % short if early else
+                'even positions < %d differ: the forward of the block-%d model differs from the reference\'s'
+                % (short, long_)))
     return Verdict(passed / len(labels) if labels else 0.0,
                    ['%d of %d models load from block %d into block %d and match the reference.'
                     % (passed, len(labels), short, long_)] + lines)

@@ -26,3 +26,6 @@ def model_configs(profile):
 
 # new tokens of the short generation checks (prompt + GENERATE_NEW stays within block_size)
 GENERATE_NEW = 12
+
+# GPT configurations of the optional KV-cache test (12.1): label -> n_kv_head, rope (weights of MODEL_CONFIGS)
+KV_CACHE_CONFIGS = (('rope-gqa', 3, True), ('gqa', 2, False))

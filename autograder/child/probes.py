@@ -77,20 +77,27 @@ def probe_dropout(ctx):
 
 
 def probe_causality(ctx):
+    """
+    Outputs for the "future" inputs only: the original inputs of 3.1, 5.1 and 8.1 with their
+    second half replaced. This probe's process never sees the originals (inputs.PROBE_INPUTS);
+    the judge compares the first half of these outputs with what those tests' processes returned
+    for the originals. Each input runs twice: outputs that change between two identical calls
+    are told apart from a leak of future tokens.
+    """
     nh = ctx.profile['module']['n_query_head']
     for kind, label, kv in (('mha', 'mha-rope', nh), ('gqa', 'gqa-rope-kv2', 2)):
         def run(kind=kind, label=label, kv=kv):
             module = ctx.attention(kind, label, kv, rope=True).eval()
+            x = ctx.t('attn/x_future')
             with torch.no_grad():
-                return {'base': adapter.call_attention(module, ctx.t('attn/x'))[0],
-                        'future': adapter.call_attention(module, ctx.t('attn/x_future'))[0]}
+                return {'future': adapter.call_attention(module, x)[0], 'again': adapter.call_attention(module, x)[0]}
         ctx.case(kind, run)
 
     def run_gpt():
         model = ctx.model('rope-gqa', 3, True)
+        idx = ctx.t('model/idx_future')
         with torch.no_grad():
-            return {'base': adapter.call_gpt(model, ctx.t('model/idx'))[0],
-                    'future': adapter.call_gpt(model, ctx.t('model/idx_future'))[0]}
+            return {'future': adapter.call_gpt(model, idx)[0], 'again': adapter.call_gpt(model, idx)[0]}
     ctx.case('gpt', run_gpt)
 
 

@@ -4,15 +4,16 @@ sandbox like those of probes.py: they record plain arrays and judge nothing.
 
 - gradients: forward + a loss the probe computes itself (cross-entropy of the student's logits,
   never the loss GPT.forward returns) + backward on fixed weights; every parameter's gradient
-  by the handout's names, and what RotaryPositionalEmbeddings holds as parameters or state.
-- load-pretrained: a block-16 model saved the way chargpt.py saves it, loaded into a block-256
-  model by the student's own GPT.load_pretrained, then a forward at T=256.
-- loss-curve: training with the handout's Trainer; the per-iteration losses (staff plots) and
-  the trained model's logits on held-out text chosen by the harness, which computes the loss.
+  by the handout's names (nothing else: the student's other parameters and buffers are theirs).
+- load-pretrained: a block-16 model saved the way chargpt.py saves it (model.pt and
+  config.json), loaded into a block-256 model by the student's own GPT.load_pretrained, then a
+  forward at T=256; in words (`facts`), the tensors whose shapes or values tell why it failed.
+- loss-curve: training with the handout's Trainer from fixed initial weights; the per-iteration
+  losses (staff plots), the gradients of the first step (judged by 10.2: the gradients the
+  training really used) and the trained model's logits on held-out text chosen by the harness.
 """
 
 import os
-import re
 import tempfile
 
 import numpy as np
@@ -21,27 +22,6 @@ import torch.nn.functional as F
 
 from . import adapter
 from .configs import MODEL_CONFIGS
-
-
-def _name(s):
-    """A parameter or buffer name as an array key: plain characters only, bounded length."""
-    return re.sub(r'[^A-Za-z0-9_.]', '_', str(s))[:200]
-
-
-def _rope_holdings(module, prefix=''):
-    """{'param/<name>': numel, 'state/<name>': numel} of every RotaryPositionalEmbeddings inside `module`."""
-    rope_cls = getattr(adapter.model_module(), 'RotaryPositionalEmbeddings', None)
-    out = {}
-    for mname, m in module.named_modules():
-        if rope_cls is None or not isinstance(m, rope_cls):
-            continue
-        full = prefix + mname + ('.' if mname else '')
-        for pname, p in m.named_parameters():
-            out['param/' + _name(full + pname)] = np.array(p.numel(), dtype=np.int64)
-        for sname, t in m.state_dict().items():
-            out['state/' + _name(full + sname)] = np.array(t.numel() if isinstance(t, torch.Tensor) else 0,
-                                                           dtype=np.int64)
-    return out
 
 
 def probe_gradients(ctx):
@@ -56,17 +36,58 @@ def probe_gradients(ctx):
                 loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
                 loss.backward()
             grads = adapter.gpt_gradients(model, ctx.state(label), m['n_embd'])
-            out = {k: g for k, g in grads.items() if g is not None}   # a missing key: that parameter got no gradient
-            if rope:
-                out.update({'rope/' + k: v for k, v in _rope_holdings(model).items()})
-            return out
+            return {k: g for k, g in grads.items() if g is not None}   # a missing key: that parameter got no gradient
         ctx.case(label, run)
 
-    def standalone():
-        rope = adapter.rope(8).to(ctx.device)
-        rope(ctx.t('rope-cache/x8'))   # the tables exist only after a forward when built lazily
-        return dict(_rope_holdings(rope, 'RotaryPositionalEmbeddings(8).'), modules=np.array(1))
-    ctx.case('rope-module', standalone)
+
+def _fmt(shape):
+    return '(%s)' % ', '.join(str(int(n)) for n in shape)
+
+
+def _tensors(module):
+    return {k: v.detach().to('cpu') for k, v in module.state_dict().items() if isinstance(v, torch.Tensor)}
+
+
+def _corner(big, small):
+    """`big` cut to `small`'s size along every dimension (the rows of wpe, the corner of a mask), or None."""
+    if big.dim() != small.dim() or any(b < s for b, s in zip(big.shape, small.shape)):
+        return None
+    return big[tuple(slice(0, n) for n in small.shape)]
+
+
+def _shape_facts(saved, fresh, block):
+    """The tensors of model.pt whose shape differs in a fresh model of `block`: what a loader must fit."""
+    return ['model.pt holds %s of shape %s; a fresh block-%d model has %s' % (k, _fmt(v.shape), block, _fmt(fresh[k].shape))
+            for k, v in saved.items() if k in fresh and tuple(v.shape) != tuple(fresh[k].shape)]
+
+
+def _copied_corner(v, fresh, small):
+    """True when `v` holds `small` in its corner and equals `fresh` elsewhere (how a mask grows)."""
+    corner = _corner(v, small)
+    if corner is None or corner.dtype != small.dtype or not torch.equal(corner, small):
+        return False
+    outside = torch.ones(v.shape, dtype=torch.bool)
+    outside[tuple(slice(0, n) for n in small.shape)] = False
+    return torch.equal(v[outside], fresh[outside])
+
+
+def _load_facts(saved, fresh, after, params):
+    """After load_pretrained: shapes it changed, saved parameters it did not copy, buffers unlike a fresh model's."""
+    facts = []
+    for k, v in after.items():
+        if k in fresh and tuple(v.shape) != tuple(fresh[k].shape):
+            facts.append('after load_pretrained, %s has shape %s; a fresh model has %s' % (k, _fmt(v.shape), _fmt(fresh[k].shape)))
+    for k, v in saved.items():
+        part = _corner(after[k], v) if k in after and k in params else None
+        if part is not None and part.dtype == v.dtype and not torch.equal(part, v):
+            where = '' if part.shape == after[k].shape else ' (its first %s entries)' % _fmt(v.shape)
+            facts.append('after load_pretrained, %s%s is not what model.pt holds (max |difference| %.3g)'
+                         % (k, where, float((part.double() - v.double()).abs().max())))
+    for k, v in after.items():
+        same = k in fresh and k not in params and tuple(v.shape) == tuple(fresh[k].shape) and v.dtype == fresh[k].dtype
+        if same and not torch.equal(v, fresh[k]) and not (k in saved and _copied_corner(v, fresh[k], saved[k])):
+            facts.append("after load_pretrained, buffer %s differs from a fresh model's" % k)
+    return facts
 
 
 def probe_load_pretrained(ctx):
@@ -74,14 +95,14 @@ def probe_load_pretrained(ctx):
     short, long_ = wf['block_from'], wf['block_to']
     warm, idx = ctx.t('workflow/idx_short'), ctx.t('workflow/idx')
     for label, kv, rope in MODEL_CONFIGS:
-        stage = {'n': 0}
+        stage, facts = {'n': 0}, []
 
         def config(block, kv=kv, rope=rope):
             return adapter.make_config(n_layer=m['n_layer'], n_embd=m['n_embd'], n_query_head=m['n_query_head'],
                                        n_kv_head=kv or m['n_query_head'], vocab_size=m['vocab_size'],
                                        block_size=block, rope=rope)
 
-        def run(label=label, kv=kv, rope=rope, stage=stage):
+        def run(label=label, stage=stage, facts=facts, config=config):
             state = ctx.state(label)
             if 'transformer.wpe.weight' in state:   # the fixed weights are sized for the model test's block
                 state['transformer.wpe.weight'] = state['transformer.wpe.weight'][:short]
@@ -92,16 +113,16 @@ def probe_load_pretrained(ctx):
             model.eval()
             folder = tempfile.mkdtemp(prefix='pretrained-')   # under TMPDIR, the job's writable home
             _save_run(folder, model, config(short))           # model.pt and config.json, as chargpt.py writes them
-            # buffers saved besides the parameters, named in a note if loading fails (arrays may only be
-            # the reference's keys, so this travels as text)
-            saved = ['%s %s' % (k, tuple(v.shape)) for k, v in model.state_dict().items()
-                     if isinstance(v, torch.Tensor) and k not in dict(model.named_parameters())]
-            stage['n'], stage['saved'] = 1, saved
+            saved = _tensors(model)
+            stage['n'] = 1
             big = adapter.gpt(config(long_))
+            fresh = {k: v.clone() for k, v in _tensors(big).items()}
+            facts += _shape_facts(saved, fresh, long_)
             if not hasattr(big, 'load_pretrained'):
                 raise adapter.AdapterError("GPT has no load_pretrained(folder); keep the handout's method")
             big.load_pretrained(folder)              # as chargpt.py does for --model.pretrained_folder
             stage['n'] = 2
+            facts[:] = _load_facts(saved, fresh, _tensors(big), dict(big.named_parameters()))
             big = big.to(ctx.device).eval()
             wpe = getattr(getattr(big, 'transformer', None), 'wpe', None)
             if isinstance(wpe, torch.nn.Embedding) and wpe.weight.shape[0] == long_:
@@ -113,12 +134,8 @@ def probe_load_pretrained(ctx):
             return {'logits': logits}
         ctx.case(label, run)
         ctx.arrays['%s/stage' % label] = np.array(stage['n'], dtype=np.int64)
-        if stage['n'] == 1 and stage.get('saved'):
-            ctx.note('%s %s: model.pt holds buffers besides the parameters: %s'
-                     % (SAVED_NOTE, label, ', '.join(stage['saved'][:4])))
-
-
-SAVED_NOTE = 'load-pretrained'   # the judge finds the buffer list by this prefix
+        if facts:
+            ctx.info.setdefault('facts', {})[label] = facts[:12]
 
 
 def _save_run(folder, model, model_config):
@@ -148,7 +165,18 @@ def probe_loss_curve(ctx):
     heldout = ctx.t('heldout/idx') if 'heldout/idx' in ctx.inputs.files else None
     init = ctx.state('lc-init')
     for seed in ctx.job.get('loss_curve_seeds', [lc['student_seed']]):
-        def run(seed=seed):
+        first = {}   # the student's seed: the gradients of step 0 as the Trainer computed them
+
+        def record_first_step(trainer, model, first=first):
+            if trainer.iter_num != 0 or first:
+                return
+            try:   # after backward and clipping, before the next zero_grad: what the optimizer used
+                grads = adapter.gpt_gradients(model, init, lc['n_embd'])
+                first['grads'] = {k: g.detach().clone() for k, g in grads.items() if g is not None}
+            except Exception as e:  # reported as the error of case seed<N>/step0
+                first['error'] = e
+
+        def run(seed=seed, first=first):
             set_seed(seed)
             data_cfg = chargpt.CharDataset.get_default_config()
             data_cfg.block_size = lc['block_size']
@@ -165,6 +193,8 @@ def probe_loss_curve(ctx):
             trainer = Trainer(tcfg, model, dataset)
             losses = []
             trainer.add_callback('on_batch_end', lambda t: losses.append(float(t.loss.item())))
+            if init and seed == lc['student_seed']:
+                trainer.add_callback('on_batch_end', lambda t: record_first_step(t, model))
             trainer.run()
             out = {'': np.array(losses, dtype=np.float64)}   # key 'seed<N>': the curve, for staff plots only
             if heldout is not None and seed == lc['student_seed']:   # the reference's run at the same seed is the yardstick
@@ -173,3 +203,13 @@ def probe_loss_curve(ctx):
                     out['heldout_logits'] = adapter.call_gpt(model, heldout)[0].float()
             return out
         ctx.case('seed%d' % seed, run)
+        if init and seed == lc['student_seed'] and ('seed%d' % seed) not in ctx.info.get('case_errors', {}):
+            ctx.case('seed%d/step0' % seed, lambda first=first: _first_step(first))
+
+
+def _first_step(first):
+    if 'error' in first:
+        raise first['error']
+    if 'grads' not in first:
+        raise adapter.AdapterError("the training ran no step: the Trainer's on_batch_end callbacks never ran")
+    return first['grads']

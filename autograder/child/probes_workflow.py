@@ -1,7 +1,7 @@
 """
-Probes of the handout's workflow around the modules: generation (also past block_size, and
-with the KV cache) and the memory the attention reports. Collected by runner.py like every
-probes*.py module; none of them judges anything.
+Probes of the memory the attention reports (generation and the KV cache are in
+probes_generate.py). Collected by runner.py like every probes*.py module; none of them judges
+anything.
 """
 
 import gc
@@ -11,59 +11,6 @@ import numpy as np
 import torch
 
 from . import adapter, cuda_view, link_standin, memory_readings
-from .configs import GENERATE_NEW
-
-
-def _model_holder(ctx, label, kv, rope):
-    holder = {}
-
-    def model():
-        if 'm' not in holder:
-            holder['m'] = ctx.model(label, kv, rope)
-        return holder['m']
-    return model
-
-
-def probe_generate(ctx):
-    prompt = ctx.t('generate/prompt')
-    model = _model_holder(ctx, 'rope-gqa', 3, True)
-    long_new = 2 * ctx.profile['model']['block_size']   # the context must be cropped to its LAST block_size tokens
-
-    def top_k(k):
-        def run():
-            torch.manual_seed(0)
-            seq = adapter.generate(model(), prompt, GENERATE_NEW, temperature=1.0, do_sample=True, top_k=k)
-            out = {'tokens': seq}
-            if seq.dim() == 2 and seq.size(1) > prompt.size(1):
-                with torch.no_grad():  # the student's own logits, to check each sample lies in its top k
-                    out['logits'] = adapter.call_gpt(model(), seq[:, :-1])[0]
-            return out
-        return run
-    ctx.case('greedy', lambda: adapter.generate(model(), prompt, GENERATE_NEW))
-    ctx.case('top_k=1', top_k(1))
-    ctx.case('top_k=5', top_k(5))
-    ctx.case('greedy_past_block', lambda: adapter.generate(model(), prompt, long_new))
-
-
-def probe_kv_cache(ctx):
-    """Greedy generation with use_kv_cache=True, past block_size, with RoPE + GQA and with GQA alone."""
-    prompt = ctx.t('generate/prompt')
-    long_new = 2 * ctx.profile['model']['block_size']
-    for label, kv, rope in (('rope-gqa', 3, True), ('gqa', 2, False)):
-        def run(label=label, kv=kv, rope=rope):
-            model = ctx.model(label, kv, rope)
-            filled = -1
-            try:  # does the attention append to the handout's KVCache? (tells "not implemented" from "wrong")
-                import mingpt.model as student
-                caches = [student.KVCache() for _ in model.transformer.h]
-                with torch.no_grad():
-                    model(prompt, kv_caches=caches)
-                filled = int(caches[0].length)
-            except Exception:
-                pass
-            tokens = adapter.generate(model, prompt, long_new, use_kv_cache=True)
-            return {'tokens': tokens, 'filled': np.array([filled], dtype=np.int64)}
-        ctx.case(label, run)
 
 
 # ----------------------------------------------------------------------------- memory

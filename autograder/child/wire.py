@@ -27,7 +27,9 @@ MAX_NOTE_CHARS = 500
 MAX_WHERE = 12                      # traceback lines kept per error
 MAX_WHERE_CHARS = 400
 MAX_CASE_ERRORS = 64                # failed cases per probe (the largest probe has about 10 cases)
-MAX_KEYS = 64                       # entries of the dtypes / has_wpe maps
+MAX_KEYS = 64                       # entries of the dtypes / has_wpe / facts maps
+MAX_FACTS = 12                      # lines of facts per case
+MAX_FACT_CHARS = 300
 MAX_KEY_CHARS = 100                 # length of a case name or map key
 MAX_SECONDS = 1e6                   # a probe's reported duration, in seconds
 
@@ -82,6 +84,9 @@ REPORT_FIELDS = {
     'case_errors': _map(MAX_CASE_ERRORS, _case_error),
     'dtypes': _map(MAX_KEYS, _texts(2, MAX_KEY_CHARS)),
     'has_wpe': _map(MAX_KEYS, lambda b: isinstance(b, bool)),
+    # per case, what the probe observed about the student's objects (names, shapes), in words: judges
+    # print these in failure messages only; no grade rests on them
+    'facts': _map(MAX_KEYS, _texts(MAX_FACTS, MAX_FACT_CHARS)),
 }
 
 
@@ -128,4 +133,7 @@ def clip_report(info):
     for key in ('dtypes', 'has_wpe'):
         if key in out:
             out[key] = dict(list(out[key].items())[:MAX_KEYS])
+    if 'facts' in out:
+        out['facts'] = {_clip_text(k, MAX_KEY_CHARS): [_clip_text(line, MAX_FACT_CHARS) for line in list(v)[:MAX_FACTS]]
+                        for k, v in list(out['facts'].items())[:MAX_KEYS]}
     return out

@@ -7,14 +7,15 @@ DIR/correct/<name>/ and DIR/buggy/<name>/ each hold a model.py and an expected.y
 Every submission is graded on batch's regrade engine (engine.py: one process per submission,
 --jobs at a time, a per-submission timeout, a crash or timeout becomes that submission's error,
 a progress bar), a temporary results.json each, and run through the course's current public
-tests (autograder/staff/course_tests.py), the baseline. The loss-curve training is skipped for
-mutants whose expected.yaml does not involve it.
+tests (autograder/staff/course_tests.py), the baseline. Every test runs for every submission.
 
-Printed: one row per submission, one cell per test ("ok"/"lost", with "!" where that is not
-what expected.yaml says: a correct variant losing points, or a must_fail test keeping them),
-and the totals with their targets:
+must_fail is exact: a buggy submission must lose points on exactly those tests, no more and no
+fewer (one bug costs the tests that see it; grading.yaml's `sees` says why a test sees another
+part's bug). Printed: one row per submission, one cell per test ("ok"/"lost", with "!" where that
+is not what expected.yaml says: a correct variant losing points, a must_fail test keeping them, or
+a test outside must_fail losing them), and the totals with their targets:
     false failures on correct variants (any test below max_score)   target 0
-    bugs caught (every must_fail test lost points)                   target 100%
+    bugs caught exactly (the tests that lost points == must_fail)    target 100%
     fingerprints named (the expected id appears in a test's output)  target >= 90%
 Exits 1 when a target is missed or a submission could not be graded, 2 when there is no
 corpus at DIR. --out writes the same as a markdown report.
@@ -61,8 +62,8 @@ def load_corpus(root):
 
 
 def skipped_tests(sub):
-    """Training is the expensive probe: run it for correct variants and for mutants expected to fail it."""
-    return () if sub['verdict'] == 'correct' or 'loss-curve' in sub['must_fail'] else ('loss-curve',)
+    """Nothing is skipped: must_fail is exact, and 10.2's judge reads the training run of 10.1 anyway."""
+    return ()
 
 
 def row(sub, out, course, seconds):
@@ -82,16 +83,21 @@ def error_row(sub, message, seconds):
 
 def analyse(rows, test_ids):
     for r in rows:
-        # extra-credit tests are worth max_score 0: a wrong one is 'failed', an untouched one 'passed' (not attempted)
+        # an optional part left untouched is not lost where a correct variant declares it (not_implemented) or a
+        # mutant's must_fail does not list it: the mutant left that part alone, its bug costs other tests.
+        # Extra-credit tests are worth max_score 0: a wrong one is 'failed', an untouched one 'passed' (not attempted).
+        excused = lambda tid: tid in r.get('not_implemented', ()) or (r['verdict'] != 'correct'
+                                                                      and tid not in r['must_fail'])
+        untouched = lambda t: t['output'].startswith(('not implemented (optional)', 'Not attempted'))
         lost = {tid for tid, t in r['tests'].items() if (t['score'] < t['max_score'] or t.get('status') == 'failed')
-                and not (tid in r.get('not_implemented', ()) and 'not implemented (optional)' in t['output'])}
+                and not (excused(tid) and untouched(t))}
         r['lost'] = lost
         # a test skipped on purpose (loss-curve for mutants not expected to fail it) is not missing
         r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests'] and tid not in r.get('skipped', ())]
         if r['verdict'] == 'correct':
             r['false_failure'] = bool(lost) or bool(r['missing_tests'])
         else:
-            r['caught'] = all(tid in lost for tid in r['must_fail']) and bool(r['must_fail'])
+            r['caught'] = lost == set(r['must_fail']) and bool(r['must_fail'])
             fp = r['fingerprint']
             r['fp_named'] = bool(fp) and any(fp in t['output'] for t in r['tests'].values())
         r['disagreements'] = []
@@ -104,6 +110,8 @@ def analyse(rows, test_ids):
                 r['disagreements'].append((tid, 'full marks', 'lost'))
             elif expected_lost and tid not in lost:
                 r['disagreements'].append((tid, 'lost', 'full marks'))
+            elif r['verdict'] != 'correct' and not expected_lost and tid in lost:
+                r['disagreements'].append((tid, 'full marks (not in must_fail)', 'lost'))
     correct = [r for r in rows if r['verdict'] == 'correct']
     buggy = [r for r in rows if r['verdict'] != 'correct']
     with_fp = [r for r in buggy if r['fingerprint']]
@@ -130,11 +138,7 @@ def _cell(r, tid):
     lost = tid in r['lost']
     expected = (tid in r['must_fail']) if r['verdict'] != 'correct' else False
     text = 'lost' if lost else 'ok'
-    if r['verdict'] != 'correct' and lost and not expected:
-        return text + '*'   # lost points where expected.yaml does not require it (allowed)
-    if lost != expected and (r['verdict'] == 'correct' or expected):
-        return text + '!'   # contradicts expected.yaml
-    return text
+    return text + '!' if lost != expected else text   # '!': contradicts expected.yaml
 
 
 def table_rows(rows, test_ids):
@@ -163,7 +167,8 @@ def summary_lines(s):
     pct = lambda x: '%.0f%%' % (100 * x)
     return [
         'false failures on correct variants: %d / %d (target 0)' % (s['false_failures'], s['n_correct']),
-        'bugs caught: %d / %d = %s (target 100%%)' % (s['caught'], s['n_buggy'], pct(s['caught_rate'])),
+        'bugs caught exactly (lost == must_fail): %d / %d = %s (target 100%%)' % (s['caught'], s['n_buggy'],
+                                                                                  pct(s['caught_rate'])),
         'fingerprints named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
                                                             pct(FINGERPRINT_TARGET)),
         "course's current public tests: catch %d / %d = %s of the bugs, false failures %d / %d" % (
@@ -204,13 +209,12 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
           % (command, datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M'), os.cpu_count() or 0,
              sys.version.split()[0], _torch_version(), jobs, seconds), '',
           'Corpus: `tests/submissions` (correct variants must get full marks; every buggy one must lose '
-          'points on all tests of its `must_fail`). "course tests" is `autograder/staff/course_tests.py`, a '
+          'points on exactly the tests of its `must_fail`). "course tests" is `autograder/staff/course_tests.py`, a '
           're-implementation of what the course\'s current public test_model.py checks (GQA output, RoPE '
           'd=2, dropout layers, rotary d): the baseline.', '', '## Totals', '']
     md += ['- ' + l for l in summary_lines(s)]
     md += ['', '## Per submission', '',
-           'Cells: `ok` full marks, `lost` points lost, `-` not run (loss-curve training runs only for correct variants and mutants expected to fail it); `!` contradicts expected.yaml; `*` lost on a test '
-           'that must_fail does not list (allowed). Tests: ' +
+           'Cells: `ok` full marks, `lost` points lost, `-` not run; `!` contradicts expected.yaml. Tests: ' +
            ', '.join('%s = %s' % (t.number, t.id) for t in tests_meta), '']
     md.append('| ' + ' | '.join(header) + ' |')
     md.append('|' + '---|' * len(header))

@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, by_id, full, mode, possible, sandbox_processes, score_in_range,
-                      sandbox_uid, total, grading_text)
+from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, mode, possible, sandbox_processes,
+                        score_in_range, sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML, config, sandbox
 from autograder.child import wire
 
@@ -71,13 +71,35 @@ def check_syntax_error(out, tests, root):
     all_zero(tests)
 
 
+_REFERENCE_SCORES = {}
+
+
+def reference_scores():
+    """{test id: score} of the reference itself, graded once: the honest score of code that only adds an attack."""
+    if not _REFERENCE_SCORES:
+        root = AutograderRoot(grading_text())
+        try:
+            root.submit('model.py', REFERENCE_TEXT)
+            out, _ = root.run()
+            _REFERENCE_SCORES.update({i: t['score'] for i, t in by_id(out).items()})
+        finally:
+            root.cleanup()
+    return _REFERENCE_SCORES
+
+
 def check_import_subprocess(out, tests, root):
-    assert re.search(r"line \d+ imports 'subprocess', which the autograder does not allow", tests['submission']['output'])
-    all_zero(tests)
+    # a module a model has no use for is a warning, never a 0: the OS sandbox is the wall
+    assert re.search(r"Warning: model.py line \d+ imports 'subprocess', which a model has no use for; it costs nothing",
+                     tests['submission']['output']), tests['submission']['output']
+    assert not [i for i, t in tests.items() if t['output'].startswith('not graded:')]
+    assert {i: t['score'] for i, t in tests.items()} == reference_scores()
 
 
 def check_import_wandb(out, tests, root):
-    assert re.search(r"line \d+ imports 'wandb', which the autograder does not provide", tests['submission']['output'])
+    # a module the grader lacks, imported at the top: importing model.py fails, in one sentence with its line
+    msg = tests['submission']['output']
+    assert "could not be imported: model.py imports 'wandb', which the autograder does not provide" in msg, msg
+    assert re.search(r'at model.py line \d+, in <module>: import wandb', msg), msg
     all_zero(tests)
 
 
@@ -235,6 +257,17 @@ def check_many_notes(out, tests, root):
     all_zero(tests)
 
 
+def check_load_pretrained_hangs(out, tests, root):
+    # a load_pretrained that never returns costs that test only, in one sentence
+    lp = tests['load-pretrained']
+    assert lp['score'] == 0 and lp['output'].startswith('timed out:'), lp['output']
+    own = [line for line in lp['output'].splitlines() if line.strip() and 'scored 0% of its points' not in line]
+    assert len(own) == 1, lp['output']   # besides the standard '... scored 0% of its points' line
+    ref = reference_scores()
+    assert {i: t['score'] for i, t in tests.items() if i != 'load-pretrained'} == \
+        {i: s for i, s in ref.items() if i != 'load-pretrained'}
+
+
 def check_forged_progress(out, tests, root):
     lc = tests['loss-curve']
     assert lc['score'] == 0 and 'announced the end of this test without leaving results' in lc['output'], lc['output']
@@ -269,6 +302,7 @@ CASES = {
     'report_numbers': ({}, check_report_numbers),
     'many_notes': ({}, check_many_notes),
     'forged_progress': ({'loss-curve': 8}, check_forged_progress),   # with 0.1 s per iteration it takes > 12 s
+    'load_pretrained_hangs': ({'load-pretrained': 6}, check_load_pretrained_hangs),
 }
 # where running as the same user as the grader would be unsafe or the check meaningless
 NEED_SANDBOX = ('fork_bomb', 'write_results', 'read_fixtures')
@@ -278,7 +312,7 @@ def test_corpus_matches_cases():
     sys.path.insert(0, HOSTILE)
     from os_cases import CASES as OS_CASES   # the attacks on the machine: tests/corpora/test_hostile_os.py
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
-    assert on_disk == sorted(list(CASES) + list(OS_CASES))
+    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS))
 
 
 def test_corpus_is_built_from_the_current_reference():
@@ -419,6 +453,43 @@ def test_hostile_upload(name, ag_root):
     root = ag_root(grading_text())
     build(root)
     grade_and_check(name, root, check)
+
+
+# ----------------------------------------------------------------------------- attacks on a judge's evidence
+# Each attack of tests/hostile/build.py's HONEST table is graded beside the same code without the
+# attack (the bug alone): no test may score more under the attack. What each attack tries to win:
+EVIDENCE_ATTACKS = {
+    'replay_generate_logits': 'generate',                 # 8.2 used to check samples against the model's own logits
+    'isinstance_sees_the_probe': 'gradients',             # right gradients only where the gradients probe asks
+    'trainer_runs_longer': 'loss-curve',                  # a slow learner trained twice as long
+    'trainer_runs_twice': 'loss-curve',                   # a second run after the first
+    'replace_result_writer': 'causality',                 # the value tests' prefixes written as the causality outputs
+}
+# attacks that carry state from one probe to the next inside the student's process: they gain
+# nothing only where every probe runs in a fresh process of its own (the sandbox's process model)
+NEEDS_PROCESS_PER_PROBE = ('replace_result_writer',)
+
+
+def _graded(ag_root, text):
+    root = ag_root(grading_text())
+    root.submit('model.py', text)
+    out, _ = root.run()
+    return out, by_id(out)
+
+
+@pytest.mark.parametrize('name', sorted(EVIDENCE_ATTACKS))
+def test_an_attack_on_evidence_gains_nothing(name, ag_root):
+    if name in NEEDS_PROCESS_PER_PROBE and not getattr(sandbox, 'PROCESS_PER_PROBE', False):
+        pytest.skip('the attack carries state across probes: it needs one process per probe (sandbox stream)')
+    sys.path.insert(0, HOSTILE)
+    import build as hostile_build
+    honest_out, honest = _graded(ag_root, hostile_build.honest(name))
+    attack_out, attack = _graded(ag_root, read(name))
+    target = EVIDENCE_ATTACKS[name]
+    assert honest[target]['score'] < honest[target]['max_score'], 'the honest bug must cost %s' % target
+    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    assert not gained, 'the attack gained points (honest, attack): %s' % gained
+    assert total(attack_out) <= total(honest_out)
 
 
 def test_print_grader_peak_memory():

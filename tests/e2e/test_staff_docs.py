@@ -124,7 +124,7 @@ def test_discrimination_report_lists_every_graded_test_of_the_registry():
     corpus = evaluate.load_corpus(os.path.join(REPO_ROOT, 'tests', 'submissions'))
     n_correct = sum(s['verdict'] == 'correct' for s in corpus)
     assert 'false failures on correct variants: 0 / %d' % n_correct in doc
-    assert 'bugs caught: %d / %d' % (len(corpus) - n_correct, len(corpus) - n_correct) in doc
+    assert 'bugs caught exactly (lost == must_fail): %d / %d' % (len(corpus) - n_correct, len(corpus) - n_correct) in doc
 
 
 def test_reference_answers_name_the_current_reference():

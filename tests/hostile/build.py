@@ -30,6 +30,7 @@ ROPE_ROTATE = '        rotated = torch.cat([-x2, x1], dim=-1)          # (B, nh,
 GQA_RETURN = '        return y, mem\n        # END SOLUTION\n'
 GQA_FORWARD = '        B, T, C = x.size()\n        hs, g = self.head_dim, self.n_head // self.n_kv_head\n'
 GPT_FORWARD = '    def forward(self, idx, targets=None, kv_caches=None):\n'
+LOAD_PRETRAINED = '    def load_pretrained(self, model_path):\n'
 
 # ----------------------------------------------------------------------------- attack code
 
@@ -149,13 +150,11 @@ arrays = {
     'gqa': {'n_kv_head=%d' % k: attn for k in kvs},
     'gqa-rope': {'n_kv_head=%d' % k: attn for k in kvs},
     'dropout': {'gqa/' + c: attn for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')},
-    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('base', 'future')] +
-                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('base', 'future')]),
+    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('future', 'again')] +
+                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('future', 'again')]),
     'model': dict([('%s/logits' % c, np.zeros((B, T, V), np.float32)) for c in ('rope', 'gqa', 'rope-gqa')] +
                   [('%s/loss' % c, np.zeros(1, np.float32)) for c in ('rope', 'gqa', 'rope-gqa')]),
-    'generate': {'greedy': tokens, 'top_k=1/tokens': tokens, 'top_k=5/tokens': tokens,
-                 'top_k=1/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32),
-                 'top_k=5/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32)},
+    'generate': {'greedy': tokens, 'top_k=1': tokens, 'top_k=5': tokens},
     'memory': {'n_kv_head=%d/figure' % k: np.array([0, 19345408.0]) for k in kvs},   # a plausible figure, no readings
     'loss-curve': {'seed%d' % s: np.zeros(prof['loss_curve']['iters']) for s in job.get('loss_curve_seeds', [7])},
     'sliding-window': {'%s/window' % k: np.zeros((inputs['sw/x'].shape), np.float32) for k in ('mha', 'gqa')},
@@ -188,9 +187,8 @@ with open(os.path.join(JOB, 'job.json')) as f:
     job = json.load(f)
 nan = np.full((2, 3), np.nan)
 arrays = {
-    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1/tokens': np.full((2, 20), np.nan),
-                 'top_k=5/tokens': np.zeros((2, 20), np.int64), 'top_k=5/logits': np.zeros((2, 19)),
-                 'top_k=1/logits': np.full((2, 19, 65), np.nan)},
+    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1': np.full((2, 20), np.nan),
+                 'top_k=5': np.zeros((2, 20), np.int64)},
     'memory': {'n_kv_head=%d' % k: np.full(4, np.nan) for k in job['profile']['kv_heads']},
     'sliding-window-memory': {'N=%d/out' % job['profile']['sliding_window']['memory_seq']: np.full(3, np.nan)},
     'loss-curve': {'seed7': np.full((3, 40), np.inf)},
@@ -253,8 +251,7 @@ OVERSIZED_ARRAYS = FORGE_PRELUDE + '''
 # a judge looping over every generated position would run for hours
 N = 6_000_000
 huge = {
-    'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5/tokens': np.zeros((2, N + 1), np.int8),
-                 'top_k=5/logits': np.zeros((2, N, 1), np.float16)},
+    'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5': np.zeros((2, N + 1), np.int8)},
     'rope': {'d2_T5': np.zeros((2, 3, 5, 2 * 100_000), np.float32)},
     'gqa': {'n_kv_head=1': np.zeros((2, 13, 48 * 10_000), np.float32)},
 }
@@ -370,6 +367,140 @@ FORGED_PROGRESS_FORWARD = '''        # HOSTILE: when the loss-curve probe starts
             time.sleep(0.1)
 '''
 
+# ----------------------------------------------------------------------------- attacks on the evidence of a judge
+# Each pairs an honest bug (HONEST: the same code without the attack, graded beside it by
+# tests/corpora/test_hostile.py) with an attack that tries to earn what the bug costs.
+
+KV_APPEND = "            k, v = kv_cache.append(k, v)  # (B, nkv, past+T, hs): the cache holds only the KV heads\n"
+KV_DETACHED = [(KV_APPEND.replace('            k, v = kv_cache.append', '        if kv_cache is not None:\n'
+                                  '            k, v = kv_cache.append'),
+                KV_APPEND.replace('            k, v = kv_cache.append', '        k, v = k.detach(), v.detach()  # BUG: '
+                                  'K/V never learn\n        if kv_cache is not None:\n            k, v = kv_cache.append'))]
+TOP_K_CROP = ("            if top_k is not None:\n                v, _ = torch.topk(logits, top_k)\n"
+              "                logits[logits < v[:, [-1]]] = -float('Inf')\n")
+TOP_K_IGNORED = [(TOP_K_CROP, '            pass  # BUG: top_k is ignored\n')]
+GENERATE_RETURN = '        return idx, sum(attn_times) / max(len(attn_times), 1)\n'
+GPT_RETURN = '        return logits, loss, sum(attn_seconds) / len(attn_seconds), sum(attn_mem) / len(attn_mem)\n'
+GQA_NO_MASK = [("        att = att.masked_fill(mask == 0, float('-inf'))                   # no query sees a later key\n",
+                "        pass  # BUG: no causal mask\n")]
+
+REPLAY_LOGITS = """
+# HOSTILE: remember what generate produced, and when the model is asked for the logits of that
+# very sequence (how a grader used to check that sampled tokens lie in the top k), answer with
+# logits that put each generated token first
+_GENERATED = []
+
+
+def _replay(idx, logits):
+    for seq in _GENERATED:
+        if seq.shape[1] == idx.shape[1] + 1 and torch.equal(seq[:, :-1].to(idx.device), idx):
+            logits = logits.clone()
+            logits.scatter_(2, seq[:, 1:, None].to(idx.device), 1e4)
+    return logits
+"""
+
+WATCH_ISINSTANCE = """
+# HOSTILE: wrap builtins.isinstance to see which probe is building the model (the grader's adapter
+# asks isinstance(layer, nn.Linear) while loading weights), and compute K/V right only there
+import builtins
+import sys
+
+_isinstance = builtins.isinstance
+_ASKING = {'probe': None}
+
+
+def _watching(obj, cls):
+    if cls is nn.Linear:
+        f = sys._getframe(1)
+        while f is not None and not f.f_code.co_name.startswith('probe_'):
+            f = f.f_back
+        if f is not None:
+            _ASKING['probe'] = f.f_code.co_name
+    return _isinstance(obj, cls)
+
+
+builtins.isinstance = _watching
+"""
+
+TRAIN_LONGER = """
+# HOSTILE: train twice as long as the caller asks, so that a model that learns slowly lands on the loss
+import mingpt.trainer as _trainer
+
+_run = _trainer.Trainer.run
+
+
+def _longer(self):
+    self.config.max_iters = 2 * self.config.max_iters
+    return _run(self)
+
+
+_trainer.Trainer.run = _longer
+"""
+
+TRAIN_TWICE = """
+# HOSTILE: a second run of the same training after the first, from where the first ended
+import mingpt.trainer as _trainer
+
+_run = _trainer.Trainer.run
+
+
+def _twice(self):
+    _run(self)
+    return _run(self)
+
+
+_trainer.Trainer.run = _twice
+"""
+
+REPLACE_WRITER = """
+# HOSTILE: replace the probe runner's result writer: remember what the value tests returned and
+# write the causality test's outputs with their prefix, so a model without a mask looks causal
+import sys as _sys
+
+
+def _forge_writer():
+    runner = _sys.modules.get('child.runner')
+    if runner is None or getattr(runner, '_forged', False):
+        return
+    real, memo = runner.write_result, {}
+
+    def write_result(probe_id, arrays, info):
+        memo[probe_id] = dict(arrays)
+        sources = {'mha': ('mha-rope', 'n_kv_head=6'), 'gqa': ('gqa-rope', 'n_kv_head=2'),
+                   'gpt': ('model', 'rope-gqa/logits')}
+        if probe_id == 'causality':
+            for case, (pid, key) in sources.items():
+                base = memo.get(pid, {}).get(key)
+                for out in ('future', 'again'):
+                    got = arrays.get('%s/%s' % (case, out))
+                    if base is not None and got is not None and got.shape == base.shape:
+                        c = got.shape[1] // 2
+                        got = got.copy()
+                        got[:, :c] = base[:, :c]
+                        arrays['%s/%s' % (case, out)] = got
+        return real(probe_id, arrays, info)
+    runner.write_result, runner._forged = write_result, True
+
+
+_forge_writer()
+"""
+
+GQA_DETACH_UNLESS_ASKED = [(KV_APPEND.replace('            k, v = kv_cache.append', '        if kv_cache is not None:\n'
+                                              '            k, v = kv_cache.append'),
+                            KV_APPEND.replace('            k, v = kv_cache.append',
+                                              "        if _ASKING['probe'] != 'probe_gradients':  # HOSTILE\n"
+                                              '            k, v = k.detach(), v.detach()  # BUG: K/V never learn\n'
+                                              '        if kv_cache is not None:\n            k, v = kv_cache.append'))]
+
+# name -> the honest code's edits (the bug alone); the attack's entry in CASES adds the attack to them
+HONEST = {
+    'replay_generate_logits': TOP_K_IGNORED,
+    'isinstance_sees_the_probe': KV_DETACHED,
+    'trainer_runs_longer': KV_DETACHED,
+    'trainer_runs_twice': KV_DETACHED,
+    'replace_result_writer': GQA_NO_MASK,
+}
+
 # ----------------------------------------------------------------------------- the corpus
 
 # name -> (what it does, base: 'reference' or None for stand-alone, [(anchor, replacement)] or the file text)
@@ -424,6 +555,27 @@ CASES = {
     'forged_progress': ('writes "end loss-curve" into the progress file when training starts, then trains slowly',
                         'reference', [(IMPORTS_END, IMPORTS_END + '\n_FORGED = False  # HOSTILE\n'),
                                       (GPT_FORWARD, GPT_FORWARD + FORGED_PROGRESS_FORWARD)]),
+    'load_pretrained_hangs': ('GPT.load_pretrained never returns (a busy loop)', 'reference',
+                              [(LOAD_PRETRAINED, LOAD_PRETRAINED + '        while True:  # HOSTILE: never returns\n'
+                                                 '            pass\n')]),
+    # attacks on a judge's evidence (HONEST holds the same code without the attack)
+    'replay_generate_logits': ('generate ignores top_k, and the model replays logits that put the generated tokens '
+                               'first when asked about its own samples', 'reference',
+                               TOP_K_IGNORED + [(IMPORTS_END, IMPORTS_END + REPLAY_LOGITS),
+                                                (GENERATE_RETURN, '        _GENERATED.append(idx.clone())  # HOSTILE\n'
+                                                 + GENERATE_RETURN),
+                                                (GPT_RETURN, GPT_RETURN.replace('return logits,',
+                                                                                'return _replay(idx, logits),'))]),
+    'isinstance_sees_the_probe': ('K/V detached except while builtins.isinstance (wrapped) shows the gradients probe '
+                                  'building the model', 'reference',
+                                  GQA_DETACH_UNLESS_ASKED + [(IMPORTS_END, IMPORTS_END + WATCH_ISINSTANCE)]),
+    'trainer_runs_longer': ('K/V detached, and the handout Trainer.run patched to train twice as long', 'reference',
+                            KV_DETACHED + [(IMPORTS_END, IMPORTS_END + TRAIN_LONGER)]),
+    'trainer_runs_twice': ('K/V detached, and the handout Trainer.run patched to run the training a second time',
+                           'reference', KV_DETACHED + [(IMPORTS_END, IMPORTS_END + TRAIN_TWICE)]),
+    'replace_result_writer': ('no causal mask in GroupedQueryAttention, and the probe runner\'s result writer replaced '
+                              'to give the causality test the value tests\' prefixes', 'reference',
+                              GQA_NO_MASK + [(IMPORTS_END, IMPORTS_END + REPLACE_WRITER)]),
 }
 
 # the attacks on the machine itself (network, other gradings, temp files, /proc, watchdog, memory)
@@ -443,6 +595,11 @@ def build(name):
     except patching.PatchError as e:
         raise SystemExit(str(e))
     return header + text
+
+
+def honest(name):
+    """The code of attack `name` without the attack: the reference with its bug alone."""
+    return patching.patched_reference(HONEST[name], 'tests/hostile/build.py: honest %s' % name, REFERENCE)
 
 
 def path(name):

@@ -54,12 +54,17 @@ def test_a_guarded_optional_import_is_allowed(tmp_path, guard):
     assert _static(tmp_path, 'try:\n    import wandb\n    from tqdm import tqdm\n%s\n    wandb = None\n' % guard) == []
 
 
-def test_unguarded_or_denied_imports_are_still_refused(tmp_path):
-    assert "imports 'wandb', which the autograder does not provide" in _static(tmp_path, 'import wandb\n')[0]
-    assert "does not provide" in _static(tmp_path, 'try:\n    import wandb\nexcept ValueError:\n    pass\n')[0]
-    assert "imports 'wandb'" in _static(tmp_path, 'try:\n    pass\nexcept ImportError:\n    import wandb\n')[0]
-    assert "imports 'socket', which the autograder does not allow" in \
-        _static(tmp_path, 'try:\n    import socket\nexcept ImportError:\n    socket = None\n')[0]
+def test_no_import_is_refused_statically_and_the_guarded_ones_are_said_to_cost_nothing(tmp_path):
+    # a missing module fails only if importing model.py runs its import (the child reports that); a module a
+    # model has no use for is a warning in test 1.1, never a refusal: the OS sandbox is the wall
+    for source in ('import wandb\n', 'try:\n    import wandb\nexcept ValueError:\n    pass\n',
+                   'try:\n    import socket\nexcept ImportError:\n    socket = None\n', 'import subprocess\n'):
+        assert _static(tmp_path, source) == [], source
+    path = tmp_path / 'model.py'
+    path.write_text('try:\n    pass\nexcept ImportError:\n    import wandb\n')
+    assert submission.import_warnings(str(path)) == []   # a top-level import: it fails when it runs, with its message
+    path.write_text('try:\n    import socket\nexcept ImportError:\n    socket = None\n')
+    assert "imports 'socket', which a model has no use for; it costs nothing" in submission.import_warnings(str(path))[0]
 
 
 def test_unknown_command_is_named(capsys):

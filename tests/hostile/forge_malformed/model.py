@@ -16,9 +16,8 @@ with open(os.path.join(JOB, 'job.json')) as f:
     job = json.load(f)
 nan = np.full((2, 3), np.nan)
 arrays = {
-    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1/tokens': np.full((2, 20), np.nan),
-                 'top_k=5/tokens': np.zeros((2, 20), np.int64), 'top_k=5/logits': np.zeros((2, 19)),
-                 'top_k=1/logits': np.full((2, 19, 65), np.nan)},
+    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1': np.full((2, 20), np.nan),
+                 'top_k=5': np.zeros((2, 20), np.int64)},
     'memory': {'n_kv_head=%d' % k: np.full(4, np.nan) for k in job['profile']['kv_heads']},
     'sliding-window-memory': {'N=%d/out' % job['profile']['sliding_window']['memory_seq']: np.full(3, np.nan)},
     'loss-curve': {'seed7': np.full((3, 40), np.inf)},

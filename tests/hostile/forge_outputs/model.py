@@ -32,13 +32,11 @@ arrays = {
     'gqa': {'n_kv_head=%d' % k: attn for k in kvs},
     'gqa-rope': {'n_kv_head=%d' % k: attn for k in kvs},
     'dropout': {'gqa/' + c: attn for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')},
-    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('base', 'future')] +
-                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('base', 'future')]),
+    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('future', 'again')] +
+                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('future', 'again')]),
     'model': dict([('%s/logits' % c, np.zeros((B, T, V), np.float32)) for c in ('rope', 'gqa', 'rope-gqa')] +
                   [('%s/loss' % c, np.zeros(1, np.float32)) for c in ('rope', 'gqa', 'rope-gqa')]),
-    'generate': {'greedy': tokens, 'top_k=1/tokens': tokens, 'top_k=5/tokens': tokens,
-                 'top_k=1/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32),
-                 'top_k=5/logits': np.zeros((tokens.shape[0], tokens.shape[1] - 1, V), np.float32)},
+    'generate': {'greedy': tokens, 'top_k=1': tokens, 'top_k=5': tokens},
     'memory': {'n_kv_head=%d/figure' % k: np.array([0, 19345408.0]) for k in kvs},   # a plausible figure, no readings
     'loss-curve': {'seed%d' % s: np.zeros(prof['loss_curve']['iters']) for s in job.get('loss_curve_seeds', [7])},
     'sliding-window': {'%s/window' % k: np.zeros((inputs['sw/x'].shape), np.float32) for k in ('mha', 'gqa')},

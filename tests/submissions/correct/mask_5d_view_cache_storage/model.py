@@ -1,0 +1,529 @@
+"""
+Full definition of a character-level GPT language model (after Karpathy's minGPT),
+upgraded with rotary position embeddings (RoPE), grouped-query attention (GQA) and two
+optional parts: sliding-window attention and a KV cache for generation.
+
+References:
+1) minGPT: https://github.com/karpathy/minGPT
+2) RoFormer (RoPE): Su et al., 2021
+3) GQA: Ainslie et al., 2023
+"""
+
+import json
+import math
+import os
+import time
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from mingpt.utils import CfgNode as CN
+
+# -----------------------------------------------------------------------------
+
+
+class NewGELU(nn.Module):
+    """
+    Implementation of the GELU activation function currently in Google BERT repo (identical to OpenAI GPT).
+    Reference: Gaussian Error Linear Units (GELU) paper: https://arxiv.org/abs/1606.08415
+    """
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class RotaryPositionalEmbeddings(nn.Module):
+    """
+    Rotary position embeddings (handout section "RoPE"), in the rotate-half layout:
+
+        g(Y) = [Y1 | Y2] * cos(C) + [-Y2 | Y1] * sin(C),   C[m, i] = m * theta_i,
+
+    with positions m = 1..T and theta_i = base^(-2(i-1)/d) for i = 1..d/2, where Y1 and Y2
+    are the first and second halves of the last dimension. Input and output: (B, nh, T, d).
+    The cos/sin cache is built on the first forward and rebuilt for a longer T, another
+    device or another dtype.
+    """
+
+    def __init__(self, d: int, base: int = 10_000):
+        super().__init__()
+        assert d % 2 == 0, "RoPE rotates pairs of features, so d=%d must be even" % d
+        self.d = d
+        self.base = base
+        # non-persistent: the cache follows .to() but stays out of state_dict
+        self.register_buffer('cos_cached', None, persistent=False)
+        self.register_buffer('sin_cached', None, persistent=False)
+
+    def _build_cache(self, x: torch.Tensor):
+        T = x.shape[-2]
+        # angles in float64 so that long caches lose no precision before the cast
+        i = torch.arange(0, self.d, 2, dtype=torch.float64, device=x.device)  # 2(i-1) for i = 1..d/2
+        theta = self.base ** (-i / self.d)                                      # (d/2,)
+        m = torch.arange(1, T + 1, dtype=torch.float64, device=x.device)       # positions 1..T
+        C = torch.outer(m, theta)                                               # (T, d/2)
+        C = torch.cat([C, C], dim=-1)                                           # (T, d)
+        self.cos_cached = C.cos().to(x.dtype)
+        self.sin_cached = C.sin().to(x.dtype)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        T = x.shape[-2] + offset
+        c = self.cos_cached
+        if c is None or c.shape[0] < T or c.device != x.device or c.dtype != x.dtype:
+            self._build_cache(x if offset == 0 else x.new_empty((T, 0)))  # only T, device and dtype are read
+        cos = self.cos_cached[offset:T]                 # (T, d)
+        sin = self.sin_cached[offset:T]                 # (T, d)
+        x1, x2 = x.chunk(2, dim=-1)                     # (B, nh, T, d/2) each
+        rotated = torch.cat([-x2, x1], dim=-1)          # (B, nh, T, d)
+        return x * cos + rotated * sin
+
+
+# -----------------------------------------------------------------------------
+# optional part: sliding-window attention (handout section 4)
+
+
+def sliding_window_mask(T, window, device=None):
+    """
+    (T, T) boolean mask of causal sliding-window attention (handout 4.1): query t attends to
+    the w' = window//2 + 1 tokens ending at itself, i.e. keys t-w'+1 .. t.
+    """
+    w = window // 2 + 1
+    t = torch.arange(T, device=device)
+    offset = t[:, None] - t[None, :]  # (T, T): query index minus key index
+    return (offset >= 0) & (offset < w)
+
+
+def banded_attention(q, k, v, window, dropout):
+    """
+    Causal sliding-window attention computed only on the band: the same result as dense
+    attention masked with sliding_window_mask(T, window), but no (T, T) tensor is ever
+    built: the scores cover a band O(w) wide, so time and memory are O(T * w).
+    q, k, v: (B, nh, T, hs) -> (B, nh, T, hs); `dropout` is applied to the attention weights.
+    """
+    B, nh, T, hs = q.shape
+    w = window // 2 + 1
+    # Queries in blocks of w: block n (tokens nw .. nw+w-1) only needs the keys of blocks n-1
+    # and n. A per-query window (T, hs, w) would be copied whole by einsum, hs times the band;
+    # blocks keep every tensor at O(T * w) or O(T * hs).
+    n = -(-T // w)                                                    # number of blocks, ceil(T / w)
+    pad = n * w - T                                                   # fills the last block
+    q_blk = F.pad(q, (0, 0, 0, pad)).view(B, nh, n, w, hs)            # (B, nh, n, w, hs)
+    k_blk = F.pad(k, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view: blocks n-1, n
+    v_blk = F.pad(v, (0, 0, w, pad)).unfold(2, 2 * w, w)              # (B, nh, n, hs, 2w) view
+    att = torch.einsum('bhnqd,bhndk->bhnqk', q_blk, k_blk) * (1.0 / math.sqrt(hs))  # (B, nh, n, w, 2w)
+    # query i of block n is token nw+i and key j is token nw-w+j: inside the window iff
+    # i < j <= i+w, and a real token (not the front padding) iff nw-w+j >= 0
+    i = torch.arange(w, device=q.device)[:, None]                     # (w, 1)
+    j = torch.arange(2 * w, device=q.device)                          # (2w,)
+    blk = torch.arange(n, device=q.device)[:, None, None]             # (n, 1, 1)
+    valid = (j > i) & (j <= i + w) & (blk * w - w + j >= 0)           # (n, w, 2w)
+    att = att.masked_fill(~valid, float('-inf'))
+    att = F.softmax(att, dim=-1)
+    att = dropout(att)
+    y = torch.einsum('bhnqk,bhndk->bhnqd', att, v_blk)               # (B, nh, n, w, hs)
+    return y.reshape(B, nh, n * w, hs)[:, :, :T]                      # (B, nh, T, hs)
+
+
+
+
+def causal_mask_rows(bias, T, past, config_window=None):
+    """
+    The rows of the causal mask for queries at positions past .. past+T-1 over keys
+    0 .. past+T-1: (1, 1, T, past+T), 1 where attending is allowed, 0 where it is not.
+    `bias` is the module's (1, 1, block_size, block_size) lower-triangular buffer.
+    """
+    mask = bias[:, :, past:past + T, :past + T]
+    if config_window is not None:  # optional part: only the window's tokens (handout 4.1)
+        mask = mask * sliding_window_mask(past + T, config_window, bias.device)[past:past + T]
+    return mask
+
+
+class CausalSelfAttention(nn.Module):
+    """
+    A vanilla multi-head masked self-attention layer with a projection at the end.
+    It is possible to use torch.nn.MultiheadAttention here but I am including an
+    explicit implementation here to show that there is nothing too scary here.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_query_head == 0
+        # query, key, value projections for all heads
+        self.q_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename
+        self.k_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename
+        self.v_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename
+        # output projection
+        self.out_proj = nn.Linear(config.n_embd, config.n_embd)  # Do NOT rename
+        # regularization
+        self.attn_dropout = nn.Dropout(config.attn_pdrop)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+        # causal mask to ensure that attention is only applied to the left in the input sequence
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                                     .view(1, 1, config.block_size, config.block_size))
+        self.n_head = config.n_query_head
+        self.n_embd = config.n_embd
+        self.sliding_window = getattr(config, 'sliding_window', None)
+        self.rope = config.rope
+        if self.rope:
+            head_dim = config.n_embd // config.n_query_head
+            self.query_rotary_pe = RotaryPositionalEmbeddings(head_dim)  # Do NOT rename
+            self.key_rotary_pe = RotaryPositionalEmbeddings(head_dim)    # Do NOT rename
+
+    def forward(self, x, kv_cache=None):
+        B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
+        hs = C // self.n_head
+        past = 0  # tokens before x (a KV cache holds their keys and values)
+
+        # calculate query, key, values for all heads in batch and move head forward to be the batch dim
+        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        if kv_cache is not None:
+            past = kv_cache.length
+        if self.rope:
+            q = self.query_rotary_pe(q, offset=past)
+            k = self.key_rotary_pe(k, offset=past)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, nh, past+T, hs)
+
+        # memory of the attention itself: what torch.cuda.memory_allocated() grows by from here
+        # to `y`. On a CPU there is no CUDA allocator to ask, so the figure is NaN: "not measured".
+        on_gpu = x.is_cuda
+        if on_gpu:
+            torch.cuda.empty_cache()
+            start = torch.cuda.memory_allocated()
+        # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(causal_mask_rows(self.bias, T, past, self.sliding_window) == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+        mem = torch.cuda.memory_allocated() - start if on_gpu else float('nan')
+
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
+        # output projection
+        y = self.resid_dropout(self.out_proj(y))
+        return y, mem
+
+
+class GroupedQueryAttention(nn.Module):
+    """GQA computed per group in 5-D: (B, n_kv_head, g, T, head_dim) queries against (B, n_kv_head, 1, S, head_dim)."""
+
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_query_head == 0 and config.n_query_head % config.n_kv_head == 0
+        self.n_head, self.n_kv_head = config.n_query_head, config.n_kv_head
+        self.head_dim = config.n_embd // config.n_query_head
+        self.block_size = config.block_size
+        self.q_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.k_proj = nn.Linear(config.n_embd, self.n_kv_head * self.head_dim)
+        self.v_proj = nn.Linear(config.n_embd, self.n_kv_head * self.head_dim)
+        self.out_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_dropout = nn.Dropout(config.attn_pdrop)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                                     .view(1, 1, config.block_size, config.block_size))
+        self.sliding_window = getattr(config, 'sliding_window', None)
+        self.rope = config.rope
+        if self.rope:
+            self.query_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)
+            self.key_rotary_pe = RotaryPositionalEmbeddings(self.head_dim)
+
+    def forward(self, x, kv_cache=None):
+        B, T, C = x.size()
+        nkv, hs = self.n_kv_head, self.head_dim
+        g = self.n_head // nkv
+        past = kv_cache.length if kv_cache is not None else 0
+        q = self.q_proj(x).view(B, T, nkv, g, hs).permute(0, 2, 3, 1, 4)   # (B, nkv, g, T, hs): head i*g + j
+        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)             # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)
+        if self.rope:
+            q = self.query_rotary_pe(q, offset=past)    # rotates along T = dim -2, whatever the leading dims
+            k = self.key_rotary_pe(k, offset=past)
+        if kv_cache is not None:
+            kv_cache.append(k, v)
+            k, v = kv_cache.k, kv_cache.v   # all the cache holds, this step's tokens included
+        k, v = k.unsqueeze(2), v.unsqueeze(2)   # (B, nkv, 1, S, hs): one KV head per group
+
+        if str(x.device).startswith('cuda'):
+            torch.cuda.empty_cache()
+            start = torch.cuda.memory_allocated()
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)                     # (B, nkv, g, T, S)
+        mask = self.bias.view(1, 1, 1, self.block_size, self.block_size)[..., past:past + T, :past + T]
+        if self.sliding_window is not None:
+            mask = mask * sliding_window_mask(past + T, self.sliding_window, x.device)[past:past + T]
+        att = att.masked_fill(mask == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v                                                         # (B, nkv, g, T, hs)
+        mem = torch.cuda.memory_allocated() - start if str(x.device).startswith('cuda') else float('nan')
+
+        y = y.permute(0, 3, 1, 2, 4).reshape(B, T, C)
+        y = self.resid_dropout(self.out_proj(y))
+        return y, mem
+
+
+class KVCache:
+    """
+    Keys and values of the tokens seen so far, for one attention layer during generation
+    (optional part). The autograder uses this interface: KVCache() starts empty, `length` is
+    the number of tokens it holds, and append(k, v) adds the new tokens' (B, heads, T, hs)
+    keys and values and returns all of them.
+    """
+
+    def __init__(self):
+        self.k = None
+        self.v = None
+
+    @property
+    def length(self):
+        return 0 if self.k is None else self.k.size(-2)
+
+    def append(self, k, v):
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+
+class Block(nn.Module):
+    """ an unassuming Transformer block """
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd)
+        if config.n_query_head != config.n_kv_head:
+            self.attn = GroupedQueryAttention(config)
+        else:
+            self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.mlp = nn.ModuleDict(dict(
+            c_fc    = nn.Linear(config.n_embd, 4 * config.n_embd),
+            c_proj  = nn.Linear(4 * config.n_embd, config.n_embd),
+            act     = NewGELU(),
+            dropout = nn.Dropout(config.resid_pdrop),
+        ))
+        m = self.mlp
+        self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))  # MLP forward
+
+    def forward(self, x, kv_cache=None):
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+        start = time.perf_counter()
+        attn_out, mem = self.attn(self.ln_1(x)) if kv_cache is None else self.attn(self.ln_1(x), kv_cache=kv_cache)
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+        seconds = time.perf_counter() - start
+        x = x + attn_out
+        x = x + self.mlpf(self.ln_2(x))
+        return x, seconds, mem
+
+
+class GPT(nn.Module):
+    """ GPT Language Model """
+
+    @staticmethod
+    def get_default_config():
+        C = CN()
+        # either model_type or (n_layer, n_query_head, n_embd) must be given in the config
+        C.model_type = 'gpt'
+        C.declare('n_layer', None, int)
+        C.declare('n_query_head', None, int)
+        C.declare('n_kv_head', None, int)     # None means n_query_head (multi-head attention)
+        C.declare('n_embd', None, int)
+        # these options must be filled in externally
+        C.declare('vocab_size', None, int)
+        C.declare('block_size', None, int)
+        # dropout hyperparameters
+        C.embd_pdrop = 0.1
+        C.resid_pdrop = 0.1
+        C.attn_pdrop = 0.1
+        # position information: rotary embeddings in every attention layer instead of wpe
+        C.rope = False
+        # continue training from the model.pt saved in this folder
+        C.declare('pretrained_folder', None, str)
+        # causal sliding window w (each query sees the w//2 + 1 tokens ending at itself); None = full causal
+        C.declare('sliding_window', None, int)
+        return C
+
+    def __init__(self, config):
+        super().__init__()
+        assert config.vocab_size is not None
+        assert config.block_size is not None
+        self.block_size = config.block_size
+        self.rope = config.rope
+
+        # model_type fills in whichever of n_layer, n_query_head, n_embd were not given,
+        # so the handout's --model.n_query_head=6 works on top of the default 'gpt-mini'
+        if config.model_type is not None:
+            preset = {
+                # names follow the huggingface naming conventions
+                # GPT-1
+                'openai-gpt':   dict(n_layer=12, n_query_head=12, n_embd=768),  # 117M params
+                # GPT-2 configs
+                'gpt2':         dict(n_layer=12, n_query_head=12, n_embd=768),  # 124M params
+                'gpt2-medium':  dict(n_layer=24, n_query_head=16, n_embd=1024), # 350M params
+                'gpt2-large':   dict(n_layer=36, n_query_head=20, n_embd=1280), # 774M params
+                'gpt2-xl':      dict(n_layer=48, n_query_head=25, n_embd=1600), # 1558M params
+                # Gophers
+                'gopher-44m':   dict(n_layer=8, n_query_head=16, n_embd=512),
+                # (there are a number more...)
+                # I made these tiny models up
+                'gpt-mini':     dict(n_layer=6, n_query_head=6, n_embd=192),
+                'gpt-micro':    dict(n_layer=4, n_query_head=4, n_embd=128),
+                'gpt-nano':     dict(n_layer=3, n_query_head=3, n_embd=48),
+            }.get(config.model_type)
+            assert preset is not None, "unknown model_type %r" % config.model_type
+            config.merge_from_dict({k: v for k, v in preset.items() if getattr(config, k) is None})
+        assert None not in (config.n_layer, config.n_query_head, config.n_embd), \
+            "give a model_type or all of n_layer, n_query_head, n_embd"
+        if config.n_kv_head is None:
+            config.n_kv_head = config.n_query_head
+        assert config.n_query_head % config.n_kv_head == 0, \
+            "n_query_head=%d must be divisible by n_kv_head=%d" % (config.n_query_head, config.n_kv_head)
+        assert config.n_embd % config.n_query_head == 0, \
+            "n_embd=%d must be divisible by n_query_head=%d" % (config.n_embd, config.n_query_head)
+
+        modules = dict(
+            wte = nn.Embedding(config.vocab_size, config.n_embd),
+            drop = nn.Dropout(config.embd_pdrop),
+            h = nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f = nn.LayerNorm(config.n_embd),
+        )
+        if not config.rope:
+            # absolute positions only without RoPE; RoPE carries position inside attention
+            modules['wpe'] = nn.Embedding(config.block_size, config.n_embd)
+        self.transformer = nn.ModuleDict(modules)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+
+        # init all weights, and apply a special scaled init to the residual projections, per GPT-2 paper
+        self.apply(self._init_weights)
+        for pn, p in self.named_parameters():
+            if pn.endswith('out_proj.weight') or pn.endswith('c_proj.weight'):
+                torch.nn.init.normal_(p, mean=0.0, std=0.02/math.sqrt(2 * config.n_layer))
+
+        n_params = sum(p.numel() for p in self.transformer.parameters())
+        print("number of parameters: %.2fM" % (n_params/1e6,))
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        elif isinstance(module, nn.LayerNorm):
+            torch.nn.init.zeros_(module.bias)
+            torch.nn.init.ones_(module.weight)
+
+    def load_pretrained(self, model_path):
+        """
+        Continue from a run that chargpt.py saved in `model_path` (model.pt, the state_dict, and
+        config.json, the run's configuration), possibly trained at a shorter block_size. Every
+        saved tensor whose name this model has is copied. Two of them may have another size: the
+        position table transformer.wpe keeps its trained rows for the old positions (the new ones
+        keep their fresh initialisation), and each causal mask `bias` gets the old mask in its
+        upper-left corner.
+        """
+        with open(os.path.join(model_path, 'config.json')) as f:
+            old_block_size = json.load(f)['data']['block_size']
+        saved = torch.load(os.path.join(model_path, 'model.pt'), map_location='cpu')
+        state = self.state_dict()
+        for name, tensor in saved.items():
+            if name not in state:
+                continue
+            if tensor.shape != state[name].shape and name == 'transformer.wpe.weight':
+                state[name][:old_block_size] = tensor[:old_block_size]
+            elif tensor.shape != state[name].shape and name.endswith('.attn.bias'):
+                state[name][..., :old_block_size, :old_block_size] = tensor[..., :old_block_size, :old_block_size]
+            else:
+                state[name] = tensor
+        self.load_state_dict(state)
+
+    def configure_optimizers(self, train_config):
+        """
+        This long function is unfortunately doing something very simple and is being very defensive:
+        We are separating out all parameters of the model into two buckets: those that will experience
+        weight decay for regularization and those that won't (biases, and layernorm/embedding weights).
+        We are then returning the PyTorch optimizer object.
+        """
+        decay, no_decay = set(), set()
+        whitelist_weight_modules = (torch.nn.Linear, )
+        blacklist_weight_modules = (torch.nn.LayerNorm, torch.nn.Embedding)
+        for mn, m in self.named_modules():
+            for pn, p in m.named_parameters(recurse=False):
+                fpn = '%s.%s' % (mn, pn) if mn else pn  # full param name
+                if pn.endswith('bias'):
+                    no_decay.add(fpn)
+                elif pn.endswith('weight') and isinstance(m, whitelist_weight_modules):
+                    decay.add(fpn)
+                elif pn.endswith('weight') and isinstance(m, blacklist_weight_modules):
+                    no_decay.add(fpn)
+
+        param_dict = {pn: p for pn, p in self.named_parameters()}
+        inter_params = decay & no_decay
+        union_params = decay | no_decay
+        assert len(inter_params) == 0, "parameters %s made it into both decay/no_decay sets!" % (str(inter_params), )
+        assert len(param_dict.keys() - union_params) == 0, "parameters %s were not separated into either decay/no_decay set!" \
+                                                    % (str(param_dict.keys() - union_params), )
+
+        optim_groups = [
+            {"params": [param_dict[pn] for pn in sorted(list(decay))], "weight_decay": train_config.weight_decay},
+            {"params": [param_dict[pn] for pn in sorted(list(no_decay))], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(optim_groups, lr=train_config.learning_rate, betas=train_config.betas)
+        return optimizer
+
+    def forward(self, idx, targets=None, kv_caches=None):
+        device = idx.device
+        b, t = idx.size()
+        past = 0  # position of idx's first token before the first one
+        if kv_caches is not None:
+            past = kv_caches[0].length  # tokens already in the caches
+        assert past + t <= self.block_size, f"Cannot forward sequence of length {past + t}, block size is only {self.block_size}"
+
+        # forward the GPT model itself
+        x = self.transformer.wte(idx)  # token embeddings of shape (b, t, n_embd)
+        if not self.rope:
+            pos = torch.arange(past, past + t, dtype=torch.long, device=device).unsqueeze(0)  # shape (1, t)
+            x = x + self.transformer.wpe(pos)  # position embeddings of shape (1, t, n_embd)
+        x = self.transformer.drop(x)
+        attn_seconds, attn_mem = [], []
+        for i, block in enumerate(self.transformer.h):
+            x, seconds, mem = block(x) if kv_caches is None else block(x, kv_cache=kv_caches[i])
+            attn_seconds.append(seconds)
+            attn_mem.append(mem)
+        x = self.transformer.ln_f(x)
+        logits = self.lm_head(x)
+
+        # if we are given some desired targets also calculate the loss
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+        return logits, loss, sum(attn_seconds) / len(attn_seconds), sum(attn_mem) / len(attn_mem)
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, use_kv_cache=False):
+        """Complete idx max_new_tokens times; with use_kv_cache only the newest token is fed while the
+        sequence fits in block_size (past it, every step is fed the last block_size tokens afresh)."""
+        attn_times, caches = [], None
+        for _ in range(max_new_tokens):
+            idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
+            if use_kv_cache and caches is not None and idx.size(1) <= self.block_size:
+                logits, _, attn_time, _ = self(idx[:, -1:], kv_caches=caches)
+            elif use_kv_cache:
+                caches = [KVCache() for _ in range(len(self.transformer.h))]
+                logits, _, attn_time, _ = self(idx_cond, kv_caches=caches)
+            else:
+                logits, _, attn_time, _ = self(idx_cond)
+            attn_times.append(attn_time)
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, top_k)
+                logits[logits < v[:, [-1]]] = -float('Inf')
+            probs = F.softmax(logits, dim=-1)
+            if do_sample:
+                idx_next = torch.multinomial(probs, num_samples=1)
+            else:
+                _, idx_next = torch.topk(probs, k=1, dim=-1)
+            idx = torch.cat((idx, idx_next), dim=1)
+        return idx, sum(attn_times) / max(len(attn_times), 1)
+
