@@ -166,8 +166,11 @@ def judge_calls(calls, floor, weights='the attention weights'):
     """
     [(ok, sentence)] for several calls of the same module [(figure, entries)], plus one thing
     only several calls show: the same figure for every call while the readings differ (a constant).
+    `floor` and `weights` are one value for every call or a list with one per call.
     """
-    verdicts = [judge_call(f, e, floor, weights) for f, e in calls]
+    floors = floor if isinstance(floor, (list, tuple)) else [floor] * len(calls)
+    names = weights if isinstance(weights, (list, tuple)) else [weights] * len(calls)
+    verdicts = [judge_call(f, e, fl, w) for (f, e), fl, w in zip(calls, floors, names)]
     values = [f.get('value') for f, _ in calls]
     if len(calls) > 1 and len(set(values)) == 1 and not any(ok for ok, _ in verdicts) \
             and isinstance(values[0], (int, float)) and values[0] == values[0]:

@@ -28,14 +28,20 @@ VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors 
 
 # ----------------------------------------------------------------------------- 9.1
 
-def memory_floor(profile):
-    """(bytes, what they are): the least a region containing the attention core leaves allocated (grading.yaml 9.1)."""
+def memory_floor(profile, n_kv_head):
+    """
+    (bytes, what they are): the least a region containing the attention core leaves allocated
+    (grading.yaml 9.1). With weights, one float32 (B, n_kv_head, T, T) tensor: every correct style
+    keeps n_query_head heads of weights, and n_kv_head of them is still far above a region without
+    the core; a core that wrongly shares weights within a group (a GQA value bug, which 4.1 catches)
+    keeps only n_kv_head heads and must not lose 9.1 for it.
+    """
     mem, mod = profile['memory'], profile['module']
     B, nh, T, hs = mem['batch'], mod['n_query_head'], mem['seq'], mod['n_embd'] // mod['n_query_head']
     if mem['floor'] == 'output':
         return B * nh * T * hs * 4, 'the attention output y (one float32 (%d, %d, %d, %d) tensor)' % (B, nh, T, hs)
-    return B * nh * T * T * 4, ('the attention weights (one float32 (%d, %d, %d, %d) tensor, which autograd keeps '
-                                'for backward)' % (B, nh, T, T))
+    return B * n_kv_head * T * T * 4, ('one float32 (%d, %d, %d, %d) tensor of attention weights (autograd keeps '
+                                       'n_query_head of them for backward)' % (B, n_kv_head, T, T))
 
 
 def memory_labels(profile):
@@ -65,11 +71,10 @@ def figure_of(a):
 
 def judge_memory(test, result, fixtures, grading):
     profile = grading.profiles[fixtures.profile]
-    floor, weights = memory_floor(profile)
     labels = memory_labels(profile)
     log = readings_log(result, labels)
     errors = result.info.get('case_errors', {})
-    lines, calls, where = [], [], []
+    lines, calls, where, floors = [], [], [], []
     for label in labels:
         fig = figure_of(result.arrays.get(label + '/figure'))
         entries, problem = memory_rules.call_entries(log, label)
@@ -82,9 +87,10 @@ def judge_memory(test, result, fixtures, grading):
             lines.append('FAIL %s: %s' % (label, problem))
         else:
             calls.append((fig, entries))
+            floors.append(memory_floor(profile, int(label.split('=')[1])))
             where.append(len(lines))
             lines.append(label)
-    for k, (ok, sentence) in zip(where, memory_rules.judge_calls(calls, floor, weights)):
+    for k, (ok, sentence) in zip(where, memory_rules.judge_calls(calls, [f for f, _ in floors], [w for _, w in floors])):
         lines[k] = '%s %s: %s' % ('ok  ' if ok else 'FAIL', lines[k], sentence)
     passed = sum(line.startswith('ok') for line in lines)
     return Verdict(passed / len(labels) if labels else 0.0,

@@ -550,7 +550,7 @@ def _message_only(error):
 # answer is_cuda True and .device cuda:0, torch.cuda.is_available() is True, so whatever guard your code
 # uses, it measures). Your torch.cuda memory queries are answered from this process's memory (/proc/self
 # on Linux, a tensor-storage meter elsewhere) and logged; the figure must be end - start of two of them
-# and at least one float32 (B, nh, T, T) tensor (the attention weights a region around the core keeps).
+# and at least one float32 (B, n_kv_head, T, T) tensor of the attention weights a region around the core keeps.
 MEMORY_BATCH, MEMORY_SEQ, MEMORY_DROPOUT = 4, 256, 0.1
 
 
@@ -589,8 +589,9 @@ def memory_contract(n_kv_head):
     entries, problem = memory_rules.call_entries(handler.log, label)
     if problem:
         return False, problem
-    floor = MEMORY_BATCH * N_QUERY_HEAD * MEMORY_SEQ * MEMORY_SEQ * 4
-    weights = 'the attention weights (%d, %d, %d, %d) in float32' % (MEMORY_BATCH, N_QUERY_HEAD, MEMORY_SEQ, MEMORY_SEQ)
+    floor = MEMORY_BATCH * n_kv_head * MEMORY_SEQ * MEMORY_SEQ * 4   # the grader's floor (grading.yaml, test 9.1)
+    weights = ('one float32 (%d, %d, %d, %d) tensor of attention weights (autograd keeps %d of them for backward)'
+               % (MEMORY_BATCH, n_kv_head, MEMORY_SEQ, MEMORY_SEQ, N_QUERY_HEAD))
     return memory_rules.judge_call(memory_readings.describe_figure(figure), entries, floor, weights)
 
 

@@ -26,7 +26,7 @@ def ok(arrays, **info):
 
 # ----------------------------------------------------------------------------- memory (9.1)
 
-FLOOR = resources.memory_floor(GRADING.profiles['cpu'])[0]      # one float32 (4, 6, 256, 256) tensor
+FLOORS = {kv: resources.memory_floor(GRADING.profiles['cpu'], kv)[0] for kv in (6, 3, 2, 1)}   # (4, kv, 256, 256) float32
 LABELS = resources.memory_labels(GRADING.profiles['cpu'])
 
 
@@ -69,6 +69,19 @@ def test_memory_figures_without_the_readings_behind_them_fail():
     half = dict(dict.fromkeys(LABELS, 19_345_408), **{LABELS[0]: 300_000})
     v = judged_memory(half, dict(readings, **{LABELS[0]: [('allocated', 10), ('allocated', 300_010)]}))
     assert v.fraction == 0.75 and 'misses part of the attention core' in v.lines[1]
+
+
+def test_memory_floor_is_one_head_per_kv_head_so_a_gqa_value_bug_costs_only_its_own_tests():
+    # a core that sums the scores over each query group keeps (B, n_kv_head, T, T) weights: 4.1 catches that bug,
+    # 9.1 must not; a region of the projections alone stays far below even the n_kv_head=1 floor
+    assert FLOORS[6] == 4 * 6 * 256 * 256 * 4 and FLOORS[1] == 4 * 1 * 256 * 256 * 4
+    grouped = dict(zip(LABELS, (20_922_368, 10_895_360, 7_548_928, 3_948_544)))   # measured on gqa_group_sum
+    readings = {label: [('allocated', 200_000_000), ('allocated', 200_000_000 + n)] for label, n in grouped.items()}
+    assert judged_memory(grouped, readings).fraction == 1.0
+    projections = dict(grouped, **{LABELS[-1]: 589_824})   # the largest projections-only region measured
+    readings[LABELS[-1]] = [('allocated', 200_000_000), ('allocated', 200_589_824)]
+    v = judged_memory(projections, readings)
+    assert v.fraction == 0.75 and 'misses part of the attention core' in v.lines[-1], v.lines
 
 
 def test_memory_readings_of_another_process_or_outside_the_call_are_not_evidence():
