@@ -8,6 +8,7 @@ Keys are flat strings `<group>/<name>`; weight sets are `w/<config>/<parameter n
 the handout's parameter names (q_proj, k_proj, v_proj, out_proj, ...).
 """
 
+import fnmatch
 import functools
 import os
 
@@ -59,6 +60,41 @@ def gpt_state(seed, label, m, n_kv_head, rope):
     state['transformer.ln_f.bias'] = normal((C,), 0.1)
     state['lm_head.weight'] = normal((V, C), 1 / np.sqrt(C))
     return state
+
+
+# What each probe reads (ctx.t, ctx.weights, ctx.state, ctx.inputs of autograder/child/probes*.py), as
+# patterns over the keys of build(): a probe process gets these inputs and no other. A probe that asks
+# for a key it was not given fails tests/unit/test_projections_and_inputs.py (it runs every probe on the
+# reference with exactly these inputs); change this table together with the probe.
+_GPT = ('model/rope/*', 'model/gqa/*', 'model/rope-gqa/*')   # configs.MODEL_CONFIGS
+PROBE_INPUTS = {
+    'import': (),
+    'rope': ('rope/x*',),
+    'rope-cache': ('rope-cache/*',),
+    'mha-rope': ('attn/x', 'w/mha-rope/*'),
+    'gqa': ('attn/x', 'w/gqa-kv*'),
+    'gqa-rope': ('attn/x', 'w/gqa-rope-kv*'),
+    'dropout': ('attn/x', 'w/gqa-kv2/*'),
+    'causality': ('attn/x', 'attn/x_future', 'w/mha-rope/*', 'w/gqa-rope-kv2/*', 'model/rope-gqa/*', 'model/idx',
+                  'model/idx_future'),
+    'model': ('model/idx', 'model/targets') + _GPT,
+    'generate': ('generate/prompt', 'model/rope-gqa/*'),
+    'kv-cache': ('generate/prompt', 'model/rope-gqa/*', 'model/gqa/*'),
+    'memory': ('memory/x', 'w/gqa-kv*'),
+    'sliding-window': ('sw/x', 'w/mha/*', 'w/gqa-rope-kv2/*'),
+    'sliding-window-memory': ('swmem/x*', 'w/mha/*'),
+    'gradients': ('model/idx', 'model/targets', 'rope-cache/x8') + _GPT,
+    'load-pretrained': ('workflow/*',) + _GPT,
+    'loss-curve': ('heldout/idx', 'model/lc-init/*'),
+}
+
+
+def for_probe(all_inputs, probe_id):
+    """The inputs of one probe process: the keys of `all_inputs` that PROBE_INPUTS declares for it."""
+    if probe_id not in PROBE_INPUTS:
+        raise KeyError('no inputs are declared for probe %r: add it to inputs.PROBE_INPUTS' % probe_id)
+    patterns = PROBE_INPUTS[probe_id]
+    return {k: v for k, v in all_inputs.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
 
 
 def build(profile):
