@@ -142,7 +142,7 @@ class Sandbox:
                 self.cgroup = cgroups.Cgroup(self.cfg['cgroup_memory_mb'], self.cfg['max_processes'] + 8)
             self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
             self.landed['selftest'] = self._selftest(private)
-            import_result = self._probe(wire.IMPORT, {}, import_timeout, job, {}, None)
+            import_result = self._probe(wire.IMPORT, {}, import_timeout, job, {}, handlers.get(wire.IMPORT))
             if on_result:
                 on_result(wire.IMPORT, import_result)
             for pid in probes if import_result.status == 'ok' else []:
@@ -325,10 +325,15 @@ class Sandbox:
             folder.remove()
         failed = {k: v for k, v in got.items() if v is not True}
         if h['ended'] != 'exit' or h['exit_code'] != 0 or not got or failed:
-            raise SandboxRefused('the sandbox self-test failed, so no student code was run: %s'
+            advice = ''
+            if 'filesystem' in failed and not self.on['namespaces'] and any(p in failed['filesystem'] for p in private):
+                advice = ('. Without namespaces student code can read whatever the sandbox user can: make these '
+                          'private to root (chmod 700, e.g. the folder of a batch export), or grade where namespaces '
+                          'are available')
+            raise SandboxRefused('the sandbox self-test failed, so no student code was run: %s%s'
                                  % ('; '.join('%s: %s' % kv for kv in failed.items()) if failed
                                     else 'the self-test process ended with %s (exit %s, signal %s)'
-                                    % (h['ended'], h['exit_code'], h['signal'])))
+                                    % (h['ended'], h['exit_code'], h['signal']), advice))
         return {k: True for k in got}
 
     # ------------------------------------------------------------------ messages

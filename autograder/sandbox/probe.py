@@ -25,7 +25,7 @@ from autograder.sandbox import wall
 from autograder.sandbox.zygote import ZygoteFailed
 
 MAX_MESSAGE = 1 << 16            # bytes of one link message (child/link.py's cap)
-MAX_LINK_MESSAGES = 100_000      # per probe: the memory probe asks a few hundred; past this, empty replies
+MAX_LINK_MESSAGES = 100_000      # per probe: the memory probe asks a few hundred; past this the link is closed
 TICK = 0.05                      # seconds between deadline checks (and the longest a reply waits for one)
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine
 UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
@@ -101,8 +101,13 @@ def run(zygote, spec, log_path, *, handler, check_ready, cpu_used, kill, cpu_lim
                         stop('wall_failed')
                 elif stopped_at is None:
                     out['link_messages'] += 1
-                    if flags & socket.MSG_TRUNC or out['link_messages'] > MAX_LINK_MESSAGES or handler is None:
-                        _reply(link, b'\x01')   # an empty answer: too long, too many, or nobody to ask
+                    if out['link_messages'] > MAX_LINK_MESSAGES:   # a flood costs the harness's time, not the probe's CPU
+                        out.setdefault('link_errors', []).append('more than %d messages: the link was closed'
+                                                                 % MAX_LINK_MESSAGES)
+                        link.shutdown(socket.SHUT_RDWR)
+                        link_open = False
+                    elif flags & socket.MSG_TRUNC or handler is None:
+                        _reply(link, b'\x01')   # an empty answer: too long, or nobody to ask
                     else:
                         try:
                             answer = handler(data[1:], sender)

@@ -42,7 +42,8 @@ needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the san
 
 def test_every_os_case_is_graded_here():
     graded = {'net_socket', 'plant_tmp', 'thread_forever', 'proc_snoop', 'other_victim', 'other_reader',
-              'hang_past_watchdog', 'memory_hog'}
+              'hang_past_watchdog', 'memory_hog', 'keyring', 'shared_dirs', 'read_metadata', 'classmate',
+              'inotify_append', 'busy_loops', 'background_forger', 'sandbox_design'}
     assert set(OS_CASES) == graded
 
 
@@ -228,11 +229,11 @@ def _scratch_of(token, timeout=120):
     while time.time() < end:
         for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*')):
             try:
-                with open(os.path.join(path, 'mingpt', 'model.py')) as f:
+                with open(os.path.join(path, 'code', 'mingpt', 'model.py')) as f:
                     mine = token in f.read()
             except OSError:
                 continue
-            if mine and os.path.exists(os.path.join(path, 'job', 'home', 'secret.txt')):
+            if mine and glob.glob(os.path.join(path, 'p-*', 'job', 'home', 'secret.txt')):
                 return path
         time.sleep(0.2)
     raise AssertionError('the victim grading never started')
@@ -259,7 +260,7 @@ def test_concurrent_gradings_cannot_read_each_other(ag_root, monkeypatch, setup)
         out, tests, raw, root, _ = grade(ag_root, read('other_reader').replace('HOSTILETOKEN', token)
                                          .replace('/HOSTILE-TARGET', target))
     finally:
-        for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*', 'job', 'home')):
+        for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*', 'p-*', 'job', 'home')):
             if os.path.isdir(path):
                 open(os.path.join(path, 'go'), 'w').close()   # let the victim end
         proc.wait(timeout=180)
