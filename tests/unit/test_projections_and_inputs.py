@@ -131,6 +131,8 @@ class Ctx(runner.Context):
         return self._prefix('model/%s/' % label)
 
 
+import torch
+torch.set_num_threads(1)   # as in a probe process: one thread, on a machine other jobs share
 import mingpt.model  # noqa: F401
 table = runner.load_probes()
 errors = {}
@@ -158,8 +160,9 @@ def test_each_probe_reads_only_the_inputs_declared_for_it(tmp_path):
     if not os.path.isfile(DATA_FILE):
         pytest.skip('data/input.txt is missing (./setup.sh builds it)')
     shutil.copyfile(DATA_FILE, tmp_path / 'input.txt')
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
     proc = subprocess.run([sys.executable, '-c', STRICT_RUN, REFERENCE_DIR, REPO_ROOT, str(tmp_path / 'input.txt')],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found['asked'] == {}, 'probes read inputs not declared in inputs.PROBE_INPUTS: %s' % found['asked']
