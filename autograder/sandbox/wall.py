@@ -211,6 +211,7 @@ def enter(spec, log_fd, link_fd, state):
     for name, value in spec.get('rlimits', {}).items():
         soft, hard = value if isinstance(value, list) else (value, value)
         resource.setrlimit(getattr(resource, 'RLIMIT_' + name), (soft, hard))
+    os.umask(0o077)   # after the root is built: what the probe writes, anywhere, is its own user's (and root's) only
     if spec.get('uid') is not None:
         os.setgroups([])
         os.setresgid(spec['gid'], spec['gid'], spec['gid'])

@@ -439,7 +439,9 @@ def test_memory_of_the_whole_tree_fits_768mb(ag_root, name):
         elif name == 'memory_hog':
             msg = tests['submission']['output']
             assert 'could not be imported' in msg and 'SIGKILL' in msg, msg   # the child, not the grader
-            assert figures['oom_kills'] >= 1 and total(out) == 0
+            # the kernel killed it: in the test's 768 MB cgroup, or first in the grading's own cgroup
+            # (sandbox.cgroup_memory_mb, smaller; cgroup v1 counts an OOM kill only where it happened)
+            assert (figures['oom_kills'] >= 1 or 'out of memory' in msg) and total(out) == 0
         else:
             assert total(out) < possible(out) or name == 'print_50mb'
             assert figures.get('oom_kills', 0) == 0
