@@ -165,10 +165,13 @@ def _peak_rss_mb():
 
 def private_paths(path, autograder_root=None):
     """
-    What student code must not read besides the grader's own files (the sandbox's self-test checks each):
-    the neighbours of a submission folder or zip (in a batch export, the classmates' submissions; on
-    Gradescope, the grader's source, results and submission_metadata.json) and the autograder root's entries.
+    What student code must not read besides the grader's own files (the sandbox's self-test checks each).
+    On Gradescope (`autograder_root`): that root's submission_metadata.json (earlier submissions' results),
+    source/, results/ and submission/. Elsewhere, the neighbours of a submission folder or zip: in a batch
+    export, the classmates' submissions.
     """
+    if autograder_root:
+        return [os.path.join(autograder_root, n) for n in ('submission_metadata.json', 'source', 'results', 'submission')]
     out = []
     path = os.path.abspath(path)
     if os.path.isdir(path) or path.endswith('.zip'):
@@ -177,9 +180,7 @@ def private_paths(path, autograder_root=None):
             out += [os.path.join(parent, n) for n in sorted(os.listdir(parent))[:50] if os.path.join(parent, n) != path]
         except OSError:
             pass
-    if autograder_root:
-        out += [os.path.join(autograder_root, n) for n in ('submission_metadata.json', 'source', 'results', 'submission')]
-    return list(dict.fromkeys(out))
+    return out
 
 
 def lockdown(sandbox, results_path, autograder_root=None):

@@ -214,10 +214,12 @@ class Sandbox:
                 'seccomp': self.program.hex() if self.program else None, 'env': env}
         if self.on['namespaces']:
             self.zygote.start()
-            devices = scratch.DEVICES + tuple(d for d in os.listdir('/dev') if d.startswith('nvidia')) \
-                if os.environ.get('CUDA_VISIBLE_DEVICES') is not None or os.path.exists('/dev/nvidiactl') else scratch.DEVICES
+            devices, extra = scratch.DEVICES, ()
+            if os.path.exists('/dev/nvidiactl'):   # the gpu profile: the driver's devices, and /sys for its library
+                devices += tuple(d for d in os.listdir('/dev') if d.startswith('nvidia'))
+                extra = ('/sys',)
             spec['root'] = scratch.root_spec(self.scratch, folder, scratch.interpreter_dirs(self.zygote.info),
-                                             self.user, pwd.getpwuid(self.user[0]).pw_name, devices)
+                                             self.user, pwd.getpwuid(self.user[0]).pw_name, devices, extra)
         return spec
 
     def _check_ready(self, pid):

@@ -236,3 +236,40 @@ def test_the_self_test_holds_in_a_fresh_interpreter_whatever_is_imported():
     again = cli.check(config.load(GRADING_YAML))
     assert again['selftest'] == found['selftest']
     assert pwd.getpwuid(os.geteuid()).pw_name == 'root'
+
+
+# ----------------------------------------------------------------------------- the default mode on Gradescope
+
+@needs_sandbox
+@pytest.mark.skipif(shutil.which('setpriv') is None, reason='setpriv (util-linux) drops CAP_SYS_ADMIN here')
+def test_the_default_mode_without_cap_sys_admin_grades_and_says_what_it_lacks(ag_root, monkeypatch):
+    """
+    Gradescope's Docker: root without CAP_SYS_ADMIN, /sys/fs/cgroup read-only. The grader runs under
+    setpriv with CAP_SYS_ADMIN out of its bounding set (cgroups turned off as a read-only hierarchy would):
+    grading.yaml's default grades the reference under the network attack fully, nothing leaves the
+    machine, and results.json names what was missing and why. No HW1_SANDBOX_DISABLE for namespaces:
+    the grader finds out by itself.
+    """
+    from test_hostile_os import Listener
+    monkeypatch.setenv('HW1_SANDBOX_DISABLE', 'cgroups')
+    listener = Listener()
+    root = ag_root()
+    root.submit('model.py', read('net_socket').replace('47001', str(listener.port)))
+    env = dict(os.environ, AUTOGRADER_ROOT=root.path, PYTHON=sys.executable)
+    try:
+        proc = subprocess.run(['setpriv', '--bounding-set', '-sys_admin', '--inh-caps', '-sys_admin', 'bash',
+                               os.path.join(REPO, 'run_autograder')], cwd=root.path, env=env, capture_output=True,
+                              text=True, timeout=400)
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    out, raw = strict_load(root.results_path)
+    tests = by_id(out)
+    assert listener.received == []
+    iso = out['extra_data']['isolation']
+    assert iso['namespaces'].startswith('no CAP_SYS_ADMIN') and iso['seccomp'] is True and iso['user'] is True
+    assert any(line.startswith('namespaces: no CAP_SYS_ADMIN') for line in iso['lacks']), iso['lacks']
+    assert iso['selftest'] == {'user': True, 'seccomp': True, 'namespaces': True, 'filesystem': True, 'rlimits': True}
+    assert 'raw-socket-fd=-1 errno=1' in printed(tests, 'HOSTILE-NET')
+    graded_fully(out, tests)
+    assert sandbox_processes() == []
