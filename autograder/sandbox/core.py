@@ -137,7 +137,7 @@ class Sandbox:
         self.cgroup, self.scratch, self.logs = None, None, []
         results, import_result = {}, None
         try:
-            self._clean()   # what a killed grading of this user left
+            self._clean(whole=True)   # what a killed grading of this user left
             if self.on['cgroups']:
                 self.cgroup = cgroups.Cgroup(self.cfg['cgroup_memory_mb'], self.cfg['max_processes'] + 8)
             self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
@@ -162,7 +162,7 @@ class Sandbox:
         isolation = dict(self.isolation, **self.landed)
         if self.cgroup is not None:
             isolation['cgroup'] = dict(self.cgroup.limits, name=self.cgroup.name)
-        isolation['zygote_start_seconds'] = self.zygote.info.get('start_seconds')
+        isolation['zygote'] = {k: self.zygote.info.get(k) for k in ('start_seconds', 'threads', 'executable')}
         return RunResult(import_result, results, '\n'.join(self.logs)[-4000:],
                          pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started, isolation)
 
@@ -179,18 +179,23 @@ class Sandbox:
         if self.user:
             users.kill_as(self.user[0])
 
-    def _clean(self):
-        """Every process of the user and the cgroup killed and confirmed gone; its files, IPC objects and keys removed."""
+    def _clean(self, whole=False):
+        """
+        Every process of the user and the cgroup killed and confirmed gone; its files removed (after every
+        process: they could be read by the next). Kernel keys and SysV IPC objects, which seccomp keeps a
+        probe from making, are removed before and after the whole grading (`whole`), should a set-up lack it.
+        """
         users.kill_and_confirm(self.user[0] if self.user else None, self.cgroup)
         if self.user:
             if not self.on['namespaces']:
                 self.landed['files_removed'] += leftovers.remove_user_files(*self.user)
-            self.landed['ipc_removed'] += leftovers.remove_ipc(self.user[0])
-            self.landed['keys_left'] = leftovers.clear_keys(*self.user)
+            if whole or not self.on['seccomp']:
+                self.landed['ipc_removed'] += leftovers.remove_ipc(self.user[0])
+                self.landed['keys_left'] = leftovers.clear_keys(*self.user)
 
     def _end_grading(self):
         try:
-            self._clean()
+            self._clean(whole=True)
         finally:
             if self.cgroup is not None:
                 self.cgroup.remove()

@@ -190,14 +190,20 @@ def kill_and_confirm(uid, cgroup=None, timeout=10.0):
     bounded by RLIMIT_NPROC and pids.max, so this does not happen by design).
     """
     end = time.time() + timeout
+
+    def alive():
+        left = set(processes_of(uid)) if uid is not None else set()
+        if cgroup is not None:
+            left |= {p for p in cgroup.pids() if (_ids(p) or ((), 'X'))[1] not in ('Z', 'X')}
+        return left
+    if not alive():   # the usual case (a PID namespace ends with its first process): nothing to kill
+        return
     while True:
         if cgroup is not None:
             cgroup.kill()
         if uid is not None:
             kill_as(uid)
-        left = set(processes_of(uid)) if uid is not None else set()
-        if cgroup is not None:
-            left |= {p for p in cgroup.pids() if (_ids(p) or ((), 'X'))[1] not in ('Z', 'X')}
+        left = alive()
         if not left:
             return
         if time.time() > end:

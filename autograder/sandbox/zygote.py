@@ -72,11 +72,10 @@ class Zygote:
         if message is None or message.get('op') != 'ready':
             self.close()
             raise ZygoteFailed('the zygote (%s) did not start: %s' % (self.python, self.log_tail() or 'no output'))
+        # one thread is expected (OMP_NUM_THREADS=1, no op run): a fork of a multithreaded interpreter may inherit
+        # a held lock. More is recorded (results.json extra_data.isolation.zygote), not refused: an idle
+        # thread holds none, and a probe that deadlocks anyway is stopped by its deadline like any hang.
         self.info = dict(message, start_seconds=round(time.time() - started, 2))
-        if message.get('threads', 1) != 1:
-            self.close()   # a fork of a multithreaded interpreter may inherit a held lock
-            raise ZygoteFailed('the zygote runs %d threads after importing torch; it must run one'
-                               % message['threads'])
 
     def log_tail(self, limit=3000):
         if self._log is None:
