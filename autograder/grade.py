@@ -170,9 +170,10 @@ def private_paths(path, autograder_root=None):
     source/, results/ and submission/. Elsewhere, the neighbours of a submission folder or zip: in a batch
     export, the classmates' submissions.
     """
+    out = [fixtures.folder('')]   # the reference's outputs: lockdown() made them root-only
     if autograder_root:
-        return [os.path.join(autograder_root, n) for n in ('submission_metadata.json', 'source', 'results', 'submission')]
-    out = []
+        return out + [os.path.join(autograder_root, n) for n in ('submission_metadata.json', 'source', 'results',
+                                                                 'submission')]
     path = os.path.abspath(path)
     if os.path.isdir(path) or path.endswith('.zip'):
         parent = os.path.dirname(path)

@@ -307,7 +307,7 @@ class Sandbox:
 
     def _selftest(self, private):
         """A process forked and walled exactly like a probe checks every defence in force from inside."""
-        from autograder import FIXTURES_DIR, REPO_ROOT
+        from autograder import REPO_ROOT
         folder = scratch.ProbeFolder(self.scratch, 'selftest', {}, self.user,
                                      (1, 64) if self.on['namespaces'] else None)
         got = {}
@@ -318,7 +318,7 @@ class Sandbox:
             return b'ok'
         try:
             paths = scratch.inside_paths(folder, self.on['namespaces'], os.path.join(self.scratch, 'code'))
-            hidden = [FIXTURES_DIR] + [p for p in private if p]
+            hidden = [p for p in private if p]
             readonly = [paths['code'], os.path.dirname(paths['inputs'])]
             if self.on['namespaces']:
                 hidden += [REPO_ROOT, scratch.BASE, '/root', '/var/lib', '/home', '/etc/shadow']
