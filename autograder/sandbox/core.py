@@ -143,8 +143,7 @@ class Sandbox:
             self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
             self.landed['selftest'] = self._selftest(private)
             import_result = self._probe(wire.IMPORT, {}, import_timeout, job, {}, handlers.get(wire.IMPORT))
-            if on_result:
-                on_result(wire.IMPORT, import_result)
+            self._tell(on_result, wire.IMPORT, import_result)
             for pid in probes if import_result.status == 'ok' else []:
                 if time.time() > self.budget_end:
                     results[pid] = ProbeResult('timeout', 'not run: ' + self._describe({'ended': 'budget'}))
@@ -152,8 +151,7 @@ class Sandbox:
                     spec = None if expected is None else expected.get(pid, {})
                     results[pid] = self._probe(pid, per_probe[pid], timeouts.get(pid, 60), job, spec,
                                                handlers.get(pid))
-                if on_result:
-                    on_result(pid, results[pid])
+                self._tell(on_result, pid, results[pid])
         finally:
             self._end_grading()
         for pid in probes:
@@ -165,6 +163,15 @@ class Sandbox:
         isolation['zygote'] = {k: self.zygote.info.get(k) for k in ('start_seconds', 'threads', 'executable')}
         return RunResult(import_result, results, '\n'.join(self.logs)[-4000:],
                          pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started, isolation)
+
+    @staticmethod
+    def _tell(on_result, probe_id, result):
+        """The caller's progress callback (partial results.json): its failure never stops the grading."""
+        if on_result is not None:
+            try:
+                on_result(probe_id, result)
+            except Exception:  # noqa: BLE001
+                pass
 
     # ------------------------------------------------------------------ between processes
 
