@@ -81,7 +81,8 @@ class Grading:
 
 SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu_seconds': int, 'max_processes': int,
                 'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int,
-                'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int}
+                'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int,
+                'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float)}
 PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
                 'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict,
                 'workflow': dict}
@@ -193,6 +194,12 @@ def load(path=GRADING_YAML):
     sandbox_entries = v.mapping(top['sandbox'][1], 'sandbox')
     v.check_keys(sandbox_entries, SANDBOX_KEYS, 'sandbox', required=tuple(SANDBOX_KEYS))
     sandbox = {k: v.typed(n, SANDBOX_KEYS[k], 'sandbox.%s' % k) for k, (_, n) in sandbox_entries.items()}
+    from autograder.sandbox.defences import LEVELS, NAMES
+    defences = v.mapping(sandbox_entries['defences'][1], 'sandbox.defences')
+    v.check_keys(defences, NAMES, 'sandbox.defences', required=NAMES)
+    for key, (_, node) in defences.items():
+        if v.typed(node, str, 'sandbox.defences.%s' % key) not in LEVELS:
+            v.fail(node, 'sandbox.defences.%s must be one of %s' % (key, ', '.join(LEVELS)))
 
     profiles = {}
     for name, (key_node, value_node) in v.mapping(top['profiles'][1], 'profiles').items():

@@ -23,8 +23,8 @@ import traceback
 from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, registry, submission
 from autograder.checks import Verdict, judge, resources
 from autograder.child import wire
-from autograder.results import Results, add_points, points
-from autograder.sandbox import Sandbox, protect_source
+from autograder.results import Results, add_points, partial, points
+from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
 UPLOAD_SCRATCH = set()   # folders holding unpacked copies of student code while a grading runs
@@ -106,13 +106,42 @@ def graded_specs(grading, skip=()):
     return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
 
 
+def probe_handlers(profile):
+    """
+    {probe id: handler of its harness link}: the memory probe's torch.cuda queries are answered
+    from the kernel's figures of the asking process and logged here (child/memory_readings.py),
+    the only readings 9.1 believes (ProbeResult.harness['link']).
+    """
+    from autograder.child.memory_readings import Readings
+    handler = Readings(forwarded=profile['device'] == 'cuda')
+
+    def memory(payload, pid):
+        before = len(handler.log)
+        reply = handler(payload, pid)
+        return reply, handler.log[before:]   # the entries this query added (memory_stats adds two)
+    return {'memory': memory}
+
+
+def progress_writer(grading, skip, started, results_path):
+    """The callback that writes the partial results.json (results.partial) as each test finishes."""
+    specs = graded_specs(grading, skip)
+    extra_credit = {s.id for s in specs if grading.is_extra_credit(s)}
+
+    def progress(done):
+        try:
+            partial(specs, done, started, grading.sandbox['max_output_chars'], extra_credit).write(results_path)
+        except (OSError, ValueError, TypeError):
+            pass   # the final results.json still comes; a partial one is only for the watchdog
+    return progress
+
+
 class Judging:
     """
     The submission run once in the sandbox (every probe it needs), then judged one test at a
     time by `verdict(spec)`, which the gradescope-utils test bodies call (results.build_suite).
     """
 
-    def __init__(self, grading, profile, located, fx, sandbox, skip=()):
+    def __init__(self, grading, profile, located, fx, sandbox, skip=(), private=(), progress=None):
         self.grading, self.fx, self.located = grading, fx, located
         self.specs = graded_specs(grading, skip)
         self.verdicts = {}
@@ -126,10 +155,13 @@ class Judging:
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
                'limits': resources.probe_limits(prof)}
-        run = self.run = sandbox.run(located.path, job, probe_ids, inputs.build(prof), timeouts,
-                                     import_timeout=grading.test('submission').timeout,
+        every = inputs.build(prof)
+        run = self.run = sandbox.run(located.path, job, probe_ids, {p: inputs.for_probe(prof, p, every) for p in probe_ids},
+                                     timeouts, import_timeout=grading.test('submission').timeout,
+                                     handlers=probe_handlers(prof),
                                      need_data='loss-curve' in probe_ids,
-                                     expected=expected_outputs(fx, probe_ids, prof))
+                                     expected=expected_outputs(fx, probe_ids, prof), private=private,
+                                     on_result=self._partial(progress))
         self.info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
                      'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
@@ -139,6 +171,25 @@ class Judging:
             if 'loss-curve' in run.probes else None
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
+
+    def _partial(self, progress):
+        """The callback that judges each test as its probe ends and hands the verdicts so far to `progress`."""
+        if progress is None:
+            return None
+        seen = {}
+
+        def on_result(probe_id, result):
+            seen[probe_id] = result
+            self.run = RunResult(seen.get(wire.IMPORT), {k: v for k, v in seen.items() if k != wire.IMPORT})
+            done = {}
+            for spec in self.specs:
+                if (spec.id == 'submission' and wire.IMPORT in seen) or spec.id in seen:
+                    try:
+                        done[spec.id] = self._verdict(spec)
+                    except Exception:  # noqa: BLE001  a judge needing a later probe: judged at the end
+                        pass
+            progress(done)
+        return on_result
 
     def verdict(self, spec):
         self.verdicts[spec.id] = v = self._verdict(spec)
@@ -164,11 +215,42 @@ def _peak_rss_mb():
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
-def lockdown(sandbox, results_path):
-    """Under root with a sandbox user: nothing of the grader is readable by student code."""
+def private_paths(path, autograder_root=None):
+    """
+    What student code must not read besides the grader's own files (the sandbox's self-test checks each).
+    On Gradescope (`autograder_root`): that root's submission_metadata.json (earlier submissions' results),
+    source/, results/ and submission/. Elsewhere, the neighbours of a submission folder or zip: in a batch
+    export, the classmates' submissions.
+    """
+    out = [fixtures.folder('')]   # the reference's outputs: lockdown() made them root-only
+    if autograder_root:
+        return out + [os.path.join(autograder_root, n) for n in ('submission_metadata.json', 'source', 'results',
+                                                                 'submission')]
+    path = os.path.abspath(path)
+    if os.path.isdir(path) or path.endswith('.zip'):
+        parent = os.path.dirname(path)
+        try:
+            out += [os.path.join(parent, n) for n in sorted(os.listdir(parent))[:50] if os.path.join(parent, n) != path]
+        except OSError:
+            pass
+    return out
+
+
+def lockdown(sandbox, results_path, autograder_root=None):
+    """
+    Under root with a sandbox user: nothing of the grader is readable by student code. Gradescope's
+    /autograder (AUTOGRADER_ROOT) is listable by nobody, and its submission_metadata.json (earlier
+    submissions' results), submission/, source/ and results/ are root-only.
+    """
     if not sandbox.user:
         return
     paths = []
+    if autograder_root and os.path.isdir(autograder_root):
+        os.chmod(autograder_root, 0o711)
+        paths += [os.path.join(autograder_root, n) for n in ('submission', 'results')]
+        meta = os.path.join(autograder_root, 'submission_metadata.json')
+        if os.path.isfile(meta):
+            os.chmod(meta, 0o600)
     results_dir = os.path.dirname(os.path.abspath(results_path))
     # only a folder of its own (Gradescope's /autograder/results); never a shared one such as /tmp
     if os.path.basename(results_dir) == 'results':
@@ -180,13 +262,19 @@ def lockdown(sandbox, results_path):
     protect_source(paths)
 
 
-def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=()):
+def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
+                  sandbox=None, autograder_root=None):
     """
     Grade and write results.json. Returns the Results. Never raises for a bad submission.
     `skip`: test ids not to run at all (the evaluation of the bug corpus skips the loss-curve
     training where a mutant's expected verdict does not involve it); they are left out of results.
+    `sandbox`: a Sandbox to reuse (a batch worker grades many submissions with one zygote);
+    None makes one for this grading. `autograder_root`: Gradescope's /autograder, locked down.
+    results.json is written after each finished test too (extra_data.partial), so that a grading
+    stopped by run_autograder's watchdog keeps what had finished.
     """
     started = time.time()
+    own_sandbox = sandbox is None
     upload_scratch = tempfile.mkdtemp(prefix='hw1-upload-')
     UPLOAD_SCRATCH.add(upload_scratch)
     try:
@@ -194,11 +282,13 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         if profile not in grading.profiles:
             raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
         os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
-        sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
-        lockdown(sandbox, results_path)
+        if sandbox is None:
+            sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
+        lockdown(sandbox, results_path, autograder_root)
         fx = fixtures.load(grading, profile)
         located = submission.locate(path, upload_scratch)
-        judging = Judging(grading, profile, located, fx, sandbox, skip)
+        judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
+                          progress_writer(grading, skip, started, results_path))
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
         out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
@@ -209,6 +299,10 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
                               grader_peak_rss_mb=_peak_rss_mb())
         add_points(out, extra_credit)
+    except SandboxRefused as e:   # fail closed: no student code ran
+        out = Results.error('Your code was not run: the autograder\'s sandbox is not working safely on this machine. '
+                            'This is not your fault; course staff have been notified.', str(e),
+                            time.time() - started, reason='sandbox refused: %s' % e)
     except Exception as e:  # the grader's own failure: still a valid results.json
         staff = traceback.format_exc()
         known = isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError))
@@ -216,6 +310,8 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
     finally:
         remove_upload_scratch(upload_scratch)
+        if own_sandbox and sandbox is not None:
+            sandbox.close()
     out.execution_time = time.time() - started
     try:
         out.write(results_path)
@@ -226,9 +322,9 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     return out
 
 
-def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=()):
+def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(), sandbox=None):
     """grade_results as the results.json dict (what Gradescope reads)."""
-    return grade_results(path, profile, results_path, grading_path, skip).to_json()
+    return grade_results(path, profile, results_path, grading_path, skip, sandbox).to_json()
 
 
 def table(out):
@@ -266,8 +362,10 @@ def main(argv):
     ap.add_argument('--results', default=DEFAULT_RESULTS, help='where to write results.json')
     ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
     ap.add_argument('--png', metavar='FILE', help='also draw the loss curve over the reference band (needs matplotlib)')
+    ap.add_argument('--autograder-root', metavar='DIR', help="Gradescope's /autograder: locked down before grading "
+                                                             "(run_autograder passes it)")
     args = ap.parse_args(argv[1:])
-    out = grade_results(args.path, args.profile, args.results)  # always writes results.json (run_autograder relies on it)
+    out = grade_results(args.path, args.profile, args.results, autograder_root=args.autograder_root)  # always writes results.json (run_autograder relies on it)
     problem = staff_problem(args.path, out)
     if problem:  # the student-facing text is in results.json; the person here gets one sentence and an exit code
         print(problem, file=sys.stderr)

@@ -294,6 +294,57 @@ def validate(results):
     json.dumps(results, allow_nan=False)
 
 
+# ---------------------------------------------------------------------- results.json while grading runs
+
+PENDING = 'not run yet: the grading was still running when this file was written'
+
+
+def partial(specs, verdicts, started_at, max_output_chars=MAX_OUTPUT_CHARS, extra_credit=()):
+    """
+    The results.json written after each finished test while the grading runs (atomically, like the
+    final one): finished tests with their verdicts, the others at 0 saying they have not run. If the
+    watchdog stops the grading, run_autograder keeps this file and finish_partial() says what did not run.
+    """
+    import time
+    tests = {}
+    for spec in specs:
+        v = verdicts.get(spec.id)
+        most = 0.0 if spec.id in extra_credit else float(spec.weight)   # as in build_suite
+        if v is None:
+            tests[spec.id] = TestResult(spec.id, spec.name, 0.0, most, 'failed', str(spec.number),
+                                        PENDING, spec.visibility, list(spec.tags))
+            continue
+        text = '\n'.join(([v.summary] if v.summary else []) + list(v.lines))
+        tests[spec.id] = TestResult(spec.id, spec.name, round(v.fraction * spec.weight, SCORE_DIGITS),
+                                    most, 'passed' if v.passed else 'failed', str(spec.number), text,
+                                    spec.visibility, list(spec.tags))
+    return Results(tests, 'Grading in progress: %d of %d tests finished.' % (len(verdicts), len(specs)),
+                   time.time() - started_at, {'partial': True}, max_output_chars)
+
+
+def finish_partial(path, message):
+    """
+    run_autograder after its watchdog or a killed grader: keep the tests the grader had finished in
+    `path`, mark every other one as not run with `message`. Returns False when there is nothing to keep.
+    """
+    try:
+        out = load(path)
+    except (OSError, ValueError):
+        return False
+    if not (out.extra_data or {}).get('partial'):
+        return False
+    kept = 0
+    for t in out.tests.values():
+        if t.output == PENDING:
+            t.output, t.score, t.status = 'did not run: %s' % message, 0.0, 'failed'
+        else:
+            kept += 1
+    out.output = '%s %d test(s) had finished and are kept; the others did not run.' % (message, kept)
+    out.extra_data = dict(out.extra_data, partial=False, stopped=message)
+    out.write(path)
+    return True
+
+
 # ---------------------------------------------------------------------- the dict interface older callers use
 
 def error_results(message, staff_detail, execution_time):

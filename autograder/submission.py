@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import List, Optional
 
-from autograder import readback
+from autograder.sandbox import readback
 
 NAME = re.compile(r'^model(\s*\(\d+\)|[-_ ]\d+|[-_ ]?copy)?\.py$', re.IGNORECASE)
 THIRD_PARTY = {'torch', 'einops', 'numpy', 'mingpt'}

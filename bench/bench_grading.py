@@ -8,9 +8,12 @@ run by hand, never by pytest:
 Each repeat runs `taskset -c 0 python -m autograder grade SUBMISSION --results TMP` and reports
 
 - wall time of the whole command (target <= 120 s);
-- peak RSS of the whole process tree (the harness plus the sandboxed probe child and
-  anything it starts), the sum of VmRSS over the tree sampled from /proc every 50 ms
-  (target <= 768 MB); also the largest single process (getrusage RUSAGE_CHILDREN ru_maxrss);
+- peak memory of the whole process tree (the harness, the zygote, the probe process of the
+  moment and anything it starts), sampled from /proc every 50 ms (target <= 768 MB): the sum
+  of PSS (smaps_rollup: a page shared by k processes counts 1/k in each, which is what the
+  container's memory is charged), and the sum of VmRSS beside it, which counts the pages the
+  zygote shares with each fork (torch, ~220 MB) twice; also the largest single process
+  (getrusage RUSAGE_CHILDREN ru_maxrss);
 - harness overhead = wall time / the probes' own compute (the sum of results.json's
   extra_data.probe_seconds): Python and torch start-up, child restarts, fixtures and judging.
 
@@ -73,18 +76,31 @@ def rss_kb(pid):
     return 0  # gone, or a kernel thread / zombie without VmRSS
 
 
+def pss_kb(pid):
+    """Proportional set size (shared pages split between the processes that map them), or VmRSS without smaps_rollup."""
+    try:
+        with open('/proc/%d/smaps_rollup' % pid) as f:
+            for line in f:
+                if line.startswith('Pss:'):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return rss_kb(pid)
+
+
 class TreeSampler(threading.Thread):
-    """Samples the summed VmRSS of a process tree every SAMPLE_S seconds; keeps the peak."""
+    """Samples the summed PSS and VmRSS of a process tree every SAMPLE_S seconds; keeps the peaks."""
 
     def __init__(self, pid):
         super().__init__(daemon=True)
-        self.pid, self.peak_kb, self.peak_procs, self.samples = pid, 0, 0, 0
+        self.pid, self.peak_kb, self.peak_rss_kb, self.peak_procs, self.samples = pid, 0, 0, 0, 0
         self.stop = threading.Event()
 
     def run(self):
         while not self.stop.is_set():
             pids = tree(self.pid)
-            total = sum(rss_kb(p) for p in pids)
+            total = sum(pss_kb(p) for p in pids)
+            self.peak_rss_kb = max(self.peak_rss_kb, sum(rss_kb(p) for p in pids))
             self.samples += 1
             if total > self.peak_kb:
                 self.peak_kb, self.peak_procs = total, len(pids)
@@ -116,7 +132,8 @@ def one_grading(submission, cpu, python):
         'wall_s': wall,
         'score': sum(t['score'] for t in res['tests']),
         'possible': sum(t['max_score'] for t in res['tests']),
-        'peak_tree_mb': sampler.peak_kb / 1024.0,
+        'peak_tree_mb': sampler.peak_kb / 1024.0,          # PSS
+        'peak_tree_rss_mb': sampler.peak_rss_kb / 1024.0,  # VmRSS, shared pages counted in every process
         'peak_tree_procs': sampler.peak_procs,
         'samples': sampler.samples,
         # ru_maxrss of RUSAGE_CHILDREN: the largest single waited-for descendant so far (KB on Linux)
@@ -152,10 +169,10 @@ def main(argv=None):
     for i in range(args.repeat):
         r = one_grading(os.path.abspath(args.submission), args.cpu, args.python)
         runs.append(r)
-        print('run %d: %.1f s wall, score %g/%g, peak tree RSS %.0f MB (%d processes), largest process %.0f MB, '
-              'probes %.1f s, overhead %.2fx' % (i + 1, r['wall_s'], r['score'], r['possible'], r['peak_tree_mb'],
-                                                 r['peak_tree_procs'], r['max_single_mb'], r['probe_s'], r['overhead']),
-              file=sys.stderr)
+        print('run %d: %.1f s wall, score %g/%g, peak tree PSS %.0f MB (RSS sum %.0f MB, %d processes), largest '
+              'process %.0f MB, probes %.1f s, overhead %.2fx' % (
+                  i + 1, r['wall_s'], r['score'], r['possible'], r['peak_tree_mb'], r['peak_tree_rss_mb'],
+                  r['peak_tree_procs'], r['max_single_mb'], r['probe_s'], r['overhead']), file=sys.stderr)
     load_after = loadavg()
 
     med = lambda k: statistics.median(r[k] for r in runs)  # noqa: E731
@@ -178,22 +195,24 @@ def main(argv=None):
         '(shared with other jobs).' % (os.cpu_count(), cpu_model(), torch.__version__, platform.python_version(),
                                        load_before[0], load_after[0]),
         '- Student code ran as `%s`.' % runs[0]['sandboxed_as'],
-        '- Peak RSS is the sum of VmRSS over the process tree (harness + sandbox child) sampled every 50 ms; '
-        '"largest process" is `getrusage(RUSAGE_CHILDREN).ru_maxrss`.',
+        '- Peak tree memory is the sum of PSS over the process tree (harness, zygote, the probe process of the '
+        'moment) sampled every 50 ms: pages the zygote shares with its fork count once, as the container is '
+        'charged; the sum of VmRSS (shared pages counted in each process) is beside it. "largest process" is '
+        '`getrusage(RUSAGE_CHILDREN).ru_maxrss`.',
         '- Harness overhead = wall time / the sum of the probes\' own compute (`extra_data.probe_seconds`); '
         '"sandbox s" is `extra_data.wall_seconds`, the part spent in the sandbox (scratch folder, child start-up '
         'with its torch import, probes, reading back).',
         '',
-        '| run | wall s | sandbox s | score | peak tree RSS MB | largest process MB | probes s | overhead |',
-        '|---|---:|---:|---:|---:|---:|---:|---:|',
+        '| run | wall s | sandbox s | score | peak tree PSS MB | (RSS sum MB) | largest process MB | probes s | overhead |',
+        '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ]
     for i, r in enumerate(runs, 1):
-        lines.append('| %d | %.1f | %.1f | %g/%g | %.0f | %.0f | %.1f | %.2fx |' % (
+        lines.append('| %d | %.1f | %.1f | %g/%g | %.0f | %.0f | %.0f | %.1f | %.2fx |' % (
             i, r['wall_s'], r['sandbox_wall_s'] or float('nan'), r['score'], r['possible'], r['peak_tree_mb'],
-            r['max_single_mb'], r['probe_s'], r['overhead']))
+            r['peak_tree_rss_mb'], r['max_single_mb'], r['probe_s'], r['overhead']))
     lines += [
         '',
-        'Median wall time **%.1f s** (slowest %.1f s; target <= %d s: **%s**). Peak tree RSS **%.0f MB** '
+        'Median wall time **%.1f s** (slowest %.1f s; target <= %d s: **%s**). Peak tree PSS **%.0f MB** '
         '(target <= %d MB: **%s**). Harness overhead **%.2fx** the probes\' compute; the probes themselves: %s.' % (
             wall, slowest, WALL_TARGET_S, 'met' if slowest <= WALL_TARGET_S else 'NOT met', peak, RSS_TARGET_MB,
             'met' if peak <= RSS_TARGET_MB else 'NOT met', overhead,

@@ -10,7 +10,6 @@ from typing import List
 
 import numpy as np
 
-from autograder.child import wire
 
 
 @dataclass
@@ -95,12 +94,6 @@ def close(a, b, atol, rtol):
         np.allclose(a.astype(np.float64), b.astype(np.float64), atol=atol, rtol=rtol))
 
 
-def _ragged_fits(key, a, exp):
-    """A list the child recorded (wire.RAGGED_ARRAYS): any number of rows up to the cap, the reference's row shape."""
-    return (key.rsplit('/', 1)[-1] in wire.RAGGED_ARRAYS and a.ndim == exp.ndim >= 1
-            and a.shape[1:] == exp.shape[1:] and a.shape[0] <= wire.MAX_RAGGED_ROWS)
-
-
 def guard_shapes(test_id, result, fixtures):
     """
     The result with every array whose shape differs from the reference's array of that key (or,
@@ -114,7 +107,7 @@ def guard_shapes(test_id, result, fixtures):
     arrays, problems = {}, dict(result.refused)
     for key, a in result.arrays.items():
         exp = expected.get(key)
-        if exp is not None and a.shape != exp.shape and not _ragged_fits(key, a, exp):
+        if exp is not None and a.shape != exp.shape:
             problems[key] = 'has shape %s, expected %s' % (tuple(a.shape), tuple(exp.shape))
         elif exp is None and a.size > 8 * largest:
             problems[key] = 'has shape %s, far larger than any output of this test' % (tuple(a.shape),)

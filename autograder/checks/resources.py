@@ -19,7 +19,6 @@ import numpy as np
 
 from autograder import memory_rules
 from autograder.checks import Verdict, case_error_line
-from autograder.child import link_standin
 
 FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')   # child/probes_workflow.py's codes
 VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors say is_cuda and device cuda:0, '
@@ -49,13 +48,9 @@ def memory_labels(profile):
     return ['n_kv_head=%d' % kv for kv in sorted(profile['kv_heads'], reverse=True)]
 
 
-def readings_log(result, labels):
-    """The harness's log of the link; until the sandbox branch is merged, the child's copy (DEV STAND-IN)."""
-    harness = getattr(result, 'harness', None) or {}
-    if 'link' in harness:
-        return harness['link']
-    table = result.arrays.get('log')   # DEV STAND-IN (child/link_standin.py): delete with it
-    return link_standin.entries(table, labels) if table is not None and table.ndim == 2 and table.shape[1] == 5 else []
+def readings_log(result):
+    """The harness's log of the probe's link (autograder/sandbox/probe.py): the only readings 9.1 believes."""
+    return (getattr(result, 'harness', None) or {}).get('link', [])
 
 
 def figure_of(a):
@@ -72,7 +67,7 @@ def figure_of(a):
 def judge_memory(test, result, fixtures, grading):
     profile = grading.profiles[fixtures.profile]
     labels = memory_labels(profile)
-    log = readings_log(result, labels)
+    log = readings_log(result)
     errors = result.info.get('case_errors', {})
     lines, calls, where, floors = [], [], [], []
     for label in labels:
@@ -101,7 +96,7 @@ def judge_memory(test, result, fixtures, grading):
 
 def probe_limits(profile):
     """job['limits']: what the sandbox applies in a probe's process before model.py is imported (11.2's
-    address-space margin). Until the sandbox branch reads it, probe_sliding_window_memory applies it itself."""
+    address-space margin: child/runner.apply_limits)."""
     return {'sliding-window-memory': {'address_space_margin_mb': profile['sliding_window']['memory_margin_mb']}}
 
 

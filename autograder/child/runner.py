@@ -1,15 +1,13 @@
 """
-Runs INSIDE the sandbox: imports the student's mingpt/model.py, runs the probes a job asks
-for on the inputs the harness wrote, and hands back plain arrays (.npz) and small JSON in the
-format of wire.py. It judges nothing: every comparison happens in the harness, after this
-process has ended.
+Runs INSIDE the sandbox, in a fresh process per probe (forked by child/zygote.py behind the
+wall): applies the probe's own limits, imports the student's mingpt/model.py, runs ONE probe
+(or only the import, for the import check) on the inputs the harness wrote for it, and hands
+back plain arrays (.npz) and small JSON in the format of wire.py. It judges nothing: every
+comparison happens in the harness, after every process of the probe has ended.
 
-The harness starts it as `python -I -c "...; from child.runner import main; main()" JOB_DIR`
-with the copied package on sys.path. JOB_DIR holds job.json and inputs.npz; results go to
-JOB_DIR/out. The scratch folder above JOB_DIR holds the handout (chargpt.py,
-mingpt/{trainer,utils}.py), the student's mingpt/model.py and input.txt. Progress lines
-("start ID" / "end ID") let the harness time each probe and restart after the one that hung
-or killed the process.
+JOB_DIR/job.json names the probe and the paths as this process sees them: `code` (the
+handout's chargpt.py and mingpt/, the student's mingpt/model.py, input.txt), `inputs` (this
+probe's inputs.npz, nothing else), `out` (its results) and `home` (its TMPDIR).
 """
 
 import io
@@ -24,7 +22,8 @@ import torch
 
 from . import adapter, wire
 
-JOB_DIR = OUT = None   # set by main(): the job folder and its out/
+JOB_DIR = OUT = None   # set by run(): the job folder and the probe's out/
+_PROBES = {}            # test id -> probe function (load_probes)
 
 
 class CappedStream(io.TextIOBase):
@@ -72,8 +71,8 @@ class Context:
         self.job = job
         self.profile = job['profile']
         self.device = torch.device(self.profile['device'])
-        self.scratch = os.path.dirname(JOB_DIR)
-        self.inputs = np.load(os.path.join(JOB_DIR, 'inputs.npz'), allow_pickle=False)
+        self.scratch = job['paths']['code']   # input.txt and the handout are here
+        self.inputs = np.load(job['paths']['inputs'], allow_pickle=False)
         self.arrays, self.info = {}, {}
 
     def t(self, key):
@@ -135,19 +134,24 @@ class Context:
 # ----------------------------------------------------------------------------- main
 
 
-def probe_table():
+def load_probes():
     """{test id: probe function} from every probes*.py of this package: probe_sliding_window_memory runs
-    'sliding-window-memory'. Imported only after model.py, whose import is timed on its own."""
+    'sliding-window-memory'. The zygote loads them before it forks (the package folder is not in a
+    probe's file system); the table is the same in every fork."""
     import importlib
     import pkgutil
-    table = {}
-    for m in pkgutil.iter_modules([os.path.dirname(os.path.abspath(__file__))]):
-        if m.name.startswith('probes'):
-            module = importlib.import_module('.' + m.name, __package__)
-            for name, fn in vars(module).items():
-                if name.startswith('probe_') and callable(fn):
-                    table[name[len('probe_'):].replace('_', '-')] = fn
-    return table
+    if not _PROBES:
+        for m in pkgutil.iter_modules([os.path.dirname(os.path.abspath(__file__))]):
+            if m.name.startswith('probes'):
+                module = importlib.import_module('.' + m.name, __package__)
+                for name, fn in vars(module).items():
+                    if name.startswith('probe_') and callable(fn):
+                        _PROBES[name[len('probe_'):].replace('_', '-')] = fn
+    return _PROBES
+
+
+def probe_table():
+    return load_probes()
 
 
 def write_result(probe_id, arrays, info):
@@ -161,32 +165,44 @@ def write_result(probe_id, arrays, info):
     os.replace(tmp, os.path.join(OUT, wire.report_name(probe_id)))
 
 
-def progress(line):
-    with open(os.path.join(OUT, wire.PROGRESS_FILE), 'a') as f:
-        f.write(line + '\n')
-        f.flush()
-        os.fsync(f.fileno())
+def apply_limits(limits):
+    """
+    This probe's own limits, before model.py is imported (grading.yaml or the caller's job['limits']):
+    address_space_margin_mb caps RLIMIT_AS at the current VmSize plus the margin, soft = hard, so
+    that one allocation larger than the margin fails whatever the student's code does later.
+    """
+    margin = (limits or {}).get('address_space_margin_mb')
+    if margin is None:
+        return
+    import resource
+    with open('/proc/self/status') as f:
+        vm_kb = next(int(line.split()[1]) for line in f if line.startswith('VmSize:'))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = vm_kb * 1024 + int(margin) * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def main(job_dir=None):
+def run(job_dir):
+    """One probe (job['probe']; 'import' only imports model.py). Returns the exit code."""
     global JOB_DIR, OUT
-    JOB_DIR = os.path.abspath(job_dir or sys.argv[1])
-    OUT = os.path.join(JOB_DIR, 'out')
-    sys.path.insert(0, os.path.dirname(JOB_DIR))  # the scratch folder: mingpt/ (the student's model.py)
+    JOB_DIR = os.path.abspath(job_dir)
     with open(os.path.join(JOB_DIR, 'job.json')) as f:
         job = json.load(f)
-    os.makedirs(OUT, exist_ok=True)
+    probe_id, paths = job['probe'], job['paths']
+    OUT = paths['out']
+    sys.path.insert(0, paths['code'])   # mingpt/ (the student's model.py) and chargpt.py
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True, warn_only=True)
     # before model.py is imported, so that `from torch.cuda import memory_allocated` gets them: the torch.cuda
     # memory queries that the memory probe's CUDA view answers (outside it: what CPU torch answers)
     from . import cuda_view
     cuda_view.install()
-    real_stdout = sys.stdout
+    apply_limits(job.get('limits', {}).get(probe_id))
     captured = CappedStream()
     sys.stdout = sys.stderr = captured
 
-    progress('start ' + wire.IMPORT)
     t0 = time.time()
     try:
         import mingpt.model  # noqa: F401  (the student's file)
@@ -196,28 +212,29 @@ def main(job_dir=None):
         if isinstance(e, ModuleNotFoundError):
             message = "model.py imports %r, which the autograder does not provide (only torch, einops, numpy " \
                       "and the standard library are available)" % (e.name,)
+        if probe_id != wire.IMPORT:
+            message = 'model.py could not be imported in this test\'s process: ' + message
         info = {'status': 'error', 'message': message, 'where': frames}
-    info.update(seconds=time.time() - t0, stdout=captured.take())
-    write_result(wire.IMPORT, {}, info)
-    progress('end ' + wire.IMPORT)
-    if info['status'] != 'ok':
-        return
+    if probe_id == wire.IMPORT or info['status'] != 'ok':
+        info.update(seconds=time.time() - t0, stdout=captured.take())
+        write_result(probe_id, {}, info)
+        return 0
 
-    table = probe_table()
-    for probe_id in job['probes']:
-        progress('start ' + probe_id)
-        ctx = Context(job)
-        t0 = time.time()
-        try:
-            table[probe_id](ctx)
-            ctx.info['status'] = 'ok'
-        except BaseException as e:
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            kind, message, frames = describe_exception(e)
-            ctx.info.update(status=kind, message=message, where=frames)
-        ctx.info.update(seconds=time.time() - t0, stdout=captured.take())
-        write_result(probe_id, ctx.arrays, ctx.info)
-        progress('end ' + probe_id)
-    sys.stdout = real_stdout
+    ctx = Context(job)
+    t0 = time.time()
+    try:
+        probe_table()[probe_id](ctx)
+        ctx.info['status'] = 'ok'
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        kind, message, frames = describe_exception(e)
+        ctx.info.update(status=kind, message=message, where=frames)
+    ctx.info.update(seconds=time.time() - t0, stdout=captured.take())
+    write_result(probe_id, ctx.arrays, ctx.info)
+    return 0
 
+
+def main(job_dir=None):
+    """Run the probe of JOB_DIR (sys.argv[1]) in this process: what a zygote's fork does after the wall."""
+    return run(job_dir or sys.argv[1])

@@ -4,8 +4,9 @@ a probe may report and how much of it. Standard library only, so the harness imp
 without torch and the child uses the same definitions when it writes.
 
 Per probe the child writes `out/<id>.json` (the report) and `out/<id>.npz` (arrays, STORED
-members: np.savez, never savez_compressed), and appends "start <id>" / "end <id>" lines to
-`out/progress`. The harness reads these with the checks below and trusts nothing else: a report
+members: np.savez, never savez_compressed), one probe per process. The harness reads these once
+that process and everything it started are dead, with the checks below, and trusts nothing
+else: a report
 field of the wrong type, a non-finite or out-of-range number, or a count or length past its cap
 makes the probe invalid, never the grading. The child clips its own reports with clip_report()
 so that an honest probe never trips a cap.
@@ -13,8 +14,7 @@ so that an honest probe never trips a cap.
 
 import math
 
-IMPORT = 'import'                   # the pseudo-probe of importing model.py
-PROGRESS_FILE = 'progress'
+IMPORT = 'import'                   # the pseudo-probe of importing model.py (its own process)
 STDOUT_CAP = 20_000                 # characters of student output the child keeps per probe
 NUMERIC_KINDS = 'biuf'              # array dtypes that may come back: bool, int, unsigned, float
 STATUSES = ('ok', 'error', 'not_implemented')   # what the child may claim; the harness adds the rest
@@ -36,13 +36,7 @@ MAX_SECONDS = 1e6                   # a probe's reported duration, in seconds
 # caps on the arrays file
 MAX_ARRAYS = 256                    # members of one .npz (the gradients probe reports 110: one per parameter and case)
 MAX_NDIM = 8
-# arrays that list what the child recorded as it went (the memory probe's copy of the readings log,
-# child/link_standin.py, until the harness link is merged): their number of rows is the submission's
-# own, up to this many; every other array must have exactly the reference's shape
-RAGGED_ARRAYS = ('log',)
-MAX_RAGGED_ROWS = 600               # memory_readings.MAX_LOG readings + 64 marks
 MAX_ITEMSIZE = 8                    # bytes per element (float64, int64)
-MAX_PROGRESS_BYTES = 64 * 1024      # of out/progress: two short lines per probe
 
 
 def report_name(probe_id):

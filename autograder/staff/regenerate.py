@@ -28,6 +28,7 @@ import numpy as np
 
 from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, config, fingerprints, fixtures, inputs, registry
 from autograder.checks import resources
+from autograder.grade import probe_handlers
 from autograder.sandbox import Sandbox
 from autograder.staff import fixture_changes
 
@@ -51,7 +52,8 @@ def run_probes(sandbox, model_py, profile, probes, inp, seeds=None):
     if seeds is not None:
         job['loss_curve_seeds'] = seeds
     timeouts = {p: 900 for p in probes}
-    result = sandbox.run(model_py, job, probes, inp, timeouts, import_timeout=300, need_data='loss-curve' in probes)
+    result = sandbox.run(model_py, job, probes, inp, timeouts, import_timeout=300, need_data='loss-curve' in probes,
+                         handlers=probe_handlers(profile))
     if result.import_result.status != 'ok':
         raise RuntimeError("import failed: %s" % result.import_result.message)
     return result

@@ -159,7 +159,10 @@ def check_fork_bomb(out, tests, root):
 
 def check_write_results(out, tests, root):
     target = os.path.join(root.results_dir, 'results.json')
-    assert 'HOSTILE-WRITE %s: PermissionError' % target in tests['submission']['output']
+    # out of reach: root-only (PermissionError), or not in the probe's allow-listed file system at all, where
+    # creating its folder meets the read-only root (OSError: EROFS)
+    assert re.search(r'HOSTILE-WRITE %s: (PermissionError|OSError|FileNotFoundError)' % re.escape(target),
+                     tests['submission']['output']), tests['submission']['output']
     assert mode(root.results_dir) == (0o700, 0)   # root-only while grading (and after)
     time.sleep(1.0)  # the detached writer, had it survived, would try again within 0.1 s
     with open(root.results_path) as f:
@@ -171,7 +174,8 @@ def check_read_fixtures(out, tests, root):
     msg = tests['submission']['output']
     lines = [l for l in msg.splitlines() if l.startswith('HOSTILE-READ')]
     assert len(lines) == 4, msg
-    assert all(l.endswith(': PermissionError') for l in lines), msg
+    assert all(l.endswith(': PermissionError') or l.endswith(': FileNotFoundError') for l in lines), msg   # root-only,
+    # or (with namespaces) not in the probe's allow-listed file system at all
     assert mode(root.source)[0] == 0o700
     all_zero(tests)
 
@@ -269,8 +273,10 @@ def check_load_pretrained_hangs(out, tests, root):
 
 
 def check_forged_progress(out, tests, root):
+    # there is no progress file any more (one process per probe, the harness's own clock): the forgery finds
+    # nothing to write to, its forward raises in training, and only loss-curve is lost
     lc = tests['loss-curve']
-    assert lc['score'] == 0 and 'announced the end of this test without leaving results' in lc['output'], lc['output']
+    assert lc['score'] == 0 and 'progress' in lc['output'] and 'FileNotFoundError' in lc['output'], lc['output']
     assert [i for i, t in tests.items() if i != 'loss-curve' and not full(t)] == []
     assert total(out) == possible(out) - lc['max_score']
 
@@ -465,9 +471,6 @@ EVIDENCE_ATTACKS = {
     'trainer_runs_twice': 'loss-curve',                   # a second run after the first
     'replace_result_writer': 'causality',                 # the value tests' prefixes written as the causality outputs
 }
-# attacks that carry state from one probe to the next inside the student's process: they gain
-# nothing only where every probe runs in a fresh process of its own (the sandbox's process model)
-NEEDS_PROCESS_PER_PROBE = ('replace_result_writer',)
 
 
 def _graded(ag_root, text):
@@ -479,8 +482,6 @@ def _graded(ag_root, text):
 
 @pytest.mark.parametrize('name', sorted(EVIDENCE_ATTACKS))
 def test_an_attack_on_evidence_gains_nothing(name, ag_root):
-    if name in NEEDS_PROCESS_PER_PROBE and not getattr(sandbox, 'PROCESS_PER_PROBE', False):
-        pytest.skip('the attack carries state across probes: it needs one process per probe (sandbox stream)')
     sys.path.insert(0, HOSTILE)
     import build as hostile_build
     honest_out, honest = _graded(ag_root, hostile_build.honest(name))

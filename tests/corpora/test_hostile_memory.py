@@ -3,11 +3,9 @@ The memory and sliding-window forgeries of tests/hostile/memory/ (built by its b
 pair is some code (honest.py) and the same code with an attack (model.py). Graded on the tests
 the attack aims at, the attack must gain nothing: no test scores more than the honest code does.
 
-Two attacks reach what lives in the student's own process until the sandbox branch is merged
-(child/link_standin.py): the in-process copy of the readings log, and the address-space limit
-that the 11.2 probe sets for itself after model.py's import. They are expected to fail (xfail,
-strict) while the stand-in is in place; with the harness link and job['limits'] applied before
-the import they must pass, and the markers go.
+Two attacks aim at what used to live in the student's own process: the readings log (now kept by
+the harness, on the link: log_tamper) and 11.2's address-space limit (now set by the probe
+process before model.py is imported: window_workspace_at_import).
 """
 
 import importlib.util
@@ -25,12 +23,6 @@ _spec.loader.exec_module(BUILD)
 CASES = BUILD.CASES
 
 GRADING = config.load()
-STANDIN = not os.path.isfile(os.path.join(REPO, 'autograder', 'child', 'link.py'))   # sandbox branch not merged
-NEEDS_HARNESS = {
-    'log_tamper': 'the readings log is copied from the child until the harness link is merged',
-    'window_workspace_at_import': "11.2's address-space limit is set by the probe, after model.py's import, until "
-                                  "the sandbox applies job['limits'] before it",
-}
 
 
 def scores(path, tests, tmp_path, tag):
@@ -44,9 +36,7 @@ def test_pairs_are_built_from_the_current_reference():
 
 
 @pytest.mark.parametrize('name', sorted(CASES))
-def test_memory_forgery_gains_nothing(name, tmp_path, request):
-    if STANDIN and name in NEEDS_HARNESS:
-        request.applymarker(pytest.mark.xfail(reason=NEEDS_HARNESS[name], strict=True))
+def test_memory_forgery_gains_nothing(name, tmp_path):
     _, tests, _, _ = CASES[name]
     honest = scores(os.path.join(HOSTILE, name, 'honest.py'), tests, tmp_path, 'honest')
     forged = scores(os.path.join(HOSTILE, name, 'model.py'), tests, tmp_path, 'forged')

@@ -43,7 +43,8 @@ needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the san
 
 def test_every_os_case_is_graded_here():
     graded = {'net_socket', 'plant_tmp', 'thread_forever', 'proc_snoop', 'other_victim', 'other_reader',
-              'hang_past_watchdog', 'memory_hog'}
+              'hang_past_watchdog', 'memory_hog', 'keyring', 'shared_dirs', 'read_metadata', 'classmate',
+              'inotify_append', 'busy_loops', 'background_forger', 'sandbox_design'}
     assert set(OS_CASES) == graded
 
 
@@ -229,11 +230,11 @@ def _scratch_of(token, timeout=120):
     while time.time() < end:
         for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*')):
             try:
-                with open(os.path.join(path, 'mingpt', 'model.py')) as f:
+                with open(os.path.join(path, 'code', 'mingpt', 'model.py')) as f:
                     mine = token in f.read()
             except OSError:
                 continue
-            if mine and os.path.exists(os.path.join(path, 'job', 'home', 'secret.txt')):
+            if mine and glob.glob(os.path.join(path, 'p-*', 'job', 'home', 'secret.txt')):
                 return path
         time.sleep(0.2)
     raise AssertionError('the victim grading never started')
@@ -260,7 +261,7 @@ def test_concurrent_gradings_cannot_read_each_other(ag_root, monkeypatch, setup)
         out, tests, raw, root, _ = grade(ag_root, read('other_reader').replace('HOSTILETOKEN', token)
                                          .replace('/HOSTILE-TARGET', target))
     finally:
-        for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*', 'job', 'home')):
+        for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*', 'p-*', 'job', 'home')):
             if os.path.isdir(path):
                 open(os.path.join(path, 'go'), 'w').close()   # let the victim end
         proc.wait(timeout=180)
@@ -439,7 +440,9 @@ def test_memory_of_the_whole_tree_fits_768mb(ag_root, name):
         elif name == 'memory_hog':
             msg = tests['submission']['output']
             assert 'could not be imported' in msg and 'SIGKILL' in msg, msg   # the child, not the grader
-            assert figures['oom_kills'] >= 1 and total(out) == 0
+            # the kernel killed it: in the test's 768 MB cgroup, or first in the grading's own cgroup
+            # (sandbox.cgroup_memory_mb, smaller; cgroup v1 counts an OOM kill only where it happened)
+            assert (figures['oom_kills'] >= 1 or 'out of memory' in msg) and total(out) == 0
         else:
             assert total(out) < possible(out) or name == 'print_50mb'
             assert figures.get('oom_kills', 0) == 0

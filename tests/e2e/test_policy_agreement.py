@@ -38,11 +38,6 @@ def _course_style_with_guarded_wandb():
     return source.replace(ANCHOR, ANCHOR + 'try:\n    import wandb\nexcept ImportError:\n    wandb = None\n', 1)
 
 
-# the judges stream makes a denied or lazily imported module cost nothing (issue 18.7); until that grader
-# lands these two cases disagree, and strict xfail turns into a failure the day they agree: remove it then
-AWAITS_IMPORT_RULE = pytest.mark.xfail(strict=True, reason='the grader still refuses these imports statically '
-                                                           '(issue 18.7, judges stream)')
-
 LAZY_MATPLOTLIB = ('    def plot_attention(self):\n        import matplotlib.pyplot as plt\n        return plt\n\n'
                    '    def configure_optimizers(self, train_config):')
 CASES = {
@@ -65,7 +60,6 @@ CASES = {
     'gqa_no_scale': (lambda: fingerprints.apply(fingerprints.BY_ID['gqa-no-scale'], REFERENCE), False, [
         'likely bug: ']),
 }
-XFAIL = {'unused_subprocess', 'matplotlib_in_unused_function'}
 
 
 def _env(**extra):
@@ -106,7 +100,7 @@ def _public_tests(source, tmp_path):
     return proc.returncode == 0, proc.stdout
 
 
-@pytest.mark.parametrize('name', [pytest.param(n, marks=AWAITS_IMPORT_RULE) if n in XFAIL else n for n in CASES])
+@pytest.mark.parametrize('name', list(CASES))
 def test_public_tests_pass_exactly_when_the_grader_gives_full_marks(name, reference_lost, tmp_path):
     make, expected, words = CASES[name]
     source = make()

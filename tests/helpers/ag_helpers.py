@@ -176,30 +176,20 @@ def sandbox_uids():
     return [uid for uid, _gid in pool or []]
 
 
-def _zombie(pid):
-    """Killed processes whose parent died wait as zombies until init reaps them: they run nothing."""
-    with open('/proc/%s/stat' % pid) as f:
-        return f.read().rpartition(')')[2].split()[0] in ('Z', 'X')
-
-
 def sandbox_processes():
     """
-    pids of the sandbox users' processes, each user checked under its sandbox lock so that no
-    grading is in flight for it; a user that another grading holds right now is not checked.
+    pids of the sandbox users' live processes, each user checked under its sandbox lock so that no
+    grading is in flight for it; a user that another grading holds right now is not checked. Probe
+    processes change user without exec (their /proc folder stays root's): their status is read.
     """
+    from autograder.sandbox import users
     pids = []
     for uid in sandbox_uids():
         lock = sandbox._try_lock(uid, blocking=False)
         if lock is None and sandbox._lock_path(uid) is not None:
             continue  # busy with someone else's grading
         try:
-            for entry in os.listdir('/proc'):
-                if entry.isdigit():
-                    try:
-                        if os.stat('/proc/' + entry).st_uid == uid and not _zombie(entry):
-                            pids.append(int(entry))
-                    except FileNotFoundError:
-                        pass
+            pids += users.processes_of(uid)
         finally:
             if lock is not None:
                 os.close(lock)

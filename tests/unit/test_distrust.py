@@ -1,6 +1,6 @@
 """
 Fast tests of what the harness refuses to trust, without running student code: the reading of
-probe outputs (autograder/readback.py), the harness's own deadlines, the report schema and caps
+probe outputs (autograder/sandbox/readback.py: bounded bytes read once), the report schema and caps
 (child/wire.py), the judges' shape guard, and the checks of an upload and of its source
 (autograder/submission.py). tests/corpora/test_hostile.py runs the same attacks end to end.
 """
@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from ag_helpers import REPO
-from autograder import readback, submission
+from autograder import submission
 from autograder.checks import guard_shapes, judge
 from autograder.child import wire
-from autograder.readback import Deadlines, ProbeResult
+from autograder.sandbox import readback
+from autograder.sandbox.readback import ProbeResult
 
 REFERENCE_MODEL = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
 SPEC = {'a': (2, 3), 'b/logits': (4,)}
@@ -28,9 +29,9 @@ SPEC = {'a': (2, 3), 'b/logits': (4,)}
 # ----------------------------------------------------------------------------- helpers
 
 def out_dir(tmp_path):
-    job = tmp_path / 'job'
-    (job / 'out').mkdir(parents=True)
-    return str(job), str(job / 'out')
+    out = tmp_path / 'job' / 'out'
+    out.mkdir(parents=True)
+    return str(out), str(out)
 
 
 def npy_bytes(array):
@@ -70,10 +71,8 @@ def test_honest_outputs_are_read(tmp_path):
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
     job, out = out_dir(tmp_path)
     os.mkfifo(os.path.join(out, 'p.json'))
-    os.mkfifo(os.path.join(out, wire.PROGRESS_FILE))
     r = read(job)
     assert r.status == 'invalid' and 'not a regular file' in r.message
-    assert readback.read_progress(job) == []
     os.unlink(os.path.join(out, 'p.json'))
     write_probe(out)
     os.mkfifo(os.path.join(out, 'p.npz'))
@@ -89,13 +88,23 @@ def test_a_link_is_not_followed(tmp_path):
     assert r.status == 'invalid' and 'link' in r.message
 
 
-def test_stale_outputs_and_special_files_are_cleared(tmp_path):
+def test_a_file_is_read_once_and_never_past_its_cap_whatever_fstat_says(tmp_path, monkeypatch):
     job, out = out_dir(tmp_path)
-    os.mkfifo(os.path.join(out, 'p.json'))
-    os.mkdir(os.path.join(out, 'p.npz'))
-    write_probe(out, 'q')
-    readback.clear_outputs(job, ['p'])
-    assert sorted(n for n in os.listdir(out) if not n.startswith('.junk')) == ['q.json']
+    write_probe(out, raw_report='{"status": "ok", "message": "%s"}' % ('x' * 5000))
+    r = readback.read_probe(job, 'p', SPEC, max_report_bytes=1024)
+    assert r.status == 'invalid' and 'more than the 1024 allowed' in r.message
+    # a size check that lies (a file grown after it, as an inotify-timed append would): the read stops at the cap
+    real_fstat = os.fstat
+    monkeypatch.setattr(readback.os, 'fstat', lambda fd: os.stat_result((stat.S_IFREG | 0o600,) + tuple(real_fstat(fd))[1:6]
+                                                                         + (10,) + tuple(real_fstat(fd))[7:]))
+    r = readback.read_probe(job, 'p', SPEC, max_report_bytes=1024)
+    assert r.status == 'invalid' and 'grew past 1024 bytes' in r.message
+    reads = []
+    monkeypatch.setattr(readback, 'read_npz', lambda f, size, expected: reads.append(size) or ({}, {}))
+    write_probe(out)
+    with open(os.path.join(out, 'p.npz'), 'wb') as f:
+        f.write(b'z' * 3000)
+    assert readback.read_probe(job, 'p', SPEC).status == 'ok' and reads == [3000]   # the parser sees the copy's size
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -222,48 +231,6 @@ def test_the_child_clips_its_own_report_to_the_caps():
                             for i in range(200)}}
     clipped = wire.clip_report(info)
     assert wire.check_report(json.loads(json.dumps(clipped, allow_nan=False))) == clipped
-
-
-# ----------------------------------------------------------------------------- deadlines
-
-ORDER, SECONDS = ['import', 'rope', 'loss-curve', 'window'], [5, 10, 20, 30]
-
-
-def lines(*pairs):
-    return [tuple(p.split(' ')) for p in pairs]
-
-
-def test_honest_progress_opens_one_slot_after_another():
-    d = Deadlines(ORDER, SECONDS, now=0)
-    assert d.advance(lines('start import'), 1) == [] and d.current == 'import'
-    assert d.advance(lines('start import', 'end import', 'start rope'), 2) == ['import']
-    assert (d.current, d.slot_start, d.timeout) == ('rope', 2, 10)
-    assert not d.expired(11.9) and d.expired(12.1)
-
-
-def test_a_forged_end_closes_the_slot_and_never_reopens_it():
-    d = Deadlines(ORDER, SECONDS, now=0)
-    d.advance(lines('start import', 'end import', 'start rope', 'end rope', 'start loss-curve'), 1)
-    assert d.current == 'loss-curve'
-    # the child writes "end loss-curve" at once and keeps training: the harness reads loss-curve now
-    assert d.advance(lines('end loss-curve'), 2) == ['loss-curve']
-    # the real "start/end loss-curve" lines later change nothing, nor a restart of an earlier probe
-    assert d.advance(lines('start loss-curve', 'end loss-curve', 'start rope', 'start import'), 15) == []
-    assert (d.current, d.slot_start) == ('window', 2)
-    assert d.expired(32.5)  # the next slot started when loss-curve's was closed, not when the child said so
-
-
-def test_jumping_ahead_closes_every_skipped_slot():
-    d = Deadlines(ORDER, SECONDS, now=0)
-    assert d.advance(lines('start window'), 3) == ['import', 'rope', 'loss-curve']
-    assert d.current == 'window' and d.advance(lines('end window'), 4) == ['window'] and d.current is None
-    assert not d.expired(10 ** 6)
-
-
-def test_garbage_lines_are_ignored():
-    d = Deadlines(ORDER, SECONDS, now=0)
-    assert d.advance([('end',), ('end', 'nope'), ('finish', 'rope'), ('start', 'rope', 'x')], 1) == []
-    assert d.current == 'import' and d.expired(5.1)
 
 
 # ----------------------------------------------------------------------------- the judges' guard

@@ -9,7 +9,6 @@ import pytest
 
 from autograder import config, grade, results
 from autograder.checks import optional, resources
-from autograder.child import link_standin
 from autograder.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
@@ -30,7 +29,7 @@ FLOORS = {kv: resources.memory_floor(GRADING.profiles['cpu'], kv)[0] for kv in (
 LABELS = resources.memory_labels(GRADING.profiles['cpu'])
 
 
-def memory_result(figures, readings, harness=True, pid=41):
+def memory_result(figures, readings, pid=41):
     """A memory probe's result: figures {label: value}, readings {label: [(kind, value)]} between the call's marks."""
     log = []
     for label in LABELS:
@@ -41,10 +40,7 @@ def memory_result(figures, readings, harness=True, pid=41):
         e['i'] = i
     arrays = {label + '/figure': np.array([0, v], np.float64) for label, v in figures.items()}
     r = ok(arrays)
-    if harness:
-        r.harness = {'link': log}
-    else:   # DEV STAND-IN: the child's copy of the log
-        arrays['log'] = np.array(link_standin.rows(log, LABELS), np.int64)
+    r.harness = {'link': log}
     return r
 
 
@@ -59,7 +55,11 @@ def test_memory_judges_the_harness_log_and_each_style_may_allocate_its_own_amoun
     readings = {label: [('allocated', 200_000_000), ('allocated', 200_000_000 + n)] for label, n in nets.items()}
     v = judged_memory(nets, readings)
     assert v.fraction == 1.0, v.lines
-    assert judged_memory(nets, readings, harness=False).fraction == 1.0   # the stand-in's copy reads the same
+    # the same readings written by the child itself are no evidence: only the harness's log of the link counts
+    r = memory_result(nets, readings)
+    r.arrays['log'], r.harness = np.zeros((8, 5), np.int64), {}
+    v = resources.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
+    assert v.fraction == 0.0, v.lines
 
 
 def test_memory_figures_without_the_readings_behind_them_fail():

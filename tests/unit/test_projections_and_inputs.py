@@ -77,3 +77,107 @@ def test_weights_keep_attention_scores_of_order_one(profile):
     # minGPT's 0.02 init would make the softmax nearly uniform and hide bugs; ours is 1/sqrt(fan_in)
     w = inputs.build(profile)['w/mha/q_proj.weight']
     assert abs(float(w.std()) * np.sqrt(w.shape[1]) - 1.0) < 0.1
+
+
+# ----------------------------------------------------------------------------- per-probe inputs
+
+STRICT_RUN = r'''
+import json, os, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])          # reference/: mingpt and chargpt
+sys.path.insert(0, sys.argv[2])          # the repository: autograder
+from autograder import GRADING_YAML, config, inputs, registry
+from autograder.child import runner
+
+prof = config.load(GRADING_YAML).profiles['cpu']
+prof['loss_curve'] = dict(prof['loss_curve'], iters=2)   # the keys it reads do not depend on the length
+every = inputs.build(prof)
+asked = {}
+
+
+class Strict:
+    """inputs.npz of one probe: reading a key of build() that for_probe() did not give it is recorded."""
+    def __init__(self, given, probe):
+        self.given, self.probe = given, probe
+        self.files = list(given)
+
+    def __getitem__(self, key):
+        if key not in self.given:
+            asked.setdefault(self.probe, set()).add(key)
+        return every[key] if key in every else self.given[key]
+
+
+class Ctx(runner.Context):
+    def __init__(self, probe):
+        self.job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
+        self.profile = prof
+        import torch
+        self.device = torch.device('cpu')
+        self.scratch = os.path.dirname(sys.argv[3])
+        self.inputs = Strict(inputs.for_probe(prof, probe, every), probe)
+        self.arrays, self.info = {}, {}
+
+    def _prefix(self, prefix):
+        wanted = [k for k in every if k.startswith(prefix)]
+        missing = [k for k in wanted if k not in self.inputs.given]
+        if missing:
+            asked.setdefault(self.inputs.probe, set()).update(missing)
+        return {k[len(prefix):]: __import__('torch').from_numpy(every[k].copy()) for k in wanted}
+
+    def weights(self, label):
+        return self._prefix('w/%s/' % label)
+
+    def state(self, label):
+        return self._prefix('model/%s/' % label)
+
+
+import torch
+torch.set_num_threads(1)   # as in a probe process: one thread, on a machine other jobs share
+import mingpt.model  # noqa: F401
+table = runner.load_probes()
+errors = {}
+for probe in registry.PROBED:
+    ctx = Ctx(probe)
+    table[probe](ctx)
+    if ctx.info.get('case_errors'):
+        errors[probe] = ctx.info['case_errors']
+print(json.dumps({'asked': {k: sorted(v) for k, v in asked.items()}, 'errors': errors,
+                  'probes': sorted(registry.PROBED)}))
+'''
+
+
+def test_each_probe_reads_only_the_inputs_declared_for_it(tmp_path):
+    """
+    Every probe runs on the reference in-process with exactly inputs.for_probe(...) of its id (what its
+    process gets in the sandbox): a key of inputs.build() it reads but was not given fails here, naming it.
+    """
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, registry
+    if not os.path.isfile(DATA_FILE):
+        pytest.skip('data/input.txt is missing (./setup.sh builds it)')
+    shutil.copyfile(DATA_FILE, tmp_path / 'input.txt')
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    proc = subprocess.run([sys.executable, '-c', STRICT_RUN, REFERENCE_DIR, REPO_ROOT, str(tmp_path / 'input.txt')],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found['asked'] == {}, 'probes read inputs not declared in inputs.probe_inputs: %s' % found['asked']
+    assert found['errors'] == {}, found['errors']
+    declared = inputs.probe_inputs(config.load().profiles['cpu'])
+    assert set(declared) == set(registry.PROBED) == set(found['probes']), 'a probe has no inputs declared'
+
+
+def test_for_probe_gives_no_other_probes_inputs(profile):
+    every = inputs.build(profile)
+    assert inputs.for_probe(profile, 'rope', every) == {k: v for k, v in every.items() if k.startswith('rope/')}
+    assert inputs.for_probe(profile, 'import', every) == {}
+    assert 'heldout/idx' not in inputs.for_probe(profile, 'gradients', every)
+    assert not any(k.startswith('w/') for k in inputs.for_probe(profile, 'model', every))
+    # the causality probe never gets the originals whose outputs (3.1, 5.1, 8.1) it is judged against
+    assert not {'attn/x', 'model/idx'} & set(inputs.for_probe(profile, 'causality', every))
+    with pytest.raises(KeyError):
+        inputs.for_probe(profile, 'a-probe-nobody-declared', every)

@@ -133,3 +133,21 @@ def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
     assert out.possible == 100 and out.to_json()['score'] == 100 + extra[done]
     assert out.extra_data['points'] == {'required': 100.0, 'required_max': 100.0, 'extra_credit': extra[done],
                                         'extra_credit_max': sum(extra.values())}
+
+
+def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
+    """Written after each finished test while grading runs; run_autograder's watchdog keeps those, the rest did not run."""
+    specs = config.load(GRADING_YAML).enabled_tests()
+    path = str(tmp_path / 'results.json')
+    results.partial(specs, {'rope': Verdict(1.0, ['4 of 4 cases match']), 'gqa': Verdict(0.5, ['half'])}, 0).write(path)
+    out = results.load(path)
+    assert out.extra_data['partial'] is True and out.score('rope') == out['rope'].max_score
+    assert out.score('gqa') == out['gqa'].max_score / 2 and out['loss-curve'].output == results.PENDING
+    assert results.finish_partial(path, 'Grading was stopped after 570 s.')
+    out = results.load(path)
+    assert out.extra_data['partial'] is False and out.score('rope') == out['rope'].max_score
+    assert out['loss-curve'].score == 0 and out['loss-curve'].output == 'did not run: Grading was stopped after 570 s.'
+    assert out.output == 'Grading was stopped after 570 s. 2 test(s) had finished and are kept; the others did not run.'
+    assert not results.finish_partial(path, 'again')   # only a partial file is finished, once
+    Results.error('x', 'y', 1.0).write(path)
+    assert not results.finish_partial(path, 'the final results of a grading are never touched')

@@ -27,8 +27,8 @@ from mingpt.utils import CfgNode as CN
 def _hostile_read():
     target = '/HOSTILE-TARGET'
     found = []
-    for path in ('/var/lib/hw1-sandbox', target, target + '/mingpt/model.py', target + '/job/job.json',
-                 target + '/job/out', target + '/job/home', target + '/job/home/secret.txt',
+    for path in ('/var/lib/hw1-sandbox', target, target + '/code/mingpt/model.py', target + '/p-import/job/job.json',
+                 target + '/p-import/job/out', target + '/p-import/job/home', target + '/p-import/job/home/secret.txt',
                  '/tmp/hw1-HOSTILETOKEN-secret.txt'):
         try:
             if os.path.isdir(path):

@@ -1,9 +1,13 @@
 """
-Reads back what the child left in job/out/, trusting no byte of it (the child is student code,
-which can write those files itself, or put links, FIFOs and bombs where they belong).
+Reads back what a probe process left in its out/ folder, trusting no byte of it (the child is
+student code, which can write those files itself, or put links, FIFOs and bombs where they
+belong).
 
+- The harness calls this only after every process of the sandbox user and of the grading's
+  cgroup is dead (users.kill_and_confirm): nothing can change a file while it is read.
 - Files are opened with O_NOFOLLOW|O_NONBLOCK relative to the out/ folder; only regular files
-  of capped size are read (a FIFO or a link is refused, never waited on).
+  are read (a FIFO or a link is refused, never waited on), and each is read ONCE, at most its
+  cap plus one byte, whatever fstat says; everything below parses that copy in memory.
 - Reports are JSON without NaN/Infinity, checked against child/wire.py's schema and caps.
 - Arrays come from a .npz whose members must be STORED (no decompression, so no bomb), with
   a central directory of capped size, members named after the keys the probe may return,
@@ -12,10 +16,9 @@ which can write those files itself, or put links, FIFOs and bombs where they bel
   not read at all: it is reported as a wrong shape of that case, not loaded.
 - Any exception while reading one probe (MemoryError, RecursionError, zip/struct/Value/OS
   errors...) makes that probe 'invalid'; it never reaches the grading.
-- Deadlines: the harness's own clock over one child's probes (Deadlines); progress lines can
-  only end a probe's slot early, never extend it.
 """
 
+import io
 import json
 import math
 import os
@@ -45,6 +48,9 @@ class ProbeResult:
     info: dict = field(default_factory=dict)
     seconds: float = 0.0
     refused: Dict[str, str] = field(default_factory=dict)   # key -> why its array was not read (too large)
+    # facts the harness measured from outside the probe's process (trusted): cpu_seconds, wall_seconds,
+    # max_rss_bytes, ended (exit | signal | timeout | oom | budget), exit_code, signal, link (the handler's log)
+    harness: dict = field(default_factory=dict)
 
 
 class Unreadable(ValueError):
@@ -53,12 +59,13 @@ class Unreadable(ValueError):
 
 # ----------------------------------------------------------------------------- files
 
-def open_out(job_dir):
-    return os.open(os.path.join(job_dir, 'out'), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def open_out(out_dir):
+    return os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
 def open_regular(dir_fd, name, limit):
-    """A binary file object of out/<name>, or None when it does not exist; Unreadable unless a regular file <= limit."""
+    """A binary file object of out/<name>, or None when it does not exist; Unreadable unless a regular file
+    (its size is checked here for a clear message only: read_bytes never reads more than `limit` + 1)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -87,40 +94,6 @@ def read_bytes(dir_fd, name, limit):
     if len(data) > limit:
         raise Unreadable('%s grew past %d bytes while being read' % (name, limit))
     return data
-
-
-def clear_outputs(job_dir, probe_ids):
-    """Remove the progress file and these probes' outputs (whatever they are) before a child runs them."""
-    dir_fd = open_out(job_dir)
-    try:
-        for name in [wire.PROGRESS_FILE] + [n for p in probe_ids for n in (wire.report_name(p), wire.arrays_name(p))]:
-            try:
-                os.unlink(name, dir_fd=dir_fd)
-            except FileNotFoundError:
-                pass
-            except IsADirectoryError:
-                os.rename(name, '.junk-%s-%d' % (name, os.getpid()), src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def read_progress(job_dir):
-    """[(kind, probe id)] of out/progress; nothing when it is missing, not a regular file, or unreadable."""
-    try:
-        dir_fd = open_out(job_dir)
-    except OSError:
-        return []
-    try:
-        f = open_regular(dir_fd, wire.PROGRESS_FILE, 1 << 40)
-        if f is None:
-            return []
-        with f:
-            data = f.read(wire.MAX_PROGRESS_BYTES)  # past the cap, later lines are not seen: only the student loses
-    except (OSError, ValueError):
-        return []
-    finally:
-        os.close(dir_fd)
-    return [tuple(line.split(' ', 1)) for line in data.decode('utf-8', 'replace').splitlines() if ' ' in line]
 
 
 # ----------------------------------------------------------------------------- reports
@@ -236,10 +209,14 @@ def read_npz(f, size, expected=None):
 
 # ----------------------------------------------------------------------------- one probe
 
-def read_probe(job_dir, probe_id, expected=None, max_report_bytes=256 * 1024, max_arrays_bytes=64 << 20):
-    """The probe's ProbeResult, or None when it left no report. Never raises."""
+def read_probe(out_dir, probe_id, expected=None, max_report_bytes=256 * 1024, max_arrays_bytes=64 << 20):
+    """
+    The probe's ProbeResult, or None when it left no report. Never raises. Each file is read once
+    into memory (bounded) and parsed from that copy: a writer still alive could not change what is
+    parsed, and none is (the caller killed them all first).
+    """
     try:
-        dir_fd = open_out(job_dir)
+        dir_fd = open_out(out_dir)
     except OSError as e:
         return ProbeResult('invalid', "the probe's output folder could not be opened: %s" % e.strerror)
     try:
@@ -248,10 +225,9 @@ def read_probe(job_dir, probe_id, expected=None, max_report_bytes=256 * 1024, ma
             return None
         info = parse_report(raw)
         arrays, refused = {}, {}
-        f = open_regular(dir_fd, wire.arrays_name(probe_id), max_arrays_bytes)
-        if f is not None:
-            with f:
-                arrays, refused = read_npz(f, os.fstat(f.fileno()).st_size, expected)
+        data = read_bytes(dir_fd, wire.arrays_name(probe_id), max_arrays_bytes)
+        if data is not None:
+            arrays, refused = read_npz(io.BytesIO(data), len(data), expected)
     except Exception as e:  # noqa: BLE001  whatever the child's files do, only this probe is lost
         return ProbeResult('invalid', "the probe's output could not be read safely: %s: %s"
                            % (type(e).__name__, str(e)[:300]))
@@ -262,48 +238,3 @@ def read_probe(job_dir, probe_id, expected=None, max_report_bytes=256 * 1024, ma
     if status not in wire.STATUSES:
         status, message = 'invalid', 'the probe reported the unknown status %r' % status[:50]
     return ProbeResult(status, message, arrays, info, float(info.get('seconds', 0.0)), refused)
-
-
-# ----------------------------------------------------------------------------- deadlines
-
-class Deadlines:
-    """
-    The harness's clock over one child's probes, in the order the child must run them
-    ([import, p1, ..., pn]). The probe at `index` runs in a slot that the harness opened when it
-    saw the previous probe end, and that lasts that probe's timeout; so probe i's result exists
-    by launch + the sum of the timeouts up to i at the latest, whatever the child writes.
-
-    A progress line can only move the index forward ("end p" or "start q" closes every slot up
-    to it, at once): a forged "end" closes a slot early (the harness then reads that probe's
-    result, which is final), and no line reopens or restarts a slot.
-    """
-
-    def __init__(self, order, seconds, now):
-        assert len(order) == len(seconds), 'one timeout per probe'
-        self.order, self.seconds = list(order), list(seconds)
-        self.position = {p: i for i, p in enumerate(self.order)}
-        self.index, self.slot_start = 0, now
-
-    @property
-    def current(self):
-        return self.order[self.index] if self.index < len(self.order) else None
-
-    @property
-    def timeout(self):
-        return self.seconds[self.index] if self.index < len(self.order) else 0.0
-
-    def advance(self, lines, now):
-        """The probes whose slots these progress lines close (to be read now, once)."""
-        closed = []
-        for line in lines:
-            if len(line) != 2 or line[1] not in self.position:
-                continue
-            kind, pid = line
-            target = self.position[pid] + (1 if kind == 'end' else 0) if kind in ('start', 'end') else -1
-            if target > self.index:
-                closed += self.order[self.index:target]
-                self.index, self.slot_start = target, now
-        return closed
-
-    def expired(self, now):
-        return self.current is not None and now - self.slot_start > self.timeout

@@ -1,0 +1,40 @@
+"""
+The OS wall between the student's code (autograder/child/, run in a probe process) and the
+judge (the rest of autograder/). Standard library and ctypes only; nothing here imports torch or
+student code, and nothing of autograder/child/ imports this package.
+
+    core.py       Sandbox.run: one grading, one fresh process per probe, plain data back
+    zygote.py     the harness's side of the zygote (child/zygote.py is the other): forks probe processes
+    wall.py       what a probe process does to itself before the probe runs (namespaces, allow-listed
+                  root, limits, user, seccomp); loaded by path into the zygote
+    probe.py      one probe process watched to its end: harness link, CPU deadline, how it ended
+    seccomp.py    the seccomp filter (BPF), Docker's default deny-list and more
+    defences.py   which defences are in force (grading.yaml sandbox.defences), fail closed
+    cgroups.py    one cgroup per grading: CPU time, equal share, memory and task limits, OOM, kill
+    users.py      the pool of sandbox users, their locks, kill-and-confirm
+    leftovers.py  files in every writable folder, kernel keys, SysV IPC: removed
+    scratch.py    the grading's folders and the file system a probe sees
+    readback.py   reading a probe's outputs: bounded bytes read once, parsed from the copy with caps
+    cli.py        python -m autograder.sandbox: the self-test, the clean-up, the writable-folder scan
+
+Order within the package (no circle): wall, seccomp, cgroups, readback, users <- leftovers,
+defences, zygote, scratch <- probe <- core <- cli.
+"""
+
+from autograder.sandbox.core import GradingStopped, RunResult, Sandbox  # noqa: F401
+from autograder.sandbox.defences import SandboxRefused  # noqa: F401
+from autograder.sandbox.readback import ProbeResult  # noqa: F401
+from autograder.sandbox.users import claim as _claim_user  # noqa: F401  (tests and the batch engine)
+from autograder.sandbox.users import lock_path as _lock_path  # noqa: F401
+from autograder.sandbox.users import sandbox_pool as _sandbox_user  # noqa: F401
+from autograder.sandbox.users import try_lock as _try_lock  # noqa: F401
+from autograder.sandbox.users import user_can_access as _user_can_access  # noqa: F401
+from autograder.sandbox.zygote import Zygote  # noqa: F401
+
+
+def protect_source(paths):
+    """Make the grader's own files unreadable to the sandbox user (root keeps access)."""
+    import os
+    for path in paths:
+        if os.path.exists(path):
+            os.chmod(path, 0o700)

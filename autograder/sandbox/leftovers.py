@@ -1,0 +1,270 @@
+"""
+Nothing of a grading survives it. Between probes and after the grading, for the sandbox user:
+
+- files: every entry it owns in every folder it can write to. With namespaces a probe can write
+  only to its own out/ and home/ (tmpfs, dropped after the probe), and the self-test confirms
+  that everything else is read-only. Without them, `writable_places()` lists every folder of
+  the machine the user could create files in (world-writable like /tmp, /run/lock, /dev/mqueue,
+  or its own), from a scan that setup.sh makes once (cached) plus the usual volatile ones; the
+  removal runs AS that user, so a planted link can only make it delete what the student could.
+- kernel keys: seccomp denies add_key/keyctl/request_key; its user, session and persistent
+  keyrings are cleared anyway (clear_keys), for kernels or set-ups without the filter.
+- SysV IPC: seccomp denies creating objects (and an IPC namespace drops them with the probe);
+  any object it owns is removed (remove_ipc).
+- processes: users.kill_and_confirm.
+"""
+
+import ctypes
+import json
+import os
+import stat
+import time
+
+from autograder.sandbox import seccomp
+
+VOLATILE = ('/tmp', '/var/tmp', '/dev/shm', '/run/lock', '/run/shm', '/dev/mqueue', '/var/crash')
+SKIP_FS = {'proc', 'sysfs', 'cgroup', 'cgroup2', 'devpts', 'securityfs', 'debugfs', 'tracefs', 'bpf', 'fusectl',
+           'configfs', 'binfmt_misc', 'pstore', 'hugetlbfs', 'autofs', 'efivarfs', 'nsfs'}
+CACHE = '/var/lib/hw1-sandbox/writable.json'
+SCAN_SECONDS = 60.0          # a scan that takes longer is cut short (it then lists what it found so far)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_scanned = {}                # (uid, gid) -> places: one scan per process at most
+
+
+def _as_user(uid, gid, fn):
+    """fn() in a fork running as uid:gid (no groups); returns the integer it returns, or 0."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        result = 0
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            result = int(fn())
+        except BaseException:
+            pass
+        os.write(w, str(result).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, 'rb') as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    try:
+        return int(data or 0)
+    except ValueError:
+        return 0
+
+
+# ----------------------------------------------------------------------------- where the user can write
+
+def _can_create(st, uid, gid):
+    mode = st.st_mode
+    if st.st_uid == uid:
+        return bool(mode & stat.S_IWUSR and mode & stat.S_IXUSR)
+    if st.st_gid == gid:
+        return bool(mode & stat.S_IWGRP and mode & stat.S_IXGRP)
+    return bool(mode & stat.S_IWOTH and mode & stat.S_IXOTH)
+
+
+def _can_enter(st, uid, gid):
+    mode = st.st_mode
+    bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH
+    return bool(mode & bit)
+
+
+def _mount_points(exclude):
+    points = []
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            left, _, right = line.partition(' - ')
+            point, fstype = left.split()[4], right.split()[0]
+            if fstype not in SKIP_FS and not any(point == e or point.startswith(e + '/') for e in exclude):
+                points.append(point.encode().decode('unicode_escape'))
+    return sorted(set(points))
+
+
+def scan(uid, gid, exclude=('/var/lib/hw1-sandbox', '/proc', '/sys'), max_seconds=SCAN_SECONDS):
+    """Every folder `uid` could create an entry in, walking each mounted file system once (no folder
+    the user cannot enter is descended into: what lies below is out of its reach)."""
+    found, end = set(), time.time() + max_seconds
+    for top in _mount_points(exclude):
+        try:
+            dev = os.lstat(top).st_dev
+        except OSError:
+            continue
+        todo = [top]
+        while todo and time.time() < end:
+            path = todo.pop()
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or st.st_dev != dev or any(path == e for e in exclude):
+                continue
+            if _can_create(st, uid, gid):
+                found.add(path)
+            if not _can_enter(st, uid, gid):
+                continue
+            try:
+                with os.scandir(path) as it:
+                    todo += [e.path for e in it if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                pass
+    return sorted(found)
+
+
+def _boot_id():
+    try:
+        with open('/proc/sys/kernel/random/boot_id') as f:
+            return f.read().strip()
+    except OSError:
+        return ''
+
+
+def write_cache(uid, gid, by_setup=False):
+    """The scan, kept for later gradings (setup.sh runs this once: `python -m autograder.sandbox scan`)."""
+    places = scan(uid, gid)
+    os.makedirs(os.path.dirname(CACHE), mode=0o711, exist_ok=True)
+    tmp = CACHE + '.tmp'
+    with open(tmp, 'w') as f:
+        json.dump({'boot_id': _boot_id(), 'setup': by_setup, 'uid': uid, 'gid': gid, 'places': places}, f)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, CACHE)
+    return places
+
+
+def writable_places(uid, gid):
+    """The cached scan (setup.sh's, or this boot's) for any sandbox user, plus the volatile folders now."""
+    key = (uid, gid)
+    if key not in _scanned:
+        places = None
+        try:
+            with open(CACHE) as f:
+                cached = json.load(f)
+            if cached.get('setup') or cached.get('boot_id') == _boot_id():
+                places = cached['places']
+        except (OSError, ValueError, KeyError):
+            pass
+        if places is None:
+            places = write_cache(uid, gid)
+        _scanned[key] = places
+    extra = [v for v in VOLATILE if os.path.isdir(v)]
+    return sorted(set(_scanned[key]) | set(extra))
+
+
+# ----------------------------------------------------------------------------- removal
+
+def _remove_tree(path, uid):
+    """Remove `path` (an entry the user owns) and everything below it; returns the count. Runs as the user."""
+    removed = 0
+    if os.path.isdir(path) and not os.path.islink(path):
+        try:
+            os.chmod(path, 0o700)   # a 0000 folder of its own would hide its files
+        except OSError:
+            pass
+        try:
+            names = os.listdir(path)
+        except OSError:
+            names = []
+        for name in names:
+            removed += _remove_tree(os.path.join(path, name), uid)
+        try:
+            os.rmdir(path)
+            removed += 1
+        except OSError:
+            pass
+    else:
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def remove_user_files(uid, gid, folders=None, max_seconds=30.0):
+    """
+    Delete every entry owned by `uid` in `folders` (default: writable_places), from a fork that runs
+    AS that user. Returns the number of entries removed.
+    """
+    folders = writable_places(uid, gid) if folders is None else folders
+
+    def sweep():
+        removed, end = 0, time.time() + max_seconds
+        for folder in folders:
+            try:
+                with os.scandir(folder) as it:
+                    mine = [e.path for e in it if e.stat(follow_symlinks=False).st_uid == uid]
+            except OSError:
+                continue
+            for path in mine:
+                if time.time() > end:
+                    return removed
+                removed += _remove_tree(path, uid)
+        return removed
+    return _as_user(uid, gid, sweep)
+
+
+KEYCTL_GET_PERSISTENT, KEYCTL_CLEAR = 22, 7
+KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -2, -4, -5
+
+
+def clear_keys(uid, gid):
+    """Clear the user's kernel keyrings (user, user-session, persistent), as that user. Returns keys left (key-users)."""
+    nr = (seccomp.numbers() or {}).get('keyctl')
+    if nr is None:
+        return keys_of(uid)
+
+    def clear():
+        def keyctl(*args):   # glibc has no keyctl(): the system call itself (libkeyutils is not needed)
+            return _libc.syscall(ctypes.c_long(nr), *args)
+        for ring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
+            keyctl(ctypes.c_int(KEYCTL_CLEAR), ctypes.c_long(ring))
+        persistent = keyctl(ctypes.c_int(KEYCTL_GET_PERSISTENT), ctypes.c_long(-1), ctypes.c_long(KEY_SPEC_PROCESS_KEYRING))
+        if persistent > 0:
+            keyctl(ctypes.c_int(KEYCTL_CLEAR), ctypes.c_long(persistent))
+        return 0
+    _as_user(uid, gid, clear)
+    return keys_of(uid)
+
+
+def keys_of(uid):
+    """Keys the kernel holds for `uid` besides its own keyrings' shells (/proc/key-users: nkeys), or None."""
+    try:
+        with open('/proc/key-users') as f:
+            for line in f:
+                owner, _, rest = line.partition(':')
+                if owner.strip() == str(uid):
+                    return int(rest.split()[1].split('/')[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return 0
+
+
+IPC_RMID = 0
+
+
+def remove_ipc(uid):
+    """Remove every SysV shared memory segment, semaphore set and message queue owned or created by `uid`."""
+    removed = 0
+    for kind, call in (('shm', lambda i: _libc.shmctl(i, IPC_RMID, None)),
+                       ('sem', lambda i: _libc.semctl(i, 0, IPC_RMID)),
+                       ('msg', lambda i: _libc.msgctl(i, IPC_RMID, None))):
+        try:
+            with open('/proc/sysvipc/%s' % kind) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        if not lines:
+            continue
+        header = lines[0].split()
+        for line in lines[1:]:
+            row = dict(zip(header, line.split()))
+            if str(uid) in (row.get('uid'), row.get('cuid')):
+                ident = int(row.get('shmid') or row.get('semid') or row.get('msqid'))
+                if call(ctypes.c_int(ident)) == 0:
+                    removed += 1
+    return removed

@@ -1,0 +1,212 @@
+"""
+The pool of sandbox users: which unprivileged user a grading runs student code as, the lock
+that keeps two concurrent gradings off the same user, and the kill that ends every process of
+that user between probes (confirmed: nothing of a probe is alive when its outputs are read).
+
+The lock files are `flock`s on /run/hw1-sandbox-uid<uid>.lock held for a whole grading: every
+grading on the machine, whatever version of the grader, takes the same ones.
+"""
+
+import fcntl
+import os
+import pwd
+import signal
+import sys
+import tempfile
+import time
+
+PROC = '/proc'
+
+
+class StillRunning(RuntimeError):
+    """Processes of the sandbox user survived every kill: the grading stops (fail closed)."""
+
+
+def pool_size():
+    from autograder import GRADING_YAML, config
+    return config.load(GRADING_YAML).sandbox['pool_size']
+
+
+def user_can_access(uid, gid, checks):
+    """Whether `uid` (no supplementary groups) passes os.access for every (path, mode) of `checks`, tried in a fork."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            os._exit(0 if all(os.access(p, mode) for p, mode in checks) else 1)
+        except BaseException:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def child_python(uid, gid, python_copy):
+    """
+    (interpreter the sandbox user can run, extra environment) or (None, reason). The grader's
+    own interpreter when the user can reach it and torch (Gradescope: /usr/bin/python3);
+    otherwise the copy setup.sh makes at sandbox.python_copy (an interpreter under /root,
+    e.g. pyenv, is never opened up to other users).
+    """
+    import importlib.util
+    torch_dir = os.path.dirname(importlib.util.find_spec('torch').origin)
+    exe = os.path.realpath(sys.executable)
+    if user_can_access(uid, gid, [(exe, os.X_OK), (torch_dir, os.R_OK)]):
+        return exe, {}
+    prefix = os.path.realpath(sys.prefix)
+    if python_copy and exe.startswith(prefix + os.sep) and torch_dir.startswith(prefix + os.sep):
+        copy_exe = os.path.join(python_copy, os.path.relpath(exe, prefix))
+        copy_torch = os.path.join(python_copy, os.path.relpath(torch_dir, prefix))
+        if user_can_access(uid, gid, [(copy_exe, os.X_OK), (copy_torch, os.R_OK)]):
+            # the copy's binary may carry an absolute RUNPATH into the original prefix
+            return copy_exe, {'LD_LIBRARY_PATH': os.path.join(python_copy, 'lib')}
+    return None, ('the sandbox user cannot run %s or read torch, and there is no usable copy at %s '
+                  '(./setup.sh makes it)' % (exe, python_copy))
+
+
+def sandbox_pool(name, size=None, python_copy=None):
+    """
+    ([(uid, gid), ...] of the pool, None) or (None, the reason): not root, no such user (run
+    setup.sh), or the user cannot reach a Python installation. The pool is `name`, name1, ...
+    up to sandbox.pool_size of grading.yaml (setup.sh creates the same users from it).
+    """
+    if os.geteuid() != 0:
+        return None, 'the grader is not running as root, so it cannot run student code as another user'
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        return None, 'user %r does not exist (./setup.sh creates it)' % name
+    if python_copy is not None and child_python(pw.pw_uid, pw.pw_gid, python_copy)[0] is None:
+        return None, child_python(pw.pw_uid, pw.pw_gid, python_copy)[1]
+    pool = [(pw.pw_uid, pw.pw_gid)]
+    for i in range(1, size or pool_size()):
+        try:
+            extra = pwd.getpwnam('%s%d' % (name, i))
+        except KeyError:
+            break
+        if extra.pw_gid in [g for _, g in pool] or extra.pw_gid == 0:
+            break   # the scratch folder is opened to the user's own group: it must be theirs alone
+        pool.append((extra.pw_uid, extra.pw_gid))
+    return pool, None
+
+
+# ----------------------------------------------------------------------------- locks
+
+def lock_path(uid):
+    for folder in ('/run', tempfile.gettempdir()):
+        if os.access(folder, os.W_OK):
+            return os.path.join(folder, 'hw1-sandbox-uid%d.lock' % uid)
+    return None
+
+
+def try_lock(uid, blocking):
+    """
+    An exclusive lock per sandbox user, held for a whole grading: between probes every process of
+    that user is killed, so two gradings must never share a user at the same time.
+    """
+    path = lock_path(uid)
+    if path is None:
+        return None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def claim(users):
+    """The first free (uid, gid) of the pool and its lock; waits for the first one if all are busy."""
+    for user in users:
+        fd = try_lock(user[0], blocking=False)
+        if fd is not None:
+            return user, fd
+    return users[0], try_lock(users[0][0], blocking=True)
+
+
+# ----------------------------------------------------------------------------- processes
+
+def _ids(pid):
+    """(real, effective, saved uids, state) of a process, or None when it is gone."""
+    try:
+        with open('%s/%s/status' % (PROC, pid)) as f:
+            text = f.read()
+    except OSError:
+        return None
+    uids, state = (), ''
+    for line in text.splitlines():
+        if line.startswith('Uid:'):
+            uids = tuple(int(x) for x in line.split()[1:4])
+        elif line.startswith('State:'):
+            state = line.split()[1]
+    return uids, state
+
+
+def processes_of(uid):
+    """pids of the live (not zombie) processes whose real, effective or saved uid is `uid`. Probe processes
+    changed user without exec, so /proc/<pid> belongs to root: the status file is read, not the owner."""
+    out = []
+    for entry in os.listdir(PROC):
+        if entry.isdigit():
+            ids = _ids(entry)
+            if ids and uid in ids[0] and ids[1] not in ('Z', 'X'):
+                out.append(int(entry))
+    return out
+
+
+def cpu_seconds_of(pids):
+    """utime + stime of these processes and of the children they reaped (clock ticks from /proc/<pid>/stat)."""
+    ticks = os.sysconf('SC_CLK_TCK')
+    total = 0
+    for pid in pids:
+        try:
+            with open('%s/%d/stat' % (PROC, pid)) as f:
+                fields = f.read().rpartition(')')[2].split()
+            total += sum(int(x) for x in fields[11:15])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / ticks
+
+
+def kill_as(uid):
+    """kill(-1, SIGKILL) as `uid`: exactly that user's processes, in every PID namespace, whatever their group."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        except BaseException:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def kill_and_confirm(uid, cgroup=None, timeout=10.0):
+    """
+    Kill every process of `uid` and of the grading's cgroup, and return once none is alive;
+    StillRunning when some still are after `timeout` seconds (a fork bomb racing the kill is
+    bounded by RLIMIT_NPROC and pids.max, so this does not happen by design).
+    """
+    end = time.time() + timeout
+
+    def alive():
+        left = set(processes_of(uid)) if uid is not None else set()
+        if cgroup is not None:
+            left |= {p for p in cgroup.pids() if (_ids(p) or ((), 'X'))[1] not in ('Z', 'X')}
+        return left
+    if not alive():   # the usual case (a PID namespace ends with its first process): nothing to kill
+        return
+    while True:
+        if cgroup is not None:
+            cgroup.kill()
+        if uid is not None:
+            kill_as(uid)
+        left = alive()
+        if not left:
+            return
+        if time.time() > end:
+            raise StillRunning('processes of the sandbox user survived every kill: %s'
+                               % ', '.join(str(p) for p in sorted(left)[:10]))
+        time.sleep(0.01)

@@ -1,0 +1,155 @@
+"""
+The process model of autograder/sandbox/ end to end, with tiny model.py files run through one
+Sandbox (one zygote for the whole module, as a batch worker would use it): the harness link
+with an echo handler and the kernel's sender pid, a forged sender refused, per-probe limits
+applied before model.py is imported, deadlines that count CPU time and not sleep, a background
+process that does not outlive its probe, an OOM kill reported as such, and what the harness
+measured in ProbeResult.harness.
+"""
+
+import os
+
+import pytest
+
+from ag_helpers import SANDBOXED, sandbox_processes
+from autograder import GRADING_YAML, config
+from autograder.child import wire
+from autograder.sandbox import Sandbox
+
+GRADING = config.load(GRADING_YAML)
+JOB = {'profile': GRADING.profiles['cpu']}
+
+
+@pytest.fixture(scope='module', params=['strongest', 'no-namespaces'])
+def sandbox(request):
+    """The strongest set-up here, and the one of a Docker container without CAP_SYS_ADMIN (Gradescope)."""
+    if request.param == 'no-namespaces' and not SANDBOXED:
+        pytest.skip('the weaker set-up differs only under root')
+    old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
+    if request.param == 'no-namespaces':
+        os.environ['HW1_SANDBOX_DISABLE'] = 'namespaces,cgroups'
+    try:
+        with Sandbox(GRADING.sandbox) as sb:
+            yield sb
+    finally:
+        os.environ.pop('HW1_SANDBOX_DISABLE', None)
+        if old is not None:
+            os.environ['HW1_SANDBOX_DISABLE'] = old
+
+
+def run(sandbox, tmp_path, code, probes=(), timeout=60, **kwargs):
+    path = tmp_path / 'model.py'
+    path.write_text('import os\nimport sys\nimport time\n\n' + code)
+    return sandbox.run(str(path), dict(JOB, **kwargs.pop('job', {})), list(probes), {}, {}, timeout, **kwargs)
+
+
+def test_the_link_serves_a_handler_with_the_senders_pid_from_the_kernel(sandbox, tmp_path):
+    seen = []
+
+    def echo(payload, pid):
+        seen.append(pid)
+        return b'echo:' + payload, {'pid': pid, 'payload': payload.decode()}
+
+    r = run(sandbox, tmp_path, "import child.link as link\nprint('GOT', link.ask(b'hello').decode(), "
+                               "link.ask(b'').decode() or 'empty')\n", handlers={wire.IMPORT: echo})
+    imp = r.import_result
+    assert imp.status == 'ok', imp.message
+    assert 'GOT echo:hello echo:' in imp.info['stdout']
+    assert imp.harness['link'] == [{'pid': imp.harness['pid'], 'payload': 'hello'},
+                                   {'pid': imp.harness['pid'], 'payload': ''}]
+    assert imp.harness['link_messages'] == 2 and seen == [imp.harness['pid']] * 2
+
+
+def test_a_forged_sender_pid_is_refused_by_the_kernel(sandbox, tmp_path):
+    got = []
+    r = run(sandbox, tmp_path, """
+import socket, struct
+s = socket.socket(fileno=os.dup(3))          # the inherited link: no socket() call
+try:
+    s.sendmsg([b'\\x01forged'], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack('3i', 1, 0, 0))])
+    print('FORGED sent')
+except OSError as e:
+    print('FORGED refused', e.errno)
+""", handlers={wire.IMPORT: lambda payload, pid: got.append((payload, pid)) or b''})
+    assert 'FORGED refused 1' in r.import_result.info['stdout'], r.import_result.info['stdout']
+    assert got == []
+
+
+def test_per_probe_limits_apply_before_model_py_is_imported(sandbox, tmp_path):
+    code = "import torch\n_X = torch.ones(50_000_000)   # 200 MB at import\nprint('ALLOCATED')\n"
+    free = run(sandbox, tmp_path, code)
+    assert free.import_result.status == 'ok' and 'ALLOCATED' in free.import_result.info['stdout']
+    capped = run(sandbox, tmp_path, code, job={'limits': {wire.IMPORT: {'address_space_margin_mb': 100}}})
+    assert capped.import_result.status == 'error' and 'allocate' in capped.import_result.message
+
+
+def test_deadlines_count_cpu_time_not_sleep(sandbox, tmp_path):
+    slept = run(sandbox, tmp_path, 'time.sleep(4)\n', timeout=2)   # 4 s asleep, far under 2 s of CPU
+    assert slept.import_result.status == 'ok', slept.import_result.message
+    h = slept.import_result.harness
+    assert h['wall_seconds'] >= 4 and h['cpu_seconds'] < 2 and h['ended'] == 'exit'
+    busy = run(sandbox, tmp_path, 'while True:\n    pass\n', timeout=2)
+    h = busy.import_result.harness
+    assert busy.import_result.status == 'timeout' and h['ended'] == 'timeout'
+    assert 2 <= h['cpu_seconds'] < 4 and 'ran longer than the 2 s allowed' in busy.import_result.message
+    asleep = run(sandbox, tmp_path, 'time.sleep(3600)\n', timeout=1)   # the wall-clock cap: 3 x 1 + 10 s
+    h = asleep.import_result.harness
+    assert asleep.import_result.status == 'timeout' and h['ended'] == 'wall' and h['wall_seconds'] < 20
+    assert 'sleeping or waiting forever' in asleep.import_result.message
+
+
+def test_busy_children_count_in_the_deadline(sandbox, tmp_path):
+    code = "for _ in range(3):\n    if os.fork() == 0:\n        while True:\n            pass\ntime.sleep(3600)\n"
+    r = run(sandbox, tmp_path, code, timeout=3)
+    h = r.import_result.harness
+    assert r.import_result.status == 'timeout' and h['ended'] == 'timeout', h
+    assert h['wall_seconds'] < 30
+    assert sandbox_processes() == []
+
+
+@pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user (./setup.sh)')
+def test_a_background_process_does_not_outlive_its_probe(sandbox, tmp_path):
+    code = """
+print('BEFORE', os.path.exists(os.path.join(os.environ['TMPDIR'], 'kept')))
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        while True:
+            with open(os.path.join(os.environ['TMPDIR'], 'kept'), 'a') as f:
+                f.write('x')
+            time.sleep(0.05)
+    os._exit(0)
+time.sleep(0.3)
+print('KEPT', sorted(os.listdir(os.environ['TMPDIR'])))
+"""
+    r = run(sandbox, tmp_path, code, probes=['rope'])
+    assert "BEFORE False" in r.import_result.info['stdout'] and "KEPT ['kept']" in r.import_result.info['stdout']
+    # the rope probe's process imports model.py again: a fresh home, and the import check's writer is dead
+    assert "BEFORE False" in r.probes['rope'].info.get('stdout', ''), r.probes['rope'].info
+    assert sandbox_processes() == []
+
+
+@pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user (./setup.sh)')
+def test_an_oom_kill_is_reported_as_out_of_memory(sandbox, tmp_path):
+    if not sandbox.on['cgroups']:
+        pytest.skip('no cgroup here: only the container would stop the allocation')
+    mb = GRADING.sandbox['cgroup_memory_mb'] + 200
+    r = run(sandbox, tmp_path, 'import torch\n_X = torch.ones(%d * 262144)\n' % mb)
+    imp = r.import_result
+    assert imp.harness['ended'] == 'oom', imp.harness
+    assert imp.status == 'crashed' and 'out of memory' in imp.message and 'SIGKILL' in imp.message
+    assert 'timed out' not in imp.message and 'ran longer' not in imp.message
+
+
+def test_the_harness_measures_each_process(sandbox, tmp_path):
+    r = run(sandbox, tmp_path, "import torch\n_X = torch.ones(10_000_000)\n", probes=['rope'])
+    for result in (r.import_result, r.probes['rope']):
+        h = result.harness
+        assert result.status == 'ok', result.message
+        assert h['ended'] == 'exit' and h['exit_code'] == 0 and h['signal'] is None
+        assert 0 < h['cpu_seconds'] < 30 and 0 < h['wall_seconds'] < 60
+        assert h['max_rss_bytes'] > 40_000_000   # the 40 MB tensor, in the process's own peak
+    assert r.import_result.harness['pid'] != r.probes['rope'].harness['pid']   # one fresh process each
+    assert r.isolation['selftest'] and all(v is True for v in r.isolation['selftest'].values())
+    if r.isolation['cgroups'] is True:
+        assert r.import_result.harness['cgroup_peak_bytes'] >= 40_000_000

@@ -1,0 +1,295 @@
+"""
+The pieces of autograder/sandbox/ on their own, in forks of the test process (seconds, no
+grading): the seccomp program (decisions checked by a small BPF interpreter, then the filter
+installed for real), the clean-up of files, keys and IPC objects as the sandbox user, the
+cgroup of a grading, the kill that confirms, and the choice of defences (fail closed).
+"""
+
+import ctypes
+import errno
+import os
+import pwd
+import socket
+import struct
+import tempfile
+import time
+
+import pytest
+
+from ag_helpers import SANDBOX_USER, SANDBOXED
+from autograder.sandbox import cgroups, defences, leftovers, seccomp, users, wall
+
+needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user (./setup.sh)')
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def in_fork(fn):
+    """Run fn() in a child process; returns its exit code (0 = fn returned True)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if fn() else 1)
+        except BaseException:
+            os._exit(2)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def as_user(pw):
+    os.setgroups([])
+    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+
+
+# ----------------------------------------------------------------------------- seccomp, as BPF
+
+def run_bpf(program, arch, nr, arg0=0):
+    """The filter's answer for one system call: a classic-BPF interpreter of the opcodes seccomp.py uses."""
+    insns = [struct.unpack('=HBBI', program[i:i + 8]) for i in range(0, len(program), 8)]
+    data = struct.pack('<iIQ6Q', nr, arch, 0, arg0 & (2 ** 64 - 1), 0, 0, 0, 0, 0)
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = insns[pc]
+        if code == seccomp.BPF_LD_W_ABS:
+            acc = struct.unpack_from('<I', data, k)[0]
+        elif code == seccomp.BPF_AND_K:
+            acc &= k
+        elif code == seccomp.BPF_JEQ_K:
+            pc += jt if acc == k else jf
+        elif code == seccomp.BPF_JGE_K:
+            pc += jt if acc >= k else jf
+        elif code == seccomp.BPF_RET_K:
+            return k
+        else:
+            raise AssertionError('unknown opcode %#x' % code)
+        pc += 1
+
+
+@pytest.mark.parametrize('machine', sorted(seccomp.SYSCALLS))
+def test_filter_decisions(machine):
+    program = seccomp.program(machine)
+    arch, nrs = seccomp.SYSCALLS[machine]
+    eperm, enosys = seccomp.SECCOMP_RET_ERRNO | errno.EPERM, seccomp.SECCOMP_RET_ERRNO | errno.ENOSYS
+    for name in seccomp.DENIED:
+        if name in nrs:
+            assert run_bpf(program, arch, nrs[name]) == eperm, name
+    # what a probe needs: read/write/mmap (0..9 on x86_64, 63/64/222 on aarch64), threads and fork via clone
+    for nr in ((0, 1, 9, 57, 59, 231) if machine == 'x86_64' else (63, 64, 222, 93, 94)):
+        assert run_bpf(program, arch, nr) == seccomp.SECCOMP_RET_ALLOW, nr
+    thread_flags = 0x3d0f00    # CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_CLEARTID
+    assert run_bpf(program, arch, nrs['clone'], thread_flags) == seccomp.SECCOMP_RET_ALLOW
+    assert run_bpf(program, arch, nrs['clone'], 17) == seccomp.SECCOMP_RET_ALLOW          # fork(): SIGCHLD only
+    for flag in (0x10000000, 0x20000000, 0x40000000, 0x00020000, 0x08000000, 0x04000000, 0x02000000):
+        assert run_bpf(program, arch, nrs['clone'], 17 | flag) == eperm, hex(flag)        # any namespace flag
+    assert run_bpf(program, arch, nrs['clone3']) == enosys                               # glibc falls back to clone
+    assert run_bpf(program, 0x40000003, 102) == seccomp.SECCOMP_RET_KILL_PROCESS          # i386 socketcall()
+    if machine == 'x86_64':
+        assert run_bpf(program, arch, 0x40000000 | 41) == seccomp.SECCOMP_RET_KILL_PROCESS  # x32 socket()
+
+
+def test_filter_installed_denies_and_allows_what_a_probe_needs():
+    program = seccomp.program()
+    if program is None:
+        pytest.skip('no filter for this architecture')
+
+    def attempt():
+        wall.install_seccomp(program)
+        for family in (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX):
+            try:
+                socket.socket(family, socket.SOCK_STREAM).close()
+                return False
+            except PermissionError:
+                pass
+        if libc.syscall(seccomp.numbers()['keyctl'], 0, -4, 1) != -1 or ctypes.get_errno() != errno.EPERM:
+            return False
+        if libc.syscall(seccomp.numbers()['clone3'], 0, 0) != -1 or ctypes.get_errno() != errno.ENOSYS:
+            return False
+        r, w = os.pipe()      # files, pipes, processes, threads still work
+        os.write(w, b'x')
+        with tempfile.TemporaryFile() as f:
+            f.write(b'ok')
+        import threading
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        return os.read(r, 1) == b'x' and os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+
+    assert in_fork(attempt) == 0
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()   # the filter stayed in the fork
+
+
+# ----------------------------------------------------------------------------- defences: fail closed
+
+ALL = {'user': True, 'seccomp': True, 'namespaces': True, 'cgroups': True}
+GRADESCOPE = dict(ALL, namespaces='no CAP_SYS_ADMIN', cgroups='read-only /sys/fs/cgroup')
+LEVELS = {'user': 'required', 'seccomp': 'required', 'namespaces': 'if_available', 'cgroups': 'if_available'}
+
+
+def test_a_required_defence_the_machine_lacks_refuses(monkeypatch):
+    monkeypatch.delenv('HW1_SANDBOX_DISABLE', raising=False)
+    with pytest.raises(defences.SandboxRefused, match='requires the seccomp defence'):
+        defences.plan(LEVELS, dict(ALL, seccomp='no seccomp filter is defined for sparc'))
+    with pytest.raises(defences.SandboxRefused, match='requires the namespaces defence'):
+        defences.plan(dict(LEVELS, namespaces='required'), GRADESCOPE)
+
+
+def test_the_weaker_mode_is_stated(monkeypatch):
+    monkeypatch.delenv('HW1_SANDBOX_DISABLE', raising=False)
+    plan = defences.plan(LEVELS, GRADESCOPE)
+    assert plan['namespaces'] == (False, 'no CAP_SYS_ADMIN') and plan['seccomp'] == (True, 'in force')
+    text = defences.describe(plan)
+    assert text['lacks'] == ['namespaces: no CAP_SYS_ADMIN', 'cgroups: read-only /sys/fs/cgroup']
+    assert text['network'] == 'seccomp: socket() denied' and text['proc'].startswith('NOT hidden')
+    off = defences.plan(dict(LEVELS, cgroups='off'), ALL)
+    assert off['cgroups'] == (False, 'off in grading.yaml (sandbox.defences.cgroups)')
+
+
+def test_the_environment_never_turns_off_a_required_defence(monkeypatch):
+    monkeypatch.setenv('HW1_SANDBOX_DISABLE', 'namespaces,tmpfs')
+    assert defences.plan(LEVELS, ALL)['namespaces'] == (False, 'turned off by HW1_SANDBOX_DISABLE')
+    monkeypatch.setenv('HW1_SANDBOX_DISABLE', 'seccomp')
+    with pytest.raises(defences.SandboxRefused, match='which grading.yaml requires'):
+        defences.plan(LEVELS, ALL)
+    monkeypatch.setenv('HW1_SANDBOX_DISABLE', 'everything')
+    with pytest.raises(defences.SandboxRefused, match='HW1_SANDBOX_DISABLE names everything'):
+        defences.plan(LEVELS, ALL)
+
+
+# ----------------------------------------------------------------------------- leftovers, as the user
+
+@needs_sandbox
+def test_remove_user_files_as_that_user():
+    pw = pwd.getpwnam(SANDBOX_USER)
+    top = tempfile.mkdtemp(prefix='hw1-sandbox-test-')
+    os.chmod(top, 0o1777)
+    try:
+        root_file = os.path.join(top, 'root-owned')
+        with open(root_file, 'w') as f:
+            f.write('keep')
+        outside = tempfile.NamedTemporaryFile(delete=False)   # root's, elsewhere: a link must not reach it
+
+        def plant():
+            as_user(pw)
+            os.makedirs(os.path.join(top, 'd', 'e'))
+            for i in range(50):
+                open(os.path.join(top, 'd', 'e', str(i)), 'w').close()
+            os.symlink(outside.name, os.path.join(top, 'link'))
+            os.symlink('/', os.path.join(top, 'd', 'root-link'))
+            os.chmod(os.path.join(top, 'd', 'e'), 0)
+            os.chmod(os.path.join(top, 'd'), 0)
+            return True
+
+        assert in_fork(plant) == 0
+        removed = leftovers.remove_user_files(pw.pw_uid, pw.pw_gid, folders=(top,))
+        assert removed == 50 + 2 + 2   # the files, two folders, two links
+        assert sorted(os.listdir(top)) == ['root-owned']
+        assert os.path.exists(outside.name) and os.path.exists(root_file)
+    finally:
+        os.unlink(outside.name)
+        os.unlink(root_file)
+        os.rmdir(top)
+
+
+@needs_sandbox
+def test_writable_places_cover_the_shared_folders():
+    pw = pwd.getpwnam(SANDBOX_USER)
+    places = leftovers.writable_places(pw.pw_uid, pw.pw_gid)
+    for folder in ('/tmp', '/var/tmp', '/dev/shm', '/run/lock'):
+        if os.path.isdir(folder):
+            assert folder in places
+    assert not any(p.startswith('/var/lib/hw1-sandbox') or p.startswith('/proc') for p in places)
+
+
+@needs_sandbox
+def test_kernel_keys_and_sysv_ipc_of_the_user_are_removed():
+    pw = pwd.getpwnam(SANDBOX_USER)
+    nr = seccomp.numbers()
+
+    def plant():   # no filter here: what a set-up without seccomp would let through
+        as_user(pw)
+        key = libc.syscall(nr['add_key'], b'user\0', b'hw1-test-key\0', b'secret', 6, -4)   # the user keyring
+        shm = libc.shmget(0, 4096, 0o1000 | 0o600)
+        return key > 0 and shm >= 0
+
+    assert in_fork(plant) == 0
+    assert leftovers.keys_of(pw.pw_uid) >= 1
+    assert leftovers.remove_ipc(pw.pw_uid) >= 1
+    with open('/proc/sysvipc/shm') as f:
+        assert not [l for l in f.read().splitlines()[1:] if l.split()[7] == str(pw.pw_uid)]
+    leftovers.clear_keys(pw.pw_uid, pw.pw_gid)
+
+    def search():
+        as_user(pw)
+        return libc.syscall(nr['request_key'], b'user\0', b'hw1-test-key\0', None, 0) == -1
+    assert in_fork(search) == 0, 'the key outlived clear_keys'
+
+
+# ----------------------------------------------------------------------------- processes and cgroups
+
+@needs_sandbox
+def test_processes_of_a_user_that_changed_uid_without_exec_are_found_and_killed():
+    pw = pwd.getpwnam(SANDBOX_USER)
+    lock = users.try_lock(pw.pw_uid, blocking=False)
+    if lock is None:
+        pytest.skip('a grading holds the sandbox user now')
+    try:
+        pid = os.fork()
+        if pid == 0:
+            as_user(pw)   # /proc/<pid> stays root's (not dumpable): the owner of the folder says nothing
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(60)
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.3)
+        found = users.processes_of(pw.pw_uid)
+        assert pid in found and len(found) >= 2
+        users.kill_and_confirm(pw.pw_uid)
+        assert users.processes_of(pw.pw_uid) == []
+        os.waitpid(pid, 0)
+    finally:
+        os.close(lock)
+
+
+def _burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or cgroups.available() is not True, reason='no writable cgroup hierarchy')
+def test_a_grading_cgroup_counts_cpu_kills_and_goes():
+    cg = cgroups.Cgroup(memory_mb=256, pids=32)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            for procs in cg.procs_files():
+                with open(procs, 'w') as f:
+                    f.write('0')
+            if os.fork() == 0:   # a grandchild that leaves the session: still in the cgroup, and counted
+                os.setsid()
+                _burn(0.5)
+                time.sleep(60)
+                os._exit(0)
+            _burn(0.5)
+            time.sleep(60)
+            os._exit(0)
+        end = time.time() + 60
+        while cg.cpu_seconds() < 1.0 and time.time() < end:   # both burn 0.5 s of CPU, however busy the machine
+            time.sleep(0.05)
+        assert cg.contains(pid) and len(cg.pids()) == 2
+        assert 1.0 <= cg.cpu_seconds() < 1.5
+        cg.kill()
+        os.waitpid(pid, 0)
+        for _ in range(100):
+            if not cg.pids():
+                break
+            time.sleep(0.02)
+        assert cg.pids() == set()
+        assert cg.oom_kills() in (0, None)
+    finally:
+        cg.kill()   # nothing of the test may outlive it, whatever failed
+        cg.remove()
+    assert not any(os.path.exists(d) for d in cg.dirs.values())
