@@ -11,7 +11,6 @@ from typing import List
 import numpy as np
 
 
-
 @dataclass
 class Verdict:
     fraction: float
