@@ -5,7 +5,7 @@ results.json (no NaN), written in bounded time, no points beyond the submission'
 (the reference's full marks, or 0 where the attack stops the import), no leaked text, and no
 process or file of the sandbox users left behind.
 
-What the OS can stop depends on the machine (autograder/isolation.py probes it; results.json's
+What the OS can stop depends on the machine (autograder/sandbox/defences.py probes it; results.json's
 extra_data.isolation says what was in force). Here each case runs with the strongest set-up
 the machine allows and, where the grader is root, again with HW1_SANDBOX_DISABLE turning the
 namespaces off: the set-up of a Docker container without CAP_SYS_ADMIN (Gradescope, likely).

@@ -16,7 +16,7 @@ import pytest
 
 from autograder import REPO_ROOT, config, fixtures
 from autograder.checks import values
-from autograder.readback import ProbeResult
+from autograder.sandbox import ProbeResult
 from autograder import results
 from autograder.staff import gradebook, regrade_diff
 
