@@ -414,6 +414,26 @@ def case_gpt(dtype=torch.float32):
             'gpt_loss': (out[1].reshape(1), note + ' Loss of GPT.forward(idx, targets).')}
 
 
+def case_generate(dtype=torch.float32):
+    # always float64, whatever the caller asks: top_k=1 sampling must draw the same tokens as the
+    # staff solution's run, and the likely-bug signatures come from float64 runs
+    model, config, note = build_gpt(torch.float64)
+    n = config.block_size + 3   # longer than block_size: generate must crop to the LAST block_size tokens
+    prompt = torch.tensor([[int((u + 1) / 2 * config.vocab_size) for u in lcg(seed, n)] for seed in (9, 10)])
+    out = {}
+    for name, kwargs in (('generate_greedy', {'do_sample': False}), ('generate_top_k1', {'do_sample': True, 'top_k': 1})):
+        torch.manual_seed(0)
+        with torch.no_grad():
+            result = model.generate(prompt.clone(), 6, **kwargs)
+        tokens = result[0] if isinstance(result, (tuple, list)) else result   # generate returns (idx, seconds)
+        if not isinstance(tokens, torch.Tensor):
+            raise CheckFailed('GPT.generate should return (idx, seconds), got %s' % type(result).__name__)
+        out[name] = (tokens.to(dtype), '%s GPT.generate(prompt of %d tokens, 6, %s): the prompt and 6 new tokens; '
+                     'top_k=1 sampling must pick the most likely token, as greedy decoding does.'
+                     % (note, n, ', '.join('%s=%s' % kv for kv in kwargs.items())))
+    return out
+
+
 def case_sliding_window_mask(dtype=torch.float32):
     return {'sw_mask_T%d_w%d' % (T, w): (student.sliding_window_mask(T, w).to(dtype),
                                          'sliding_window_mask(%d, %d), as 0/1' % (T, w))
@@ -442,6 +462,7 @@ CASES = {
     'gqa_rope_kv3': lambda dtype=torch.float32: case_attention('gqa_rope_kv3', 'GroupedQueryAttention', 3, True,
                                                                600, dtype),
     'gpt': case_gpt,
+    'generate': case_generate,
     'sliding_window_mask': case_sliding_window_mask,
     'banded_attention': case_banded_attention,
 }
@@ -1052,6 +1073,11 @@ class PublicTests(unittest.TestCase):
     def test_16_optional_banded_attention(self):
         """Optional: banded_attention equals attention under the sliding-window mask"""
         self.check_case('banded_attention')
+
+    @student_code
+    def test_17_generate(self):
+        """GPT.generate: greedy and top_k=1 tokens past block_size (given code, but a KV cache rewrites it)"""
+        self.check_case('generate', atol=0.0)
 
 # ----------------------------------------------------------------------------- summary
 
@@ -1788,6 +1814,24 @@ EXPECTED = {
     'gpt_loss': ((1,), [
         3.092374,
     ]),
+    'generate_greedy': ((2, 25), [
+        2, 1, 1, 3, 10, 5, 7, 3,
+        3, 0, 9, 4, 9, 5, 6, 1,
+        7, 10, 1, 10, 7, 10, 10, 10,
+        10, 2, 0, 0, 8, 1, 10, 4,
+        6, 6, 7, 6, 4, 10, 10, 7,
+        4, 7, 6, 2, 0, 0, 0, 0,
+        0, 10,
+    ]),
+    'generate_top_k1': ((2, 25), [
+        2, 1, 1, 3, 10, 5, 7, 3,
+        3, 0, 9, 4, 9, 5, 6, 1,
+        7, 10, 1, 10, 7, 10, 10, 10,
+        10, 2, 0, 0, 8, 1, 10, 4,
+        6, 6, 7, 6, 4, 10, 10, 7,
+        4, 7, 6, 2, 0, 0, 0, 0,
+        0, 10,
+    ]),
     'sw_mask_T6_w4': ((6, 6), [
         1, 0, 0, 0, 0, 0, 1, 1,
         0, 0, 0, 0, 1, 1, 1, 0,
@@ -1904,6 +1948,8 @@ GPT_PARAMETERS = [
     ('transformer.wte.weight', (11, 48)),
 ]
 LIKELY_BUGS = {
+    'generate-crop-first-block': 'past block_size, generate feeds the FIRST block_size tokens; the model must see the last ones (idx[:, -block_size:])',
+    'generate-top-k-ignored': 'generate samples from every token: top_k does not crop the logits to the k largest before sampling',
     'gqa-group-sum': 'attention scores are summed over the query group; each query head needs its own scores S(i,j) = Q(i,j) K(i)^T / sqrt(d)',
     'gqa-mask-off-by-one': 'the causal mask is off by one: each query also sees the next token',
     'gqa-no-mask': 'no causal mask: queries attend to future tokens',
@@ -2070,6 +2116,43 @@ BUG_SIGNATURES = {
         ('gqa-no-mask', [2.617082, -0.01271296, 0.101553, 0.215819, 0.330085]),
         ('gqa-mask-off-by-one', [2.919372, -0.01418139, 0.113283, 0.2407475, 0.3682119]),
         ('gqa-softmax-dim', [2.634171, -0.01279597, 0.1022162, 0.2172283, 0.3322404]),
+    ],
+    'generate_greedy': [
+        ('rope-interleaved', [4.68, 3.18807, -0.6211123, -0.7533396, -4.562522]),
+        ('rope-sign', [4.94, 2.476142, -0.8282719, -0.1728879, -4.891515]),
+        ('rope-theta-pow2', [5.3, 3.055504, -0.976411, -1.897056, -4.7976]),
+        ('rope-theta-i', [4.88, 2.714154, -0.6043131, 0.03701754, -5.544192]),
+        ('rope-base-1000', [5.12, 2.178118, -0.5024844, -0.3546595, -4.449475]),
+        ('rope-sin-cos-swapped', [4.94, 2.476142, -0.8282719, -0.1728879, -4.891515]),
+        ('rope-on-values', [5.6, 2.05607, -0.09812064, -1.969469, -3.557974]),
+        ('rope-q-only', [5.46, 2.70244, -1.961605, -0.968796, -5.067155]),
+        ('gqa-tiled', [5.5, 3.261558, -2.402947, -0.7135409, -3.549619]),
+        ('gqa-group-sum', [5.24, 3.10053, -2.544885, -0.5535466, -3.653377]),
+        ('gqa-no-scale', [5.78, 2.731191, -2.152861, -1.097217, -4.284213]),
+        ('gqa-scale-n-embd', [4.76, 2.489827, 0.3435119, -0.3885893, -3.949118]),
+        ('gqa-no-mask', [5.12, 2.914095, -1.444915, 0.7014575, -5.071766]),
+        ('gqa-mask-off-by-one', [5.18, 2.173556, -0.893079, -0.282759, -4.763608]),
+        ('gqa-softmax-dim', [4.3, 2.862752, 1.20772, -0.4473114, -2.668028]),
+        ('generate-crop-first-block', [5.06, 3.535677, 0.767391, -0.3038387, -1.375068]),
+    ],
+    'generate_top_k1': [
+        ('rope-interleaved', [4.68, 3.18807, -0.6211123, -0.7533396, -4.562522]),
+        ('rope-sign', [4.94, 2.476142, -0.8282719, -0.1728879, -4.891515]),
+        ('rope-theta-pow2', [5.3, 3.055504, -0.976411, -1.897056, -4.7976]),
+        ('rope-theta-i', [4.88, 2.714154, -0.6043131, 0.03701754, -5.544192]),
+        ('rope-base-1000', [5.12, 2.178118, -0.5024844, -0.3546595, -4.449475]),
+        ('rope-sin-cos-swapped', [4.94, 2.476142, -0.8282719, -0.1728879, -4.891515]),
+        ('rope-on-values', [5.6, 2.05607, -0.09812064, -1.969469, -3.557974]),
+        ('rope-q-only', [5.46, 2.70244, -1.961605, -0.968796, -5.067155]),
+        ('gqa-tiled', [5.5, 3.261558, -2.402947, -0.7135409, -3.549619]),
+        ('gqa-group-sum', [5.24, 3.10053, -2.544885, -0.5535466, -3.653377]),
+        ('gqa-no-scale', [5.78, 2.731191, -2.152861, -1.097217, -4.284213]),
+        ('gqa-scale-n-embd', [4.76, 2.489827, 0.3435119, -0.3885893, -3.949118]),
+        ('gqa-no-mask', [5.12, 2.914095, -1.444915, 0.7014575, -5.071766]),
+        ('gqa-mask-off-by-one', [5.18, 2.173556, -0.893079, -0.282759, -4.763608]),
+        ('gqa-softmax-dim', [4.3, 2.862752, 1.20772, -0.4473114, -2.668028]),
+        ('generate-top-k-ignored', [4.78, 2.227008, 0.8592007, 0.9056069, -4.421998]),
+        ('generate-crop-first-block', [5.06, 3.535677, 0.767391, -0.3038387, -1.375068]),
     ],
 }
 

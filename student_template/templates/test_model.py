@@ -360,6 +360,26 @@ def case_gpt(dtype=torch.float32):
             'gpt_loss': (out[1].reshape(1), note + ' Loss of GPT.forward(idx, targets).')}
 
 
+def case_generate(dtype=torch.float32):
+    # always float64, whatever the caller asks: top_k=1 sampling must draw the same tokens as the
+    # staff solution's run, and the likely-bug signatures come from float64 runs
+    model, config, note = build_gpt(torch.float64)
+    n = config.block_size + 3   # longer than block_size: generate must crop to the LAST block_size tokens
+    prompt = torch.tensor([[int((u + 1) / 2 * config.vocab_size) for u in lcg(seed, n)] for seed in (9, 10)])
+    out = {}
+    for name, kwargs in (('generate_greedy', {'do_sample': False}), ('generate_top_k1', {'do_sample': True, 'top_k': 1})):
+        torch.manual_seed(0)
+        with torch.no_grad():
+            result = model.generate(prompt.clone(), 6, **kwargs)
+        tokens = result[0] if isinstance(result, (tuple, list)) else result   # generate returns (idx, seconds)
+        if not isinstance(tokens, torch.Tensor):
+            raise CheckFailed('GPT.generate should return (idx, seconds), got %s' % type(result).__name__)
+        out[name] = (tokens.to(dtype), '%s GPT.generate(prompt of %d tokens, 6, %s): the prompt and 6 new tokens; '
+                     'top_k=1 sampling must pick the most likely token, as greedy decoding does.'
+                     % (note, n, ', '.join('%s=%s' % kv for kv in kwargs.items())))
+    return out
+
+
 # BEGIN OPTIONAL sliding_window
 def case_sliding_window_mask(dtype=torch.float32):
     return {'sw_mask_T%d_w%d' % (T, w): (student.sliding_window_mask(T, w).to(dtype),
@@ -390,6 +410,7 @@ CASES = {
     'gqa_rope_kv3': lambda dtype=torch.float32: case_attention('gqa_rope_kv3', 'GroupedQueryAttention', 3, True,
                                                                600, dtype),
     'gpt': case_gpt,
+    'generate': case_generate,
     # BEGIN OPTIONAL sliding_window
     'sliding_window_mask': case_sliding_window_mask,
     'banded_attention': case_banded_attention,
@@ -864,6 +885,11 @@ class PublicTests(unittest.TestCase):
         """Optional: banded_attention equals attention under the sliding-window mask"""
         self.check_case('banded_attention')
     # END OPTIONAL
+
+    @student_code
+    def test_17_generate(self):
+        """GPT.generate: greedy and top_k=1 tokens past block_size (given code, but a KV cache rewrites it)"""
+        self.check_case('generate', atol=0.0)
 
 # ----------------------------------------------------------------------------- summary
 

@@ -60,8 +60,10 @@ ROPE_MODULE_BUGS = ['rope-positions-from-0', 'rope-interleaved', 'rope-sign', 'r
 ROPE_ATTENTION_BUGS = ['rope-d-n-embd', 'rope-on-values', 'rope-q-only']
 GROUPING_BUGS = ['gqa-tiled', 'gqa-group-sum']
 ATTENTION_CORE_BUGS = ['gqa-no-scale', 'gqa-scale-n-embd', 'gqa-no-mask', 'gqa-mask-off-by-one', 'gqa-softmax-dim']
+GENERATE_BUGS = ['generate-top-k-ignored', 'generate-crop-first-block']
 BELONGS = dict([(f, 'test_02_rope_d8') for f in ROPE_MODULE_BUGS] + [(f, 'test_04_mha_rope') for f in ROPE_ATTENTION_BUGS]
-               + [(f, 'test_06_gqa_kv2') for f in GROUPING_BUGS + ATTENTION_CORE_BUGS])
+               + [(f, 'test_06_gqa_kv2') for f in GROUPING_BUGS + ATTENTION_CORE_BUGS]
+               + [(f, 'test_17_generate') for f in GENERATE_BUGS])
 # tests that use no RoPE, no attention or no grouping cannot be failed by such a bug
 UNRELATED = {
     'rope module': ['test_05_gqa_kv1', 'test_06_gqa_kv2', 'test_07_gqa_kv3', 'test_10_dropout'],
@@ -70,9 +72,13 @@ UNRELATED = {
     'grouping': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_04_mha_rope',
                  'test_10_dropout', 'test_11_causality_mha_rope'],
     'attention core': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_10_dropout'],
+    'generate': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_04_mha_rope', 'test_05_gqa_kv1',
+                 'test_06_gqa_kv2', 'test_07_gqa_kv3', 'test_10_dropout', 'test_11_causality_mha_rope', 'test_13_gpt',
+                 'test_14_memory_figure'],
 }
 FAMILY = dict([(f, 'rope module') for f in ROPE_MODULE_BUGS] + [(f, 'rope in attention') for f in ROPE_ATTENTION_BUGS]
-              + [(f, 'grouping') for f in GROUPING_BUGS] + [(f, 'attention core') for f in ATTENTION_CORE_BUGS])
+              + [(f, 'grouping') for f in GROUPING_BUGS] + [(f, 'attention core') for f in ATTENTION_CORE_BUGS]
+              + [(f, 'generate') for f in GENERATE_BUGS])
 
 # the optional sliding window as a stub, and wrong (each query sees one token too many)
 SLIDING_STUBS = [
