@@ -176,19 +176,22 @@ class Judging:
         """The callback that judges each test as its probe ends and hands the verdicts so far to `progress`."""
         if progress is None:
             return None
-        seen = {}
+        seen, done = {}, {}
+        needs = {spec.id: ((wire.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
+                 for spec in self.specs}
 
         def on_result(probe_id, result):
             seen[probe_id] = result
             self.run = RunResult(seen.get(wire.IMPORT), {k: v for k, v in seen.items() if k != wire.IMPORT})
-            done = {}
+            # each test judged once, as soon as its probe and the probes its judge reads have ended (the
+            # final verdicts are judged again at the end; 1.1's notes then include every probe's)
             for spec in self.specs:
-                if (spec.id == 'submission' and wire.IMPORT in seen) or spec.id in seen:
+                if spec.id not in done and all(p in seen for p in needs[spec.id]):
                     try:
                         done[spec.id] = self._verdict(spec)
-                    except Exception:  # noqa: BLE001  a judge needing a later probe: judged at the end
+                    except Exception:  # noqa: BLE001  the final judging reports it
                         pass
-            progress(done)
+            progress(dict(done))
         return on_result
 
     def verdict(self, spec):

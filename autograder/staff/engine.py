@@ -19,12 +19,11 @@ them atomically to the job's results path; for evaluate it also runs the course'
 (course_tests.py) and writes their JSON. After MAX_JOBS_PER_WORKER jobs a worker is replaced,
 so that nothing a long run accumulates (memory, open files) grows without bound.
 
-For the zygote of the process model (docs/PLAN-round3.md, stream "sandbox"): a worker is where
-one Sandbox, and so one zygote, lives across the gradings of that worker. To adopt it, serve()
-builds the Sandbox once before its loop and hands it to each grading (grade.grade_results gains
-a `sandbox=None` parameter that it uses instead of building its own); a worker replaced after a
-crash or a timeout starts a fresh zygote with its fresh Sandbox. Nothing else here changes: the
-timeout, the crash row and the stop on SIGTERM stay the engine's.
+One Sandbox, and so one zygote (an interpreter with torch imported that never runs student
+code, autograder/sandbox/zygote.py), lives in each worker across its gradings: every probe of
+every submission is still a fresh fork of it, walled in as a pool user of its own, so nothing of
+one student's run reaches another's, and a grading costs no torch import. A worker replaced
+after a crash or a timeout starts a fresh zygote with its fresh Sandbox.
 """
 
 import datetime
@@ -83,10 +82,11 @@ def _kill_children():
 MAX_JOBS_PER_WORKER = 200
 
 
-def grade_job(profile, job, scratch):
+def grade_job(profile, job, scratch, sandbox=None):
     """Grade one Job in this process: the stamped results.json (and the course tests' JSON); returns its summary."""
     from autograder import grade
-    out = grade.grade_results(job.path, profile, os.path.join(scratch, 'results', 'results.json'), skip=tuple(job.skip))
+    out = grade.grade_results(job.path, profile, os.path.join(scratch, 'results', 'results.json'), skip=tuple(job.skip),
+                              sandbox=sandbox)
     if job.stamp and not out.is_error:
         out.extra_data['batch'] = dict(job.stamp, graded_at=datetime.datetime.now().isoformat(timespec='seconds'))
     out.write(job.results_path)
@@ -115,11 +115,16 @@ def serve(profile):
         os._exit(143)
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the engine, which stops the workers cleanly
+    box = [None]
     for line in sys.stdin:
         job = Job(**json.loads(line))
         scratch[0] = tempfile.mkdtemp(prefix='hw1-batch-')
         try:
-            answer = {'key': job.key, 'summary': grade_job(profile, job, scratch[0])}
+            if box[0] is None:   # the worker's one zygote; SandboxRefused here is this job's error, as in a grading
+                from autograder import config
+                from autograder.sandbox import Sandbox
+                box[0] = Sandbox(config.load().sandbox)
+            answer = {'key': job.key, 'summary': grade_job(profile, job, scratch[0], box[0])}
         except Exception as e:   # this submission's error; the engine replaces a worker that raised
             answer = {'key': job.key, 'error': '%s: %s' % (type(e).__name__, e)}
         finally:
@@ -127,7 +132,9 @@ def serve(profile):
             scratch[0] = None
         answers.write(json.dumps(answer) + '\n')
         if 'error' in answer:
-            return 1
+            return 1   # the zygote goes with this process (_kill_children on the engine's side, or its own exit)
+    if box[0] is not None:
+        box[0].close()
     return 0
 
 

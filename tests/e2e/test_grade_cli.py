@@ -51,7 +51,9 @@ def test_zip_upload_with_a_guarded_wandb_import_scores_full_and_leaves_no_copy(t
     proc, out = _grade(upload, tmp_path, env=dict(os.environ, TMPDIR=str(scratch)))
     assert proc.returncode == 0, proc.stderr
     # full marks: the required 100 and every extra-credit point (grading.yaml handout.extra_credit)
-    assert out.total == out.possible and out.extra_data['points']['required_max'] == 100, \
+    points = out.extra_data['points']
+    assert (points['required'], points['required_max']) == (100, 100) and \
+        points['extra_credit'] == points['extra_credit_max'] > 0, \
         [(t.number, t.score, t.output[:200]) for t in out.tests.values()]
     assert 'from the zip you uploaded' in out['submission'].output
     try:

@@ -8,6 +8,7 @@ and serves several tests.
 """
 
 import os
+import re
 
 import pytest
 
@@ -114,8 +115,13 @@ def buggy_three_times(tmp_path_factory):
     return graded(tmp_path_factory, 'buggy', BUGGY, runs=3)
 
 
+# 9.1's feedback quotes the kernel's readings of this run (bytes of RssAnon), which differ by some
+# pages from run to run; its score does not (the floor is 3x below the reference's region)
+MEASURED = re.compile(r'\d+ bytes \([\d.]+ KiB\)')
+
+
 def _verdicts(out):
-    return [(t['number'], t['score'], t['status'], t['output']) for t in out['tests']]
+    return [(t['number'], t['score'], t['status'], MEASURED.sub('N bytes', t['output'])) for t in out['tests']]
 
 
 def test_same_submission_same_grade(buggy_three_times):
