@@ -158,6 +158,7 @@ def check_fork_bomb(out, tests, root):
 
 
 def check_write_results(out, tests, root):
+    reached_the_probes(tests)
     target = os.path.join(root.results_dir, 'results.json')
     # out of reach: root-only (PermissionError), or not in the probe's allow-listed file system at all, where
     # creating its folder meets the read-only root (OSError: EROFS)
@@ -171,6 +172,7 @@ def check_write_results(out, tests, root):
 
 
 def check_read_fixtures(out, tests, root):
+    reached_the_probes(tests)
     msg = tests['submission']['output']
     lines = [l for l in msg.splitlines() if l.startswith('HOSTILE-READ')]
     assert len(lines) == 4, msg
@@ -208,7 +210,33 @@ def check_wrong_shape(out, tests, root):
     assert full(tests['rope']) and full(tests['mha-rope'])
 
 
+def reached_the_probes(tests):
+    """A stand-alone forgery got past the upload check (its stub GPT is one of the handout's classes) and
+    its import check passed, so every probe's process imported it and ran its attack."""
+    msg = tests['submission']['output']
+    assert "defines none of the handout's classes" not in msg and 'could not be imported' not in msg, msg
+    assert 'model.py does not define the handout interface' in msg, msg   # only the stub: 1.1 names what it lacks
+    assert not [i for i in IMPLEMENTATION if tests[i]['output'].startswith('not graded')], tests
+
+
 def check_forge_outputs(out, tests, root):
+    # every forged file was read as the probe's output (status ok, arrays of the right names and shapes) and
+    # judged against the reference: zeros earn nothing
+    reached_the_probes(tests)
+    assert not [i for i in IMPLEMENTATION if 'the output could not be read' in tests[i]['output']], tests
+    for tid in ('rope', 'gqa', 'model'):
+        assert 'max abs error' in tests[tid]['output'] and 'got 0' in tests[tid]['output'], tests[tid]['output']
+    all_zero(tests)
+
+
+def check_forge_malformed(out, tests, root):
+    # report fields of the wrong JSON types make the probe unreadable; arrays of the wrong rank are wrong shapes
+    reached_the_probes(tests)
+    for tid in ('rope', 'rope-cache', 'gqa'):
+        assert 'the output could not be read' in tests[tid]['output'] and 'of the report has the wrong type' \
+            in tests[tid]['output'], tests[tid]['output']
+    for tid in ('generate', 'loss-curve'):
+        assert 'wrong output shape' in tests[tid]['output'], tests[tid]['output']
     all_zero(tests)
 
 
@@ -218,11 +246,13 @@ def outputs_say(tests, words, ids=IMPLEMENTATION):
 
 
 def check_fifo_outputs(out, tests, root):
+    reached_the_probes(tests)
     outputs_say(tests, 'is not a regular file')
     all_zero(tests)
 
 
 def check_oversized_arrays(out, tests, root):
+    reached_the_probes(tests)
     assert 'greedy has shape (2, 6000001) (12000002 values), expected (2, 17): far too large, not read' \
         in tests['generate']['output'], tests['generate']['output']
     assert 'd2_T5 has shape (2, 3, 5, 200000)' in tests['rope']['output']
@@ -231,6 +261,7 @@ def check_oversized_arrays(out, tests, root):
 
 
 def check_npz_bomb(out, tests, root):
+    reached_the_probes(tests)
     # the member is rope's d2_T5: there it is refused as compressed; elsewhere as an array the test never returns
     assert 'arrays must be stored (np.savez)' in tests['rope']['output'], tests['rope']['output']
     outputs_say(tests, 'the output could not be read')
@@ -238,6 +269,7 @@ def check_npz_bomb(out, tests, root):
 
 
 def check_npz_malformed(out, tests, root):
+    reached_the_probes(tests)
     assert 'arrays must be stored' in tests['rope']['output']          # the corrupt deflate stream is never inflated
     assert 'BadZipFile' in tests['rope-cache']['output'] and 'CRC' in tests['rope-cache']['output']
     assert 'declares shape (1099511627776,)' in tests['mha-rope']['output']
@@ -246,6 +278,7 @@ def check_npz_malformed(out, tests, root):
 
 
 def check_report_numbers(out, tests, root):
+    reached_the_probes(tests)
     assert 'out of range' in tests['rope']['output']                   # 1e400
     assert 'NaN' in tests['rope-cache']['output']
     assert '-Infinity' in tests['mha-rope']['output']
@@ -256,6 +289,7 @@ def check_report_numbers(out, tests, root):
 
 
 def check_many_notes(out, tests, root):
+    reached_the_probes(tests)
     outputs_say(tests, "field 'notes'")
     assert os.path.getsize(root.results_path) < 100_000
     all_zero(tests)
@@ -273,12 +307,20 @@ def check_load_pretrained_hangs(out, tests, root):
 
 
 def check_forged_progress(out, tests, root):
-    # there is no progress file any more (one process per probe, the harness's own clock): the forgery finds
-    # nothing to write to, its forward raises in training, and only loss-curve is lost
+    # there is no progress file any more: each probe is a process of its own, and its deadline counts the CPU
+    # seconds the harness measures from outside. The forgery announces "end loss-curve" wherever its process can
+    # write (files named progress, stdout and stderr, the harness link) when the training starts, then burns
+    # 0.1 s of CPU per step (12 s in all against the 8 s allowed here): the deadline stops it all the same.
+    # gradients rests on the training's step-0 gradients (evidence from this probe), so it is lost with it;
+    # every other test is the reference's own.
+    assert 'end loss-curve' in out['extra_data']['child_log_tail']   # the attack fired: its stdout reached the log
     lc = tests['loss-curve']
-    assert lc['score'] == 0 and 'progress' in lc['output'] and 'FileNotFoundError' in lc['output'], lc['output']
-    assert [i for i, t in tests.items() if i != 'loss-curve' and not full(t)] == []
-    assert total(out) == possible(out) - lc['max_score']
+    assert lc['score'] == 0 and lc['output'].startswith('timed out') and 'ran longer than the 8 s allowed' \
+        in lc['output'] and 'CPU time' in lc['output'], lc['output']
+    grad = tests['gradients']
+    assert grad['score'] == 0 and 'the training gave no gradients' in grad['output'], grad['output']
+    assert [i for i, t in tests.items() if i not in ('loss-curve', 'gradients') and not full(t)] == []
+    assert total(out) == possible(out) - lc['max_score'] - grad['max_score']
 
 
 CASES = {
@@ -300,14 +342,14 @@ CASES = {
     'nan_outputs': ({}, check_nan_outputs),
     'wrong_shape': ({}, check_wrong_shape),
     'forge_outputs': ({}, check_forge_outputs),
-    'forge_malformed': ({}, check_forge_outputs),
+    'forge_malformed': ({}, check_forge_malformed),
     'fifo_outputs': ({}, check_fifo_outputs),
     'oversized_arrays': ({}, check_oversized_arrays),
     'npz_bomb': ({}, check_npz_bomb),
     'npz_malformed': ({}, check_npz_malformed),
     'report_numbers': ({}, check_report_numbers),
     'many_notes': ({}, check_many_notes),
-    'forged_progress': ({'loss-curve': 8}, check_forged_progress),   # with 0.1 s per iteration it takes > 12 s
+    'forged_progress': ({'loss-curve': 8}, check_forged_progress),   # with 0.1 CPU s per iteration it takes > 12 s
     'load_pretrained_hangs': ({'load-pretrained': 6}, check_load_pretrained_hangs),
 }
 # where running as the same user as the grader would be unsafe or the check meaningless

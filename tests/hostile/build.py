@@ -2,7 +2,7 @@
 Builds the corpus of hostile submissions, tests/hostile/<name>/model.py: uploads that attack
 the autograder (hang, exhaust memory, flood stdout, exit early, fork, write results.json,
 read the fixtures, monkeypatch comparisons, forge the probes' output files) or return
-malformed tensors. tests/autograder/test_hostile.py grades each one through run_autograder.
+malformed tensors. tests/corpora/test_hostile.py grades each one through run_autograder.
 
 Where an attack needs a working model around it, the file is reference/mingpt/model.py with
 a few lines changed; the others are short stand-alone files. Paths under /autograder/ are
@@ -69,10 +69,18 @@ PRINT_FORWARD = '''        # HOSTILE: 50 MB straight to the process's real stdou
             sys.__stdout__.flush()
 '''
 
-WRITE_RESULTS = '''"""HOSTILE: overwrite the grader's results.json with full marks, now and from a background process."""
+WRITE_RESULTS = '''"""
+HOSTILE: overwrite the grader's results.json with full marks, now and from a background process
+(at every import: the import check's process and each probe's).
+"""
 import json
 import os
 import time
+
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
 
 RESULTS = '/autograder/results/results.json'
 FAKE = {'score': 100.0, 'execution_time': 1.0, 'output': 'HOSTILE-FAKE-RESULTS',
@@ -103,6 +111,11 @@ if os.fork() == 0:
 READ_SECRETS = '''"""HOSTILE: read the expected outputs and the reference solution, and show them."""
 import os
 
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
 SOURCE = '/autograder/source'
 TARGETS = [SOURCE, os.path.join(SOURCE, 'autograder', 'fixtures', 'cpu', 'expected.npz'),
            os.path.join(SOURCE, 'reference', 'mingpt', 'model.py'), os.path.join(SOURCE, 'grading.yaml')]
@@ -119,93 +132,11 @@ for path in TARGETS:
         print('HOSTILE-READ %s: %s' % (path, type(e).__name__))
 '''
 
-FORGE = '''"""
-HOSTILE: write the probes' output files directly, each claiming status ok with arrays of
-zeros of the right names and shapes (read from the job and the probe runner's own inputs),
-fake the progress lines, then leave before the real probes run.
-"""
-import json
-import os
-import sys
-
-import numpy as np
-
-JOB = os.path.abspath(sys.argv[1])   # the probe runner is started as `probes.py JOB_DIR`
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
-    job = json.load(f)
-inputs = np.load(os.path.join(JOB, 'inputs.npz'))
-prof = job['profile']
-attn = np.zeros(inputs['attn/x'].shape, np.float32)
-B, T = inputs['model/idx'].shape
-V = prof['model']['vocab_size']
-prompt = inputs['generate/prompt']
-tokens = np.concatenate([prompt, np.zeros((prompt.shape[0], 12), prompt.dtype)], axis=1)
-kvs = prof['kv_heads']
-arrays = {
-    'rope': {'d%d_T%d' % (d, t): np.zeros((b, h, t, d), np.float32) for b, h, t, d in prof['rope_cases']},
-    'rope-cache': {k: np.zeros(inputs[x].shape, inputs[x].dtype) for k, x in (
-        ('call0_T8', 'rope-cache/x8'), ('call1_T24', 'rope-cache/x24'), ('call2_T8', 'rope-cache/x8'),
-        ('call3_T8_float64', 'rope-cache/x8_f64'), ('call4_T8_float32', 'rope-cache/x8'))},
-    'mha-rope': {'n_kv_head=%d' % prof['module']['n_query_head']: attn},
-    'gqa': {'n_kv_head=%d' % k: attn for k in kvs},
-    'gqa-rope': {'n_kv_head=%d' % k: attn for k in kvs},
-    'dropout': {'gqa/' + c: attn for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')},
-    'causality': dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('future', 'again')] +
-                      [('gpt/%s' % o, np.zeros((B, T, V), np.float32)) for o in ('future', 'again')]),
-    'model': dict([('%s/logits' % c, np.zeros((B, T, V), np.float32)) for c in ('rope', 'gqa', 'rope-gqa')] +
-                  [('%s/loss' % c, np.zeros(1, np.float32)) for c in ('rope', 'gqa', 'rope-gqa')]),
-    'generate': {'greedy': tokens, 'top_k=1': tokens, 'top_k=5': tokens},
-    'memory': {'n_kv_head=%d/figure' % k: np.array([0, 19345408.0]) for k in kvs},   # a plausible figure, no readings
-    'loss-curve': {'seed%d' % s: np.zeros(prof['loss_curve']['iters']) for s in job.get('loss_curve_seeds', [7])},
-    'sliding-window': {'%s/window' % k: np.zeros((inputs['sw/x'].shape), np.float32) for k in ('mha', 'gqa')},
-    'sliding-window-memory': {'N=%d/out' % prof['sliding_window']['memory_seq']: np.zeros(inputs['swmem/q'].shape, np.float32)},
-}
-for probe in ['import'] + list(job['probes']):
-    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
-        np.savez(f, **arrays.get(probe, {}))
-    with open(os.path.join(OUT, probe + '.json'), 'w') as f:
-        json.dump({'status': 'ok', 'seconds': 0.0, 'stdout': 'HOSTILE-FORGED'}, f)
-with open(os.path.join(OUT, 'progress'), 'a') as f:
-    for probe in job['probes']:
-        f.write('start %s\\nend %s\\n' % (probe, probe))
-os._exit(0)
-'''
-
-FORGE_MALFORMED = '''"""
-HOSTILE: forge the probes' output files with malformed content: NaN and float arrays where
-integers belong, arrays of the wrong rank, and report fields of the wrong JSON types.
-"""
-import json
-import os
-import sys
-
-import numpy as np
-
-JOB = os.path.abspath(sys.argv[1])
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
-    job = json.load(f)
-nan = np.full((2, 3), np.nan)
-arrays = {
-    'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1': np.full((2, 20), np.nan),
-                 'top_k=5': np.zeros((2, 20), np.int64)},
-    'memory': {'n_kv_head=%d' % k: np.full(4, np.nan) for k in job['profile']['kv_heads']},
-    'sliding-window-memory': {'N=%d/out' % job['profile']['sliding_window']['memory_seq']: np.full(3, np.nan)},
-    'loss-curve': {'seed7': np.full((3, 40), np.inf)},
-    'causality': {'mha/base': nan, 'mha/future': np.zeros(3)},
-}
-bad_info = {'status': 'ok', 'seconds': 'soon', 'notes': 5, 'where': 7, 'stdout': ['x'], 'dtypes': [1, 2],
-            'has_wpe': 'yes', 'case_errors': 'everything', 'message': {'a': 1}}
-for probe in ['import'] + list(job['probes']):
-    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
-        np.savez(f, **arrays.get(probe, {'x': nan}))
-    with open(os.path.join(OUT, probe + '.json'), 'w') as f:
-        json.dump(bad_info if probe in ('rope', 'rope-cache', 'gqa') else {'status': 'ok'}, f)
-os._exit(0)
-'''
-
-# the start of every stand-alone forgery below: the job, and helpers to write a probe's files
+# the start of every stand-alone forgery below. Every probe runs in a fresh process of its own (and the
+# import check in one more) that imports this file afresh, after the probe runner (child/runner.py) has
+# set its JOB_DIR: the forgery finds the job there, forges the files of ITS process's probe only and
+# leaves before the real probe runs. The import check's process just imports (one handout class, so
+# that the upload check lets the file through to the sandbox), so that every probe gets to run.
 FORGE_PRELUDE = '''import json
 import os
 import sys
@@ -213,79 +144,194 @@ import zipfile
 
 import numpy as np
 
-JOB = os.path.abspath(sys.argv[1])   # the probe runner is started with the job folder as its argument
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
+def _runner():
+    """The probe runner importing this file (child/runner.py, already loaded in this process)."""
+    for name, module in list(sys.modules.items()):
+        if name.endswith('runner') and hasattr(module, 'write_result') and getattr(module, 'JOB_DIR', None):
+            return module
+    raise RuntimeError('HOSTILE: no probe runner in this process')
+
+
+RUNNER = _runner()
+with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBES = list(job['probes'])
+PROBE, OUT = job['probe'], job['paths']['out']
+ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 
-def report(probe, text='{"status": "ok", "seconds": 0.0}'):
+def report(text='{"status": "ok", "seconds": 0.0}', probe=PROBE):
     with open(os.path.join(OUT, probe + '.json'), 'w') as f:
         f.write(text)
 
 
-def announce_all_done():
-    with open(os.path.join(OUT, 'progress'), 'a') as f:
-        for p in ['import'] + PROBES:
-            f.write('start %s\\nend %s\\n' % (p, p))
-
-
-report('import')
+def arrays_path(probe=PROBE):
+    return os.path.join(OUT, probe + '.npz')
 '''
+
+# the end of every stand-alone forgery: forge this process's probe, then leave before it runs
+FORGE_RUN = '''
+
+if PROBE != 'import':
+    forge()
+    os._exit(0)
+'''
+
+FORGE = '''"""
+HOSTILE: in each probe's own process, write that probe's output files directly, claiming status ok
+with arrays of zeros of the right names and shapes (from the job's profile and the probe's own
+inputs), then leave before the real probe runs.
+"""
+''' + FORGE_PRELUDE + '''
+
+def zeros(*shape, dtype=np.float32):
+    return np.zeros(shape, dtype)
+
+
+def forge():
+    inputs = np.load(job['paths']['inputs'])   # this probe's inputs only
+    prof = job['profile']
+    m, mod, lc, sw = prof['model'], prof['module'], prof['loss_curve'], prof['sliding_window']
+    B, T, V = m['batch'], m['seq'], m['vocab_size']
+    attn = zeros(mod['batch'], mod['seq'], mod['n_embd'])
+    kvs, configs = prof['kv_heads'], ('rope', 'gqa', 'rope-gqa')
+
+    def tokens(new):
+        prompt = inputs['generate/prompt']
+        return np.zeros((prompt.shape[0], prompt.shape[1] + new), prompt.dtype)
+
+    def like(prefix, into=''):
+        return {into + k[len(prefix):]: np.zeros_like(inputs[k]) for k in inputs.files if k.startswith(prefix)}
+
+    def loss_curve():
+        seed = 'seed%d' % lc['student_seed']
+        vocab = inputs['model/lc-init/transformer.wte.weight'].shape[0]
+        return dict({seed: zeros(lc['iters'], dtype=np.float64),
+                     seed + '/heldout_logits': zeros(*inputs['heldout/idx'].shape, vocab)},
+                    **like('model/lc-init/', seed + '/step0/'))
+
+    def sliding_window():
+        q = inputs['sw/q']
+        out = {'%s/%s' % (c, w): zeros(*inputs['sw/x'].shape) for c in ('mha', 'gqa') for w in ('window', 'no_window')}
+        out.update({'banded/w%d' % w: np.zeros_like(q) for w in (5, 6, 48)})
+        out['banded/w16_T7'] = np.zeros_like(q[:, :, :7])
+        return out
+
+    def kv_cache():
+        out = {}
+        for c in ('gqa', 'rope-gqa'):
+            out.update({c + '/generate': tokens(2 * m['block_size']), c + '/step/lengths': zeros(B, 2, dtype=np.int64),
+                        c + '/step/logits': zeros(B, 1, V), c + '/step/prefill': zeros(B, tokens(0).shape[1], V),
+                        c + '/uses_cache/altered': tokens(12), c + '/uses_cache/plain': tokens(12)})
+        return out
+
+    arrays = {
+        'rope': lambda: {'d%d_T%d' % (d, t): zeros(b, h, t, d) for b, h, t, d in prof['rope_cases']},
+        'rope-cache': lambda: {k: np.zeros_like(inputs[x]) for k, x in (
+            ('call0_T8', 'rope-cache/x8'), ('call1_T24', 'rope-cache/x24'), ('call2_T8', 'rope-cache/x8'),
+            ('call3_T8_float64', 'rope-cache/x8_f64'), ('call4_T8_float32', 'rope-cache/x8'))},
+        'mha-rope': lambda: {'n_kv_head=%d' % mod['n_query_head']: attn},
+        'gqa': lambda: {'n_kv_head=%d' % k: attn for k in kvs},
+        'gqa-rope': lambda: {'n_kv_head=%d' % k: attn for k in kvs},
+        'dropout': lambda: {'gqa/' + c: attn for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')},
+        'causality': lambda: dict([('%s/%s' % (c, o), attn) for c in ('mha', 'gqa') for o in ('future', 'again')] +
+                                  [('gpt/%s' % o, zeros(B, T, V)) for o in ('future', 'again')]),
+        'model': lambda: dict([('%s/logits' % c, zeros(B, T, V)) for c in configs] +
+                              [('%s/loss' % c, zeros(1)) for c in configs]),
+        'generate': lambda: dict({k: tokens(12) for k in ('greedy', 'top_k=1', 'top_k=5')},
+                                 greedy_past_block=tokens(2 * m['block_size'])),
+        # a plausible figure, and no readings on the harness link
+        'memory': lambda: {'n_kv_head=%d/figure' % k: np.array([0, 19345408.0]) for k in kvs},
+        'loss-curve': loss_curve,
+        'gradients': lambda: dict(kv for c in configs for kv in like('model/%s/' % c, c + '/').items()),
+        'load-pretrained': lambda: dict(kv for c in configs for kv in (
+            (c + '/logits', zeros(1, prof['workflow']['block_to'], V)), (c + '/stage', np.array(0)))),
+        'sliding-window': sliding_window,
+        'sliding-window-memory': lambda: {'N=%d/out' % sw['memory_seq']: np.zeros_like(inputs['swmem/q'])},
+        'kv-cache': kv_cache,
+    }.get(PROBE, dict)()
+    with open(arrays_path(), 'wb') as f:
+        np.savez(f, **arrays)
+    report(json.dumps({'status': 'ok', 'seconds': 0.0, 'stdout': 'HOSTILE-FORGED'}))
+''' + FORGE_RUN
+
+FORGE_MALFORMED = '''"""
+HOSTILE: in each probe's own process, forge its output files with malformed content: NaN and
+float arrays where integers belong, arrays of the wrong rank, and report fields of the wrong
+JSON types; then leave before the real probe runs.
+"""
+''' + FORGE_PRELUDE + '''
+
+def forge():
+    prof = job['profile']
+    nan = np.full((2, 3), np.nan)
+    arrays = {
+        'generate': {'greedy': np.full((2, 20), np.nan), 'top_k=1': np.full((2, 20), np.nan),
+                     'top_k=5': np.zeros((2, 20), np.int64)},
+        'memory': {'n_kv_head=%d/figure' % k: np.full(4, np.nan) for k in prof['kv_heads']},
+        'sliding-window-memory': {'N=%d/out' % prof['sliding_window']['memory_seq']: np.full(3, np.nan)},
+        'loss-curve': {'seed%d' % prof['loss_curve']['student_seed']: np.full((3, 40), np.inf)},
+        'causality': {'mha/future': nan, 'mha/again': np.zeros(3)},
+    }
+    bad_info = {'status': 'ok', 'seconds': 'soon', 'notes': 5, 'where': 7, 'stdout': ['x'], 'dtypes': [1, 2],
+                'has_wpe': 'yes', 'case_errors': 'everything', 'message': {'a': 1}}
+    with open(arrays_path(), 'wb') as f:
+        np.savez(f, **arrays.get(PROBE, {'x': nan}))
+    report(json.dumps(bad_info if PROBE in ('rope', 'rope-cache', 'gqa') else {'status': 'ok'}))
+''' + FORGE_RUN
 
 FIFO_OUTPUTS = FORGE_PRELUDE + '''
-# HOSTILE: FIFOs where the harness reads each probe's report or arrays; opening one for reading
-# without O_NONBLOCK waits forever for a writer that never comes
-for i, probe in enumerate(PROBES):
-    if i % 2 == 0:
-        os.mkfifo(os.path.join(OUT, probe + '.json'))
+
+# HOSTILE: a FIFO where the harness reads the probe's report (every other probe) or its arrays (the
+# rest); opening one for reading without O_NONBLOCK waits forever for a writer that never comes
+def forge():
+    if ALL_PROBES.index(PROBE) % 2 == 0:
+        os.mkfifo(os.path.join(OUT, PROBE + '.json'))
     else:
-        report(probe)
-        os.mkfifo(os.path.join(OUT, probe + '.npz'))
-announce_all_done()
-os._exit(0)
-'''
+        report()
+        os.mkfifo(arrays_path())
+''' + FORGE_RUN
 
 OVERSIZED_ARRAYS = FORGE_PRELUDE + '''
+
 # HOSTILE: arrays of the right names but millions of elements (under the 64 MB file limit):
 # a judge looping over every generated position would run for hours
 N = 6_000_000
-huge = {
-    'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5': np.zeros((2, N + 1), np.int8)},
-    'rope': {'d2_T5': np.zeros((2, 3, 5, 2 * 100_000), np.float32)},
-    'gqa': {'n_kv_head=1': np.zeros((2, 13, 48 * 10_000), np.float32)},
-}
-for probe in PROBES:
-    report(probe)
-    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
-        np.savez(f, **huge.get(probe, {}))
-announce_all_done()
-os._exit(0)
-'''
+
+
+def forge():
+    huge = {
+        'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5': np.zeros((2, N + 1), np.int8)},
+        'rope': {'d2_T5': np.zeros((2, 3, 5, 2 * 100_000), np.float32)},
+        'gqa': {'n_kv_head=1': np.zeros((2, 13, 48 * 10_000), np.float32)},
+    }
+    report()
+    with open(arrays_path(), 'wb') as f:
+        np.savez(f, **huge.get(PROBE, {}))
+''' + FORGE_RUN
 
 NPZ_BOMB = FORGE_PRELUDE + '''
+
 # HOSTILE: every probe's .npz holds one deflated member that inflates to 1 GiB of zeros (about
 # 1 MB on disk); reading it whole kills a grader limited to 768 MB
-HEADER = ("{'descr': '|u1', 'fortran_order': False, 'shape': (%d,), }" % (1 << 30)).encode()
-HEADER = b'\\x93NUMPY\\x01\\x00' + (118).to_bytes(2, 'little') + HEADER.ljust(117) + b'\\n'
-bomb = os.path.join(OUT, '.bomb')
-with zipfile.ZipFile(bomb, 'w', zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-    with z.open('d2_T5.npy', 'w') as m:
-        m.write(HEADER)
-        chunk = bytes(1 << 20)
-        for _ in range(1024):
-            m.write(chunk)
-data = open(bomb, 'rb').read()
-for probe in PROBES:
-    report(probe)
-    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
-        f.write(data)
-announce_all_done()
-os._exit(0)
-'''
+def forge():
+    header = ("{'descr': '|u1', 'fortran_order': False, 'shape': (%d,), }" % (1 << 30)).encode()
+    header = b'\\x93NUMPY\\x01\\x00' + (118).to_bytes(2, 'little') + header.ljust(117) + b'\\n'
+    report()
+    with zipfile.ZipFile(arrays_path(), 'w', zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        with z.open('d2_T5.npy', 'w') as m:
+            m.write(header)
+            chunk = bytes(1 << 20)
+            for _ in range(1024):
+                m.write(chunk)
+''' + FORGE_RUN
 
 NPZ_MALFORMED = FORGE_PRELUDE + '''
+
 # HOSTILE: malformed arrays files, one kind per probe
 def npy(array):
     import io
@@ -294,78 +340,117 @@ def npy(array):
     return buf.getvalue()
 
 
-def write_zip(probe, members, compression=zipfile.ZIP_STORED):
-    with zipfile.ZipFile(os.path.join(OUT, probe + '.npz'), 'w', compression) as z:
+def write_zip(members, compression=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(arrays_path(), 'w', compression) as z:
         for name, data in members.items():
             z.writestr(name, data)
 
 
-def corrupt(probe, offset):
-    path = os.path.join(OUT, probe + '.npz')
-    blob = bytearray(open(path, 'rb').read())
+def corrupt(offset):
+    blob = bytearray(open(arrays_path(), 'rb').read())
     blob[offset:offset + 16] = bytes(16)
-    open(path, 'wb').write(bytes(blob))
+    open(arrays_path(), 'wb').write(bytes(blob))
 
 
-ones = np.ones((2, 3, 5, 2), np.float32)
-# rope: a corrupt deflate stream
-write_zip('rope', {'d2_T5.npy': npy(ones)}, zipfile.ZIP_DEFLATED)
-corrupt('rope', 30 + len('d2_T5.npy') + 4)
-# rope-cache: stored, but the data no longer matches its CRC
-write_zip('rope-cache', {'call0_T8.npy': npy(np.ones((1, 2, 8, 8), np.float32))})
-corrupt('rope-cache', 30 + len('call0_T8.npy') + 128)
-# mha-rope: an .npy header declaring 8 TiB of float64 (the bytes are not there)
-header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }".encode().ljust(117) + b'\\n'
-write_zip('mha-rope', {'n_kv_head=6.npy': b'\\x93NUMPY\\x01\\x00' + (118).to_bytes(2, 'little') + header + bytes(32)})
-# gqa: 5000 members
-write_zip('gqa', {'x%d.npy' % i: b'' for i in range(5000)})
-for probe in PROBES:
-    report(probe)
-announce_all_done()
-os._exit(0)
-'''
+def forge():
+    if PROBE == 'rope':   # a corrupt deflate stream
+        write_zip({'d2_T5.npy': npy(np.ones((2, 3, 5, 2), np.float32))}, zipfile.ZIP_DEFLATED)
+        corrupt(30 + len('d2_T5.npy') + 4)
+    elif PROBE == 'rope-cache':   # stored, but the data no longer matches its CRC
+        write_zip({'call0_T8.npy': npy(np.ones((1, 2, 8, 8), np.float32))})
+        corrupt(30 + len('call0_T8.npy') + 128)
+    elif PROBE == 'mha-rope':   # an .npy header declaring 8 TiB of float64 (the bytes are not there)
+        header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }".encode().ljust(117) + b'\\n'
+        write_zip({'n_kv_head=6.npy': b'\\x93NUMPY\\x01\\x00' + (118).to_bytes(2, 'little') + header + bytes(32)})
+    elif PROBE == 'gqa':   # 5000 members
+        write_zip({'x%d.npy' % i: b'' for i in range(5000)})
+    report()
+''' + FORGE_RUN
 
 REPORT_NUMBERS = FORGE_PRELUDE + '''
+
 # HOSTILE: reports with numbers JSON does not allow or Python cannot hold: 1e400 parses as inf,
 # NaN and Infinity are accepted by Python's json by default and would end up in results.json
-texts = {
-    'rope': '{"status": "ok", "seconds": 1e400}',
-    'rope-cache': '{"status": "ok", "seconds": NaN}',
-    'mha-rope': '{"status": "ok", "seconds": -Infinity}',
-    'gqa': '{"status": "ok", "seconds": -5}',
-    'gqa-rope': '{"status": "ok", "seconds": %s}' % ('9' * 100_000),
-}
-for probe in PROBES:
-    report(probe, texts.get(probe, '{"status": "ok", "seconds": NaN, "message": "HOSTILE-NAN"}'))
-announce_all_done()
-os._exit(0)
-'''
+def forge():
+    texts = {
+        'rope': '{"status": "ok", "seconds": 1e400}',
+        'rope-cache': '{"status": "ok", "seconds": NaN}',
+        'mha-rope': '{"status": "ok", "seconds": -Infinity}',
+        'gqa': '{"status": "ok", "seconds": -5}',
+        'gqa-rope': '{"status": "ok", "seconds": %s}' % ('9' * 100_000),
+    }
+    report(texts.get(PROBE, '{"status": "ok", "seconds": NaN, "message": "HOSTILE-NAN"}'))
+''' + FORGE_RUN
 
 MANY_NOTES = FORGE_PRELUDE + '''
-# HOSTILE: 4,000 distinct notes per probe, 52,000 in all, each report under the 256 KB cap; the
-# harness used to merge them with a list (quadratic: hours)
-for k, probe in enumerate(PROBES):
+
+# HOSTILE: 4,000 distinct notes in every probe's report (64,000 in all), each report under the 256 KB
+# cap; the harness used to merge them with a list (quadratic: hours)
+def forge():
+    k = ALL_PROBES.index(PROBE)
     notes = ['%x' % (k * 4000 + i) for i in range(4000)]
-    report(probe, json.dumps({'status': 'ok', 'seconds': 0.0, 'notes': notes}))
-announce_all_done()
-os._exit(0)
+    report(json.dumps({'status': 'ok', 'seconds': 0.0, 'notes': notes}))
+''' + FORGE_RUN
+
+
+FORGED_PROGRESS_IMPORT = '''
+_FORGED = False  # HOSTILE
+
+
+def _announce_end(probe):
+    \"\"\"HOSTILE: "end <probe>" (after its "start" line) wherever this process can write.\"\"\"
+    import stat
+    import sys
+    runner = next((m for n, m in list(sys.modules.items()) if n.endswith('runner') and hasattr(m, 'write_result')),
+                  None)
+    job = getattr(runner, 'JOB_DIR', None) or os.getcwd()
+    out = getattr(runner, 'OUT', None) or os.path.join(job, 'out')
+    line = 'start %s\\nend %s\\n' % (probe, probe)
+    for folder in dict.fromkeys([out, job, os.path.join(job, 'home'), os.environ.get('TMPDIR', '/tmp'), os.getcwd()]):
+        try:
+            with open(os.path.join(folder, 'progress'), 'a') as f:
+                f.write(line)
+        except OSError:
+            pass
+    for fd in (1, 2):   # the process's real stdout and stderr (the harness's log of it)
+        try:
+            os.write(fd, line.encode())
+        except OSError:
+            pass
+    try:   # the harness link (child/link.py's framing: one byte, then the payload; one reply)
+        if stat.S_ISSOCK(os.fstat(3).st_mode):
+            os.write(3, b'\\x01' + line.encode())
+            os.read(3, 1 << 16)
+    except OSError:
+        pass
+
+
+def _probe_id():
+    import json
+    import sys
+    runner = next((m for n, m in list(sys.modules.items()) if n.endswith('runner') and hasattr(m, 'write_result')),
+                  None)
+    try:
+        with open(os.path.join(runner.JOB_DIR, 'job.json')) as f:
+            return json.load(f)['probe']
+    except Exception:
+        return None
 '''
 
-FORGED_PROGRESS_FORWARD = '''        # HOSTILE: when the loss-curve probe starts training, write "end loss-curve" into the
-        # harness's progress file (which used to lift its deadline), then train slowly
+FORGED_PROGRESS_FORWARD = '''        # HOSTILE: when the loss-curve probe starts training, announce "end loss-curve" wherever this
+        # process can write (the progress file that used to lift the test's deadline is gone: a file of
+        # that name in out/, the job folder, home/ and the working folder, stdout and stderr, the harness
+        # link), then burn 0.1 s of CPU per training step: the CPU deadline must stop it all the same
         global _FORGED
-        if self.training and targets is not None and not _FORGED:
-            import sys
-            progress = os.path.join(os.path.abspath(sys.argv[1]), 'out', 'progress')
-            with open(progress) as f:
-                last = f.read().splitlines()[-1:]
-            if last == ['start loss-curve']:
-                _FORGED = True
-                with open(progress, 'a') as f:
-                    f.write('end loss-curve\\n')
+        if self.training and targets is not None and _FORGED is False:
+            _FORGED = _probe_id() == 'loss-curve'
+            if _FORGED:
+                _announce_end('loss-curve')
         if _FORGED and self.training:
             import time
-            time.sleep(0.1)
+            t0 = time.process_time()
+            while time.process_time() - t0 < 0.1:
+                pass
 '''
 
 # ----------------------------------------------------------------------------- attacks on the evidence of a judge
@@ -552,10 +637,11 @@ CASES = {
                       NPZ_MALFORMED),
     'report_numbers': ('writes reports with seconds 1e400, NaN, -Infinity, -5 and a 100,000-digit number', None,
                        REPORT_NUMBERS),
-    'many_notes': ('writes 52,000 distinct notes across the probe reports', None, MANY_NOTES),
-    'forged_progress': ('writes "end loss-curve" into the progress file when training starts, then trains slowly',
-                        'reference', [(IMPORTS_END, IMPORTS_END + '\n_FORGED = False  # HOSTILE\n'),
-                                      (GPT_FORWARD, GPT_FORWARD + FORGED_PROGRESS_FORWARD)]),
+    'many_notes': ('writes 4,000 distinct notes in every probe report', None, MANY_NOTES),
+    'forged_progress': ('announces "end loss-curve" wherever it can write when the loss-curve training starts, then '
+                        'burns CPU in every training step', 'reference',
+                        [(IMPORTS_END, IMPORTS_END + FORGED_PROGRESS_IMPORT),
+                         (GPT_FORWARD, GPT_FORWARD + FORGED_PROGRESS_FORWARD)]),
     'load_pretrained_hangs': ('GPT.load_pretrained never returns (a busy loop)', 'reference',
                               [(LOAD_PRETRAINED, LOAD_PRETRAINED + '        while True:  # HOSTILE: never returns\n'
                                                  '            pass\n')]),

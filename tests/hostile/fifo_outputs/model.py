@@ -7,33 +7,45 @@ import zipfile
 
 import numpy as np
 
-JOB = os.path.abspath(sys.argv[1])   # the probe runner is started with the job folder as its argument
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
+def _runner():
+    """The probe runner importing this file (child/runner.py, already loaded in this process)."""
+    for name, module in list(sys.modules.items()):
+        if name.endswith('runner') and hasattr(module, 'write_result') and getattr(module, 'JOB_DIR', None):
+            return module
+    raise RuntimeError('HOSTILE: no probe runner in this process')
+
+
+RUNNER = _runner()
+with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBES = list(job['probes'])
+PROBE, OUT = job['probe'], job['paths']['out']
+ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 
-def report(probe, text='{"status": "ok", "seconds": 0.0}'):
+def report(text='{"status": "ok", "seconds": 0.0}', probe=PROBE):
     with open(os.path.join(OUT, probe + '.json'), 'w') as f:
         f.write(text)
 
 
-def announce_all_done():
-    with open(os.path.join(OUT, 'progress'), 'a') as f:
-        for p in ['import'] + PROBES:
-            f.write('start %s\nend %s\n' % (p, p))
+def arrays_path(probe=PROBE):
+    return os.path.join(OUT, probe + '.npz')
 
 
-report('import')
-
-# HOSTILE: FIFOs where the harness reads each probe's report or arrays; opening one for reading
-# without O_NONBLOCK waits forever for a writer that never comes
-for i, probe in enumerate(PROBES):
-    if i % 2 == 0:
-        os.mkfifo(os.path.join(OUT, probe + '.json'))
+# HOSTILE: a FIFO where the harness reads the probe's report (every other probe) or its arrays (the
+# rest); opening one for reading without O_NONBLOCK waits forever for a writer that never comes
+def forge():
+    if ALL_PROBES.index(PROBE) % 2 == 0:
+        os.mkfifo(os.path.join(OUT, PROBE + '.json'))
     else:
-        report(probe)
-        os.mkfifo(os.path.join(OUT, probe + '.npz'))
-announce_all_done()
-os._exit(0)
+        report()
+        os.mkfifo(arrays_path())
+
+
+if PROBE != 'import':
+    forge()
+    os._exit(0)

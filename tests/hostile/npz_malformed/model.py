@@ -7,25 +7,34 @@ import zipfile
 
 import numpy as np
 
-JOB = os.path.abspath(sys.argv[1])   # the probe runner is started with the job folder as its argument
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
+def _runner():
+    """The probe runner importing this file (child/runner.py, already loaded in this process)."""
+    for name, module in list(sys.modules.items()):
+        if name.endswith('runner') and hasattr(module, 'write_result') and getattr(module, 'JOB_DIR', None):
+            return module
+    raise RuntimeError('HOSTILE: no probe runner in this process')
+
+
+RUNNER = _runner()
+with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBES = list(job['probes'])
+PROBE, OUT = job['probe'], job['paths']['out']
+ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 
-def report(probe, text='{"status": "ok", "seconds": 0.0}'):
+def report(text='{"status": "ok", "seconds": 0.0}', probe=PROBE):
     with open(os.path.join(OUT, probe + '.json'), 'w') as f:
         f.write(text)
 
 
-def announce_all_done():
-    with open(os.path.join(OUT, 'progress'), 'a') as f:
-        for p in ['import'] + PROBES:
-            f.write('start %s\nend %s\n' % (p, p))
+def arrays_path(probe=PROBE):
+    return os.path.join(OUT, probe + '.npz')
 
-
-report('import')
 
 # HOSTILE: malformed arrays files, one kind per probe
 def npy(array):
@@ -35,32 +44,33 @@ def npy(array):
     return buf.getvalue()
 
 
-def write_zip(probe, members, compression=zipfile.ZIP_STORED):
-    with zipfile.ZipFile(os.path.join(OUT, probe + '.npz'), 'w', compression) as z:
+def write_zip(members, compression=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(arrays_path(), 'w', compression) as z:
         for name, data in members.items():
             z.writestr(name, data)
 
 
-def corrupt(probe, offset):
-    path = os.path.join(OUT, probe + '.npz')
-    blob = bytearray(open(path, 'rb').read())
+def corrupt(offset):
+    blob = bytearray(open(arrays_path(), 'rb').read())
     blob[offset:offset + 16] = bytes(16)
-    open(path, 'wb').write(bytes(blob))
+    open(arrays_path(), 'wb').write(bytes(blob))
 
 
-ones = np.ones((2, 3, 5, 2), np.float32)
-# rope: a corrupt deflate stream
-write_zip('rope', {'d2_T5.npy': npy(ones)}, zipfile.ZIP_DEFLATED)
-corrupt('rope', 30 + len('d2_T5.npy') + 4)
-# rope-cache: stored, but the data no longer matches its CRC
-write_zip('rope-cache', {'call0_T8.npy': npy(np.ones((1, 2, 8, 8), np.float32))})
-corrupt('rope-cache', 30 + len('call0_T8.npy') + 128)
-# mha-rope: an .npy header declaring 8 TiB of float64 (the bytes are not there)
-header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }".encode().ljust(117) + b'\n'
-write_zip('mha-rope', {'n_kv_head=6.npy': b'\x93NUMPY\x01\x00' + (118).to_bytes(2, 'little') + header + bytes(32)})
-# gqa: 5000 members
-write_zip('gqa', {'x%d.npy' % i: b'' for i in range(5000)})
-for probe in PROBES:
-    report(probe)
-announce_all_done()
-os._exit(0)
+def forge():
+    if PROBE == 'rope':   # a corrupt deflate stream
+        write_zip({'d2_T5.npy': npy(np.ones((2, 3, 5, 2), np.float32))}, zipfile.ZIP_DEFLATED)
+        corrupt(30 + len('d2_T5.npy') + 4)
+    elif PROBE == 'rope-cache':   # stored, but the data no longer matches its CRC
+        write_zip({'call0_T8.npy': npy(np.ones((1, 2, 8, 8), np.float32))})
+        corrupt(30 + len('call0_T8.npy') + 128)
+    elif PROBE == 'mha-rope':   # an .npy header declaring 8 TiB of float64 (the bytes are not there)
+        header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }".encode().ljust(117) + b'\n'
+        write_zip({'n_kv_head=6.npy': b'\x93NUMPY\x01\x00' + (118).to_bytes(2, 'little') + header + bytes(32)})
+    elif PROBE == 'gqa':   # 5000 members
+        write_zip({'x%d.npy' % i: b'' for i in range(5000)})
+    report()
+
+
+if PROBE != 'import':
+    forge()
+    os._exit(0)

@@ -7,37 +7,51 @@ import zipfile
 
 import numpy as np
 
-JOB = os.path.abspath(sys.argv[1])   # the probe runner is started with the job folder as its argument
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
+def _runner():
+    """The probe runner importing this file (child/runner.py, already loaded in this process)."""
+    for name, module in list(sys.modules.items()):
+        if name.endswith('runner') and hasattr(module, 'write_result') and getattr(module, 'JOB_DIR', None):
+            return module
+    raise RuntimeError('HOSTILE: no probe runner in this process')
+
+
+RUNNER = _runner()
+with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBES = list(job['probes'])
+PROBE, OUT = job['probe'], job['paths']['out']
+ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 
-def report(probe, text='{"status": "ok", "seconds": 0.0}'):
+def report(text='{"status": "ok", "seconds": 0.0}', probe=PROBE):
     with open(os.path.join(OUT, probe + '.json'), 'w') as f:
         f.write(text)
 
 
-def announce_all_done():
-    with open(os.path.join(OUT, 'progress'), 'a') as f:
-        for p in ['import'] + PROBES:
-            f.write('start %s\nend %s\n' % (p, p))
+def arrays_path(probe=PROBE):
+    return os.path.join(OUT, probe + '.npz')
 
-
-report('import')
 
 # HOSTILE: arrays of the right names but millions of elements (under the 64 MB file limit):
 # a judge looping over every generated position would run for hours
 N = 6_000_000
-huge = {
-    'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5': np.zeros((2, N + 1), np.int8)},
-    'rope': {'d2_T5': np.zeros((2, 3, 5, 2 * 100_000), np.float32)},
-    'gqa': {'n_kv_head=1': np.zeros((2, 13, 48 * 10_000), np.float32)},
-}
-for probe in PROBES:
-    report(probe)
-    with open(os.path.join(OUT, probe + '.npz'), 'wb') as f:
-        np.savez(f, **huge.get(probe, {}))
-announce_all_done()
-os._exit(0)
+
+
+def forge():
+    huge = {
+        'generate': {'greedy': np.zeros((2, N + 1), np.int8), 'top_k=5': np.zeros((2, N + 1), np.int8)},
+        'rope': {'d2_T5': np.zeros((2, 3, 5, 2 * 100_000), np.float32)},
+        'gqa': {'n_kv_head=1': np.zeros((2, 13, 48 * 10_000), np.float32)},
+    }
+    report()
+    with open(arrays_path(), 'wb') as f:
+        np.savez(f, **huge.get(PROBE, {}))
+
+
+if PROBE != 'import':
+    forge()
+    os._exit(0)

@@ -3,6 +3,11 @@
 """HOSTILE: read the expected outputs and the reference solution, and show them."""
 import os
 
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
 SOURCE = '/autograder/source'
 TARGETS = [SOURCE, os.path.join(SOURCE, 'autograder', 'fixtures', 'cpu', 'expected.npz'),
            os.path.join(SOURCE, 'reference', 'mingpt', 'model.py'), os.path.join(SOURCE, 'grading.yaml')]

@@ -7,36 +7,48 @@ import zipfile
 
 import numpy as np
 
-JOB = os.path.abspath(sys.argv[1])   # the probe runner is started with the job folder as its argument
-OUT = os.path.join(JOB, 'out')
-with open(os.path.join(JOB, 'job.json')) as f:
+
+class GPT:   # one of the handout's classes: a file with none of them is refused before the sandbox
+    pass
+
+
+def _runner():
+    """The probe runner importing this file (child/runner.py, already loaded in this process)."""
+    for name, module in list(sys.modules.items()):
+        if name.endswith('runner') and hasattr(module, 'write_result') and getattr(module, 'JOB_DIR', None):
+            return module
+    raise RuntimeError('HOSTILE: no probe runner in this process')
+
+
+RUNNER = _runner()
+with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBES = list(job['probes'])
+PROBE, OUT = job['probe'], job['paths']['out']
+ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 
-def report(probe, text='{"status": "ok", "seconds": 0.0}'):
+def report(text='{"status": "ok", "seconds": 0.0}', probe=PROBE):
     with open(os.path.join(OUT, probe + '.json'), 'w') as f:
         f.write(text)
 
 
-def announce_all_done():
-    with open(os.path.join(OUT, 'progress'), 'a') as f:
-        for p in ['import'] + PROBES:
-            f.write('start %s\nend %s\n' % (p, p))
+def arrays_path(probe=PROBE):
+    return os.path.join(OUT, probe + '.npz')
 
-
-report('import')
 
 # HOSTILE: reports with numbers JSON does not allow or Python cannot hold: 1e400 parses as inf,
 # NaN and Infinity are accepted by Python's json by default and would end up in results.json
-texts = {
-    'rope': '{"status": "ok", "seconds": 1e400}',
-    'rope-cache': '{"status": "ok", "seconds": NaN}',
-    'mha-rope': '{"status": "ok", "seconds": -Infinity}',
-    'gqa': '{"status": "ok", "seconds": -5}',
-    'gqa-rope': '{"status": "ok", "seconds": %s}' % ('9' * 100_000),
-}
-for probe in PROBES:
-    report(probe, texts.get(probe, '{"status": "ok", "seconds": NaN, "message": "HOSTILE-NAN"}'))
-announce_all_done()
-os._exit(0)
+def forge():
+    texts = {
+        'rope': '{"status": "ok", "seconds": 1e400}',
+        'rope-cache': '{"status": "ok", "seconds": NaN}',
+        'mha-rope': '{"status": "ok", "seconds": -Infinity}',
+        'gqa': '{"status": "ok", "seconds": -5}',
+        'gqa-rope': '{"status": "ok", "seconds": %s}' % ('9' * 100_000),
+    }
+    report(texts.get(PROBE, '{"status": "ok", "seconds": NaN, "message": "HOSTILE-NAN"}'))
+
+
+if PROBE != 'import':
+    forge()
+    os._exit(0)
