@@ -1,7 +1,7 @@
 """
 hw1-autograder: grades a student's mingpt/model.py (RoPE, GQA, sliding-window attention)
 against the staff reference. The trusted harness lives here; student code only ever runs
-in a sandboxed child process (see sandbox.py and the child/ package); staff tools are in
+in sandboxed probe processes (see the sandbox/ and child/ packages); staff tools are in
 staff/ and never ship in the Gradescope zip. docs/ARCHITECTURE.md draws the parts.
 """
 
