@@ -310,7 +310,8 @@ def check_forged_progress(out, tests, root):
     # there is no progress file any more: each probe is a process of its own, and its deadline counts the CPU
     # seconds the harness measures from outside. The forgery announces "end loss-curve" wherever its process can
     # write (files named progress, stdout and stderr, the harness link) when the training starts, then burns
-    # 0.1 s of CPU per step (12 s in all against the 8 s allowed here): the deadline stops it all the same.
+    # 0.25 s of CPU per step (15 s in all over 60 steps, against the 8 s allowed here; the reference's
+    # training takes ~1 s): the deadline stops it all the same.
     # gradients rests on the training's step-0 gradients (evidence from this probe), so it is lost with it;
     # every other test is the reference's own.
     assert 'end loss-curve' in out['extra_data']['child_log_tail']   # the attack fired: its stdout reached the log
