@@ -66,6 +66,9 @@ def named_bugs(out):
     return found
 
 
+SEE_1_1 = ' (see test 1.1)'
+
+
 def _first_line(text):
     return next((l.strip() for l in (text or '').splitlines() if l.strip()), '')
 
@@ -76,6 +79,8 @@ def classify(out, sub_dir=None):
     first = out.tests.get('submission')
     if scored and all(_first_line(t.output).startswith(NOT_GRADED) for t in scored):
         reason = _first_line(scored[0].output)[len(NOT_GRADED):]   # the problem grade.py found (the same for every test)
+        if reason.endswith(SEE_1_1):   # the student's pointer to the test that explains it; staff read the reason
+            reason = reason[:-len(SEE_1_1)]
         if reason.startswith('no model.py') and sub_dir and os.path.isdir(sub_dir):
             uploaded = sorted(f for f in os.listdir(sub_dir) if not f.startswith('.') and f not in GRADER_OUTPUTS)
             reason += ' (the upload holds %s)' % (', '.join(uploaded[:5]) + (' ...' if len(uploaded) > 5 else '')
