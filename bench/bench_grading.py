@@ -65,27 +65,26 @@ def tree(root):
     return out
 
 
-def rss_kb(pid):
+def _proc_kb(path, field):
+    """The kB value of `field:` in a /proc file, or None (the process is gone, or the file lacks it)."""
     try:
-        with open('/proc/%d/status' % pid) as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith('VmRSS:'):
+                if line.startswith(field + ':'):
                     return int(line.split()[1])
     except OSError:
         pass
-    return 0  # gone, or a kernel thread / zombie without VmRSS
+    return None
+
+
+def rss_kb(pid):
+    return _proc_kb('/proc/%d/status' % pid, 'VmRSS') or 0   # 0: gone, or a kernel thread / zombie without VmRSS
 
 
 def pss_kb(pid):
     """Proportional set size (shared pages split between the processes that map them), or VmRSS without smaps_rollup."""
-    try:
-        with open('/proc/%d/smaps_rollup' % pid) as f:
-            for line in f:
-                if line.startswith('Pss:'):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return rss_kb(pid)
+    pss = _proc_kb('/proc/%d/smaps_rollup' % pid, 'Pss')
+    return rss_kb(pid) if pss is None else pss
 
 
 class TreeSampler(threading.Thread):
