@@ -48,7 +48,11 @@ def test_zip_upload_with_a_guarded_wandb_import_scores_full_and_leaves_no_copy(t
     upload = tmp_path / 'hw1.zip'
     with zipfile.ZipFile(str(upload), 'w') as z:
         z.writestr('hw1/mingpt/model.py', patching.patched_reference([WANDB], 'guarded wandb import'))
-    proc, out = _grade(upload, tmp_path, env=dict(os.environ, TMPDIR=str(scratch)))
+    try:
+        proc, out = _grade(upload, tmp_path, env=dict(os.environ, TMPDIR=str(scratch)))
+        left = [n for n in os.listdir(scratch) if n.startswith('hw1-')]
+    finally:   # the scratch folder goes whatever the grading did
+        shutil.rmtree(scratch, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr
     # full marks: the required 100 and every extra-credit point (grading.yaml handout.extra_credit)
     points = out.extra_data['points']
@@ -56,10 +60,7 @@ def test_zip_upload_with_a_guarded_wandb_import_scores_full_and_leaves_no_copy(t
         points['extra_credit'] == points['extra_credit_max'] > 0, \
         [(t.number, t.score, t.output[:200]) for t in out.tests.values()]
     assert 'from the zip you uploaded' in out['submission'].output
-    try:
-        assert [n for n in os.listdir(scratch) if n.startswith('hw1-')] == []
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    assert left == []   # no copy of the upload left in the grading's TMPDIR
     assert 'total: 100 / 100' in proc.stdout
 
 
