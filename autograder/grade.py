@@ -155,9 +155,7 @@ class Judging:
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
                'limits': resources.probe_limits(prof)}
-        every = inputs.build(prof)
-        run = self.run = sandbox.run(located.path, job, probe_ids, {p: inputs.for_probe(prof, p, every) for p in probe_ids},
-                                     timeouts, import_timeout=grading.test('submission').timeout,
+        run = self.run = sandbox.run(located.path, job, probe_ids, inputs.per_probe(prof, probe_ids), timeouts, import_timeout=grading.test('submission').timeout,
                                      handlers=probe_handlers(prof),
                                      need_data='loss-curve' in probe_ids,
                                      expected=expected_outputs(fx, probe_ids, prof), private=private,

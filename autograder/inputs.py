@@ -161,6 +161,12 @@ def wanted(key, patterns):
     return any(key == p or (p.endswith('/') and key.startswith(p)) for p in patterns)
 
 
+def per_probe(profile, probe_ids, arrays=None):
+    """{probe id: the inputs of its process} for Sandbox.run, from `arrays` (default: build(profile))."""
+    arrays = build(profile) if arrays is None else arrays
+    return {p: for_probe(profile, p, arrays) for p in probe_ids}
+
+
 def for_probe(profile, probe_id, arrays=None):
     """The inputs of one probe's process (probe_inputs), from `arrays` (default: build(profile))."""
     if probe_id == 'import':

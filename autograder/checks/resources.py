@@ -19,8 +19,8 @@ import numpy as np
 
 from autograder import memory_rules
 from autograder.checks import Verdict, case_error_line
+from autograder.child.wire import FIGURE_TYPES
 
-FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')   # child/probes_workflow.py's codes
 VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors say is_cuda and device cuda:0, '
         'torch.cuda.is_available() is True), so the code your guard runs on a GPU runs here')
 

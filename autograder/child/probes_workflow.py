@@ -11,12 +11,10 @@ import numpy as np
 import torch
 
 from . import adapter, cuda_view, link, memory_readings
+from .wire import FIGURE_TYPES
 
 
 # ----------------------------------------------------------------------------- memory
-
-FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')
-
 
 def _figure(mem):
     """[type code, value] of the figure forward returned (value NaN when there is none): float64 holds every

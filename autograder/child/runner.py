@@ -175,10 +175,9 @@ def apply_limits(limits):
     if margin is None:
         return
     import resource
-    with open('/proc/self/status') as f:
-        vm_kb = next(int(line.split()[1]) for line in f if line.startswith('VmSize:'))
+    from .memory_readings import proc_status
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = vm_kb * 1024 + int(margin) * 1024 * 1024
+    cap = proc_status(os.getpid())['VmSize'] + int(margin) * 1024 * 1024
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))

@@ -38,6 +38,10 @@ MAX_ARRAYS = 256                    # members of one .npz (the gradients probe r
 MAX_NDIM = 8
 MAX_ITEMSIZE = 8                    # bytes per element (float64, int64)
 
+# the memory probe's figure arrays hold [code, value]: the code is the index of the figure's type here
+# (child/memory_readings.describe_figure names the type; checks/resources.figure_of reads it back)
+FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')
+
 
 def report_name(probe_id):
     return probe_id + '.json'

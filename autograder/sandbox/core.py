@@ -96,8 +96,8 @@ class Sandbox:
             handlers=None, private=(), on_result=None):
         """
         Run the import check, then each probe of `probes`, on `model_py`, each in a fresh process.
-        inputs: {probe id: {key: array}} (only those reach the probe), or one flat {key: array},
-          which is cut per probe by autograder.inputs.for_probe (job['profile']'s declaration).
+        inputs: {probe id: {key: array}}: only those reach the probe (autograder.inputs.per_probe
+          cuts them from the declaration of each probe's inputs).
         timeouts: {probe id: CPU seconds}; import_timeout: the import check's.
         expected: {probe id: {key: reference shape}}, the arrays each probe may return (None: any).
         handlers: {probe id: handler(payload: bytes, pid: int) -> bytes | (bytes, log entry or list of them)} served
@@ -122,18 +122,11 @@ class Sandbox:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
 
-    @staticmethod
-    def _inputs(inputs, probe_ids, profile):
-        if inputs and all(isinstance(v, dict) for v in inputs.values()):
-            return {p: dict(inputs.get(p, {})) for p in probe_ids}
-        from autograder import inputs as declared
-        return {p: declared.for_probe(profile, p, inputs) for p in probe_ids}
-
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected, handlers,
                     private, on_result):
         started = time.time()
         self.budget_end = started + self.cfg['total_seconds']
-        per_probe = self._inputs(inputs, probes, job.get('profile'))
+        per_probe = {p: dict(inputs.get(p, {})) for p in probes}
         self.landed = {'files_removed': 0, 'ipc_removed': 0}
         self.cgroup, self.scratch, self.logs = None, None, []
         results, import_result = {}, None

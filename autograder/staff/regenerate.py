@@ -52,7 +52,7 @@ def run_probes(sandbox, model_py, profile, probes, inp, seeds=None):
     if seeds is not None:
         job['loss_curve_seeds'] = seeds
     timeouts = {p: 900 for p in probes}
-    result = sandbox.run(model_py, job, probes, inp, timeouts, import_timeout=300, need_data='loss-curve' in probes,
+    result = sandbox.run(model_py, job, probes, inputs.per_probe(profile, probes, inp), timeouts, import_timeout=300, need_data='loss-curve' in probes,
                          handlers=probe_handlers(profile))
     if result.import_result.status != 'ok':
         raise RuntimeError("import failed: %s" % result.import_result.message)
