@@ -18,16 +18,16 @@ import importlib
 import sys
 
 COMMANDS = {
-    'grade': 'autograder.grade',
-    'regenerate': 'autograder.staff.regenerate',
-    'build-template': 'autograder.staff.handout',
-    'build-handout': 'autograder.staff.handout',
-    'build-zip': 'autograder.staff.build_zip',
-    'batch': 'autograder.staff.batch',
-    'report': 'autograder.staff.report',
-    'diff': 'autograder.staff.regrade_diff',
-    'evaluate': 'autograder.staff.evaluate',
-    'experiments': 'autograder.staff.experiments',
+    'grade': 'autograder.judge.grade',
+    'regenerate': 'autograder.staff.fixtures.regenerate',
+    'build-template': 'autograder.staff.handout.build',
+    'build-handout': 'autograder.staff.handout.build',
+    'build-zip': 'autograder.staff.deploy.build_zip',
+    'batch': 'autograder.staff.regrade.batch',
+    'report': 'autograder.staff.regrade.class_report',
+    'diff': 'autograder.staff.regrade.regrade_diff',
+    'evaluate': 'autograder.staff.evaluation.evaluate',
+    'experiments': 'autograder.staff.experiments.main',
 }
 
 

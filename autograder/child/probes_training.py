@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from . import adapter
-from .configs import MODEL_CONFIGS
+from autograder.contract.configs import MODEL_CONFIGS
 
 
 def probe_gradients(ctx):

@@ -21,7 +21,7 @@ Order within the package (no circle): wall, seccomp, cgroups, readback, users <-
 defences, zygote, scratch <- probe <- core <- cli.
 """
 
-from autograder.sandbox.core import GradingStopped, RunResult, Sandbox  # noqa: F401
+from autograder.sandbox.grading import GradingStopped, RunResult, Sandbox  # noqa: F401
 from autograder.sandbox.defences import SandboxRefused  # noqa: F401
 from autograder.sandbox.readback import ProbeResult  # noqa: F401
 from autograder.sandbox.users import claim as _claim_user  # noqa: F401  (tests and the batch engine)

@@ -71,7 +71,8 @@ def check(grading):
 
 
 def main(argv):
-    from autograder import GRADING_YAML, config
+    from autograder import GRADING_YAML
+    from autograder.judge import config
     from autograder.sandbox.defences import SandboxRefused
     what = argv[1] if len(argv) > 1 else 'check'
     grading = config.load(GRADING_YAML)

@@ -23,7 +23,8 @@ class StillRunning(RuntimeError):
 
 
 def pool_size():
-    from autograder import GRADING_YAML, config
+    from autograder import GRADING_YAML
+    from autograder.judge import config
     return config.load(GRADING_YAML).sandbox['pool_size']
 
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from autograder import REPO_ROOT
-from autograder.staff import evaluate
+from autograder.staff.evaluation import evaluate
 
 CORPUS = os.path.join(REPO_ROOT, 'tests', 'submissions')
 

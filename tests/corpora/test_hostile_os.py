@@ -27,7 +27,8 @@ import pytest
 
 from ag_helpers import (REPO, SANDBOXED, by_id, full, grading_text, load_results, possible, sandbox_processes,
                         score_in_range, total)
-from autograder import GRADING_YAML, config
+from autograder import GRADING_YAML
+from autograder.judge import config
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile')
 sys.path.insert(0, HOSTILE)

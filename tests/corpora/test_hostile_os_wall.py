@@ -23,7 +23,8 @@ import uuid
 import pytest
 
 from ag_helpers import REPO, SANDBOXED, by_id, grading_text, possible, sandbox_processes, sandbox_uids, total
-from autograder import GRADING_YAML, config
+from autograder import GRADING_YAML
+from autograder.judge import config
 from autograder.sandbox import seccomp
 from test_hostile_os import SETUPS, GRADING, grade, graded_fully, printed, read, setup_env, strict_load
 

@@ -20,7 +20,8 @@ import sys
 
 import pytest
 
-from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, fingerprints
+from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from autograder.judge import known_bugs
 
 REFERENCE = open(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')).read()
 COURSE_STYLE = os.path.join(REPO_ROOT, 'tests', 'submissions', 'correct', 'course_memory_skip_kv_copy', 'model.py')
@@ -57,7 +58,7 @@ CASES = {
         "imports 'matplotlib.pyplot' inside a function: the grader does not have it, so a test that runs this code "
         "fails there (importing model.py still works)"]),
     'empty': (lambda: '', False, ['model.py is empty: there is nothing to grade']),
-    'gqa_no_scale': (lambda: fingerprints.apply(fingerprints.BY_ID['gqa-no-scale'], REFERENCE), False, [
+    'gqa_no_scale': (lambda: known_bugs.apply(known_bugs.BY_ID['gqa-no-scale'], REFERENCE), False, [
         'likely bug: ']),
 }
 

@@ -1,7 +1,7 @@
 """
 The public tests (student_template/hw1/test_model.py) against a corpus of model.py files:
 they pass on the reference and on every correct variant of tests/submissions/correct; each
-known bug of the grader (autograder/fingerprints.py, applied to the reference) fails the
+known bug of the grader (autograder/known_bugs.py, applied to the reference) fails the
 tests it belongs to, is named there as the likely bug, and fails no test of an unrelated
 part (a GQA grouping bug leaves the dropout test passing); optional parts left as stubs are
 skipped, a wrong optional part fails.
@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
-from autograder import fingerprints
+from autograder.judge import known_bugs
 
 REFERENCE_MODEL = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
 CORRECT = sorted(glob.glob(os.path.join(REPO_ROOT, 'tests', 'submissions', 'correct', '*', 'model.py')))
@@ -119,8 +119,8 @@ def outcomes(tmp_path_factory):
     for path in CORRECT:
         with open(path) as f:
             sources['correct/' + os.path.basename(os.path.dirname(path))] = f.read()
-    for fingerprint in fingerprints.FINGERPRINTS:
-        sources['bug/' + fingerprint.id] = fingerprints.apply(fingerprint, sources['reference'])
+    for fingerprint in known_bugs.FINGERPRINTS:
+        sources['bug/' + fingerprint.id] = known_bugs.apply(fingerprint, sources['reference'])
     sources['optional-stub'] = _patched(SLIDING_STUBS)
     sources['optional-wrong'] = _patched(SLIDING_WRONG)
     variants = [(label, _variant(tmp_path, label.replace('/', '_'), source)) for label, source in sources.items()]
@@ -144,12 +144,12 @@ def test_correct_models_pass_every_public_test(outcomes, label):
     assert failing == {}, label
 
 
-@pytest.mark.parametrize('fingerprint', [f.id for f in fingerprints.FINGERPRINTS])
+@pytest.mark.parametrize('fingerprint', [f.id for f in known_bugs.FINGERPRINTS])
 def test_each_known_bug_fails_its_test_and_is_named(outcomes, fingerprint):
     outcome = outcomes['bug/' + fingerprint]
     kind, message = outcome[BELONGS[fingerprint]]
     assert kind == 'FAIL', (BELONGS[fingerprint], kind, message)
-    assert 'likely bug: ' + fingerprints.BY_ID[fingerprint].likely_bug in message, message
+    assert 'likely bug: ' + known_bugs.BY_ID[fingerprint].likely_bug in message, message
     # every failing comparison of this bug's output names it (or a bug with the same output)
     for test, (kind, message) in outcome.items():
         if kind == 'FAIL' and 'differ from the staff solution' in message:
@@ -162,7 +162,7 @@ def test_each_known_bug_fails_its_test_and_is_named(outcomes, fingerprint):
 
 
 def test_every_fingerprint_has_an_expectation():
-    assert set(BELONGS) == set(fingerprints.BY_ID), 'give each new fingerprint the public test it belongs to'
+    assert set(BELONGS) == set(known_bugs.BY_ID), 'give each new fingerprint the public test it belongs to'
 
 
 def test_optional_stub_is_skipped_and_wrong_optional_fails(outcomes):

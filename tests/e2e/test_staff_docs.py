@@ -13,9 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-from autograder import FIXTURES_DIR, REPO_ROOT, config, fingerprints, fixtures
+from autograder import FIXTURES_DIR, REPO_ROOT
+from autograder.judge import config, known_bugs, fixtures
 from autograder.__main__ import COMMANDS
-from autograder.staff import build_zip
+from autograder.staff.deploy import build_zip
 
 STAFF = os.path.join(REPO_ROOT, 'docs', 'STAFF.md')
 with open(STAFF, encoding='utf-8') as _f:
@@ -47,8 +48,8 @@ def test_fixtures_hash_arrays_and_fingerprints_are_current():
     assert quoted and set(quoted) == {current}, 'STAFF.md quotes fixtures %s; they are %s now' % (quoted, current)
     arrays = len(np.load(os.path.join(FIXTURES_DIR, 'cpu', 'expected.npz')).files)
     assert re.search(r'\n +%d arrays in [\d.]+ s\n' % arrays, TEXT)
-    n = len(fingerprints.FINGERPRINTS)
-    last = fingerprints.FINGERPRINTS[-1].id
+    n = len(known_bugs.FINGERPRINTS)
+    last = known_bugs.FINGERPRINTS[-1].id
     assert '[3/4] %d fingerprints (known bugs)' % n in TEXT and '%d/%d %s' % (n, n, last) in TEXT
 
 
@@ -59,7 +60,7 @@ def test_zip_file_count_is_current():
 
 def test_csv_header_and_test_table_follow_grading_yaml():
     specs = GRADING.enabled_tests()
-    from autograder.staff import gradebook
+    from autograder.staff.regrade import gradebook
     header = ','.join(gradebook.header(specs))
     assert '\n%s\n' % header in TEXT
     rows = re.findall(r'\n(\d+\.\d+) +(.{10,58}?) +(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) +(passed|failed)', TEXT)
@@ -121,7 +122,7 @@ def test_discrimination_report_lists_every_graded_test_of_the_registry():
         '--out docs/DISCRIMINATION.md' % pairs
     header = next(l for l in doc.splitlines() if l.startswith('| submission | verdict |'))
     assert header.split(' | ')[2:-3] == [s.id for s in GRADING.enabled_tests()]
-    from autograder.staff import evaluate
+    from autograder.staff.evaluation import evaluate
     corpus = evaluate.load_corpus(os.path.join(REPO_ROOT, 'tests', 'submissions'))
     n_correct = sum(s['verdict'] == 'correct' for s in corpus)
     assert 'false failures on correct variants: 0 / %d' % n_correct in doc
@@ -129,10 +130,10 @@ def test_discrimination_report_lists_every_graded_test_of_the_registry():
 
 
 def test_reference_answers_name_the_current_reference():
-    from autograder.staff import experiments_runs
+    from autograder.staff.experiments import runs
     with open(os.path.join(REPO_ROOT, 'docs', 'reference_answers', 'report.md'), encoding='utf-8') as f:
         named = re.search(r'reference solution \(reference/, sha256 ([0-9a-f]{12})', f.read()).group(1)
-    current = experiments_runs.reference_code_hash()[:12]
+    current = runs.reference_code_hash()[:12]
     assert named == current, (
         'docs/reference_answers/report.md was made from reference %s, the reference is %s now: run python -m '
         'autograder experiments --sizes cpu --seeds 1 --jobs 2 --out docs/reference_answers --runs '

@@ -8,8 +8,9 @@ import os
 
 import yaml
 
-from autograder import REPO_ROOT, config, registry
-from autograder.fingerprints import BY_ID as FINGERPRINTS
+from autograder import REPO_ROOT
+from autograder.judge import config, registry
+from autograder.judge.known_bugs import BY_ID as FINGERPRINTS
 
 CORPUS = os.path.join(REPO_ROOT, 'tests', 'submissions')
 OPTIONAL = {t.id for t in config.load().tests if t.optional_part}

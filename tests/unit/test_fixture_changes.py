@@ -1,5 +1,5 @@
 """
-regenerate writes the fixtures only when a change matters (autograder/staff/fixture_changes.py):
+regenerate writes the fixtures only when a change matters (autograder/staff/fixtures/fixture_changes.py):
 float32 noise below the stated floor leaves every file byte for byte, a real change is written
 and stated in units of its test's tolerance with the nearest known bug's distance, integers are
 exact, and 10.1's logits are judged through the held-out loss they give.
@@ -11,8 +11,8 @@ import shutil
 import numpy as np
 import pytest
 
-from autograder import config, fixtures
-from autograder.staff import fixture_changes, regenerate
+from autograder.judge import config, fixtures
+from autograder.staff.fixtures import fixture_changes, regenerate
 
 GRADING = config.load()
 

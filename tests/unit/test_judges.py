@@ -6,10 +6,12 @@ ones of grading.yaml; the arrays are made up here, with the errors placed on pur
 
 import numpy as np
 
-from autograder import GRADING_YAML, config
-from autograder.checks import compare, judge
-from autograder.fingerprints import BY_ID as FINGERPRINTS
-from autograder.fixtures import Fixtures
+from autograder import GRADING_YAML
+from autograder.judge import config
+from autograder.judge.judges import compare
+from autograder.judge.registry import judge
+from autograder.judge.known_bugs import BY_ID as FINGERPRINTS
+from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load(GRADING_YAML)

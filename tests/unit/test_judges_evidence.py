@@ -9,11 +9,11 @@ inputs inputs.PROBE_INPUTS declares. Fast: no sandbox, no torch; the sizes are g
 import numpy as np
 import pytest
 
-from autograder import config, inputs, registry
-from autograder.checks import judge
-from autograder.checks.behaviour import judge_causality, judge_dropout
-from autograder.checks.generation import judge_generate, judge_kv_cache
-from autograder.fixtures import Fixtures
+from autograder.judge import config, inputs, registry
+from autograder.judge.registry import judge
+from autograder.judge.judges.behaviour import judge_causality, judge_dropout
+from autograder.judge.judges.generate import judge_generate, judge_kv_cache
+from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
@@ -309,7 +309,7 @@ def test_cached_tokens_that_differ_from_the_references_blame_no_uncached_run():
 
 def test_reference_fixtures_show_the_altered_cache_changes_its_tokens():
     # the check of "uses the cache" is only evidence if the change moves the reference's tokens
-    from autograder import fixtures as fx_module
+    from autograder.judge import fixtures as fx_module
     fx = fx_module.load(GRADING, 'cpu', check=False)
     kv, gen = fx.probe('kv-cache'), fx.probe('generate')
     for label in ('rope-gqa', 'gqa'):

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from autograder import REPO_ROOT
-from autograder.child import cuda_view, memory_readings
+from autograder.child import cuda_view
+from autograder.contract import memory_readings
 
 MB = 1 << 20
 
@@ -74,7 +75,7 @@ def test_a_flood_of_queries_is_answered_but_the_log_is_bounded_and_marks_keep_ro
 
 PROC_SCRIPT = """
 import os, sys, torch
-from autograder.child import memory_readings
+from autograder.contract import memory_readings
 h, pid = memory_readings.Readings(), os.getpid()
 memory_readings.settle()
 before = int(h(b'memory_allocated', pid))

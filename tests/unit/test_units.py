@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from ag_helpers import REPO, AutograderRoot, grading_text, load_results
-from autograder import GRADING_YAML, config, grade, results, submission
+from autograder import GRADING_YAML
+from autograder.judge import config, grade, results, submission
 
 REFERENCE_MODEL = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
 

@@ -1,4 +1,4 @@
-# copied by build-template from autograder/memory_rules.py: do not edit here
+# copied by build-template from autograder/contract/memory_rules.py: do not edit here
 """
 The memory contract of test 9.1 as a pure function: is the figure an attention module's
 forward returned an honest measurement of a region that contains the attention core?
