@@ -14,7 +14,7 @@ Protocol (SOCK_SEQPACKET, one JSON object per message):
                       "rusage": {...}} for every child it reaps (it is their subreaper).
 When the control socket closes, the zygote kills what it started and ends.
 
-Imports nothing of `autograder`: the wall arrives as an argument.
+Imports nothing of `autograder` but its contract (autograder/contract/): the wall arrives as an argument.
 """
 
 import json

@@ -1,6 +1,6 @@
 """
 Reference outputs the checks compare against, one folder per profile under
-autograder/fixtures/: expected.npz (the reference's probe outputs), fingerprints.npz (the
+autograder/fixtures/: expected.npz (the reference's probe outputs), known_bugs.npz (the
 outputs of known wrong variants) and manifest.json (what they were made from). They are
 written only by `python -m autograder regenerate`; the grader refuses stale ones.
 """
@@ -52,17 +52,17 @@ def sha256_file(path):
 class Fixtures:
     profile: str
     expected: Dict[str, np.ndarray]
-    fingerprints: Dict[str, Dict[str, np.ndarray]]   # fingerprint id -> {key: array}
+    known_bugs: Dict[str, Dict[str, np.ndarray]]   # known bug id -> {key: array}
     manifest: dict
 
     def probe(self, probe_id):
         prefix = probe_id + '/'
         return {k[len(prefix):]: v for k, v in self.expected.items() if k.startswith(prefix)}
 
-    def fingerprint_outputs(self, probe_id):
+    def known_bug_outputs(self, probe_id):
         prefix = probe_id + '/'
         return {fp: {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-                for fp, arrays in self.fingerprints.items()}
+                for fp, arrays in self.known_bugs.items()}
 
 
 def folder(profile):
@@ -88,7 +88,7 @@ def load(grading, profile, check=True):
             raise StaleFixtures("fixtures for profile %r are stale: %s. Run `python -m autograder regenerate%s`."
                                 % (profile, '; '.join(problems), ' --device cuda' if profile == 'gpu' else ''))
     fps = {}
-    for key, value in _load_npz(os.path.join(base, 'fingerprints.npz')).items():
+    for key, value in _load_npz(os.path.join(base, 'known_bugs.npz')).items():
         fp, rest = key.split('::', 1)
         fps.setdefault(fp, {})[rest] = value
     return Fixtures(profile, _load_npz(os.path.join(base, 'expected.npz')), fps, manifest)
@@ -110,11 +110,11 @@ def staleness(grading, profile, manifest):
     return problems
 
 
-def write(profile, expected, fingerprints, manifest):
+def write(profile, expected, known_bugs, manifest):
     base = folder(profile)
     os.makedirs(base, exist_ok=True)
-    flat = {'%s::%s' % (fp, k): v for fp, arrays in fingerprints.items() for k, v in arrays.items()}
-    for name, arrays in (('expected.npz', expected), ('fingerprints.npz', flat)):
+    flat = {'%s::%s' % (fp, k): v for fp, arrays in known_bugs.items() for k, v in arrays.items()}
+    for name, arrays in (('expected.npz', expected), ('known_bugs.npz', flat)):
         tmp = os.path.join(base, '.' + name)
         with open(tmp, 'wb') as f:
             np.savez_compressed(f, **dict(sorted(arrays.items())))

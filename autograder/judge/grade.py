@@ -111,7 +111,7 @@ def graded_specs(grading, skip=()):
 def probe_handlers(profile):
     """
     {probe id: handler of its harness link}: the memory probe's torch.cuda queries are answered
-    from the kernel's figures of the asking process and logged here (child/memory_readings.py),
+    from the kernel's figures of the asking process and logged here (contract/memory_readings.py),
     the only readings 9.1 believes (ProbeResult.harness['link']).
     """
     from autograder.contract.memory_readings import Readings

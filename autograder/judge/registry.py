@@ -2,7 +2,7 @@
 The one registry of graded tests. Each test id is spelled here once, with its judge; its
 probe is the function `probe_<id>` (dashes as underscores) in a child/probes*.py module, and its
 weight, visibility, timeout and tolerance are in grading.yaml. Every other list of ids
-(config's known ids, the probes regenerate runs, the probes fingerprints cover) is derived
+(config's known ids, the probes regenerate runs, the probes known bugs cover) is derived
 from this table, and a unit test holds grading.yaml's ids equal to it.
 
 A judge may also read what OTHER probes of the same grading returned (`evidence`): the same
@@ -10,8 +10,8 @@ model's answers given in another process, e.g. 7.1 compares the prefix outputs o
 with the outputs 3.1, 5.1 and 8.1 produced for the original input. Those probes then run
 whenever the judge runs, even if their own tests are skipped or switched off.
 
-Adding a graded test: an entry here, a probe in child/probes*.py, a judge in checks/, the
-inputs it needs in inputs.py (build and its PROBE_INPUTS declaration), its entry in
+Adding a graded test: an entry here, a probe in child/probes_<area>.py, a judge in judges/<area>.py, the
+inputs it needs in inputs.py (build and its probe_inputs entry), its entry in
 grading.yaml, then `python -m autograder regenerate`.
 """
 
@@ -27,7 +27,7 @@ class GradedTest:
     id: str
     judge: Optional[Callable]       # (spec, probe result, fixtures, grading) -> Verdict; None: judged by grade.py
     needs_tolerance: bool = True    # compares numbers, so grading.yaml must say how close is close enough
-    fingerprinted: bool = False     # its outputs are compared against the known bugs of fingerprints.py
+    compares_known_bugs: bool = False     # its outputs are compared against the known bugs of known_bugs.py
     values_in_fixtures: bool = True  # False: the judge reads only the keys and shapes of the reference's outputs
     evidence: Tuple[str, ...] = ()  # other probes whose results its judge reads: judge(..., evidence={id: result})
 
@@ -39,15 +39,15 @@ class GradedTest:
 
 TESTS = (
     GradedTest('submission', None, needs_tolerance=False),
-    GradedTest('rope', values.judge_values, fingerprinted=True),
-    GradedTest('rope-cache', values.judge_rope_cache, fingerprinted=True),
-    GradedTest('mha-rope', values.judge_values, fingerprinted=True),
-    GradedTest('gqa', values.judge_values, fingerprinted=True),
-    GradedTest('gqa-rope', values.judge_values, fingerprinted=True),
+    GradedTest('rope', values.judge_values, compares_known_bugs=True),
+    GradedTest('rope-cache', values.judge_rope_cache, compares_known_bugs=True),
+    GradedTest('mha-rope', values.judge_values, compares_known_bugs=True),
+    GradedTest('gqa', values.judge_values, compares_known_bugs=True),
+    GradedTest('gqa-rope', values.judge_values, compares_known_bugs=True),
     GradedTest('dropout', behaviour.judge_dropout, evidence=('gqa',)),
     GradedTest('causality', behaviour.judge_causality, evidence=('mha-rope', 'gqa-rope', 'model')),
-    GradedTest('model', values.judge_model, fingerprinted=True),
-    GradedTest('generate', generate.judge_generate, needs_tolerance=False, fingerprinted=True, evidence=('model',)),
+    GradedTest('model', values.judge_model, compares_known_bugs=True),
+    GradedTest('generate', generate.judge_generate, needs_tolerance=False, compares_known_bugs=True, evidence=('model',)),
     # 9.1 judges the harness's kernel readings, never the reference's figures (which move by kilobytes between runs)
     GradedTest('memory', memory.judge_memory, values_in_fixtures=False),
     GradedTest('loss-curve', training.judge_loss_curve),
@@ -61,7 +61,7 @@ TESTS = (
 BY_ID = {t.id: t for t in TESTS}
 IDS = tuple(t.id for t in TESTS)
 PROBED = tuple(t.id for t in TESTS if t.probe)                  # what regenerate runs on the reference
-FINGERPRINTED = tuple(t.id for t in TESTS if t.fingerprinted)   # what regenerate runs on each known bug
+COMPARES_KNOWN_BUGS = tuple(t.id for t in TESTS if t.compares_known_bugs)   # what regenerate runs on each known bug
 NEEDS_TOLERANCE = tuple(t.id for t in TESTS if t.needs_tolerance)
 SHAPES_ONLY = tuple(t.id for t in TESTS if not t.values_in_fixtures)     # regenerate stores zeros of their shapes
 

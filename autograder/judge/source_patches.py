@@ -2,7 +2,7 @@
 Patches a source text by anchor strings: each (old, new[, count]) replaces `old`, which must
 occur exactly `count` times (default 1), so a patch that no longer fits the reference fails
 loudly instead of silently doing nothing. One helper for every patched copy of the reference:
-the known bugs (fingerprints.py), the hostile corpus (tests/hostile/build.py) and the tests.
+the known bugs (known_bugs.py), the hostile corpus (tests/hostile/build.py) and the tests.
 """
 
 import os

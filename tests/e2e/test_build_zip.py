@@ -42,7 +42,7 @@ def test_zip_matches_golden_listing_and_gradescope_layout(built):
     assert all(i.date_time == build_zip.FIXED_TIME for i in infos)
     # what grading needs is in; the reference solution, tests, docs and benchmarks are out
     for needed in ('autograder/fixtures/cpu/manifest.json', 'autograder/fixtures/cpu/expected.npz',
-                   'autograder/fixtures/cpu/fingerprints.npz', 'autograder/child/probes_values.py', 'autograder/child/runner.py',
+                   'autograder/fixtures/cpu/known_bugs.npz', 'autograder/child/probes_values.py', 'autograder/child/runner.py',
                    'autograder/child/adapter.py', 'autograder/contract/report_schema.py', 'autograder/judge/registry.py',
                    'autograder/judge/judges/values.py', 'data/build_corpus.py', 'requirements.txt',
                    'student_template/hw1/chargpt.py', 'student_template/hw1/mingpt/__init__.py',

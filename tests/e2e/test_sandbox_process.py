@@ -51,7 +51,7 @@ def test_the_link_serves_a_handler_with_the_senders_pid_from_the_kernel(sandbox,
         seen.append(pid)
         return b'echo:' + payload, {'pid': pid, 'payload': payload.decode()}
 
-    r = run(sandbox, tmp_path, "import child.link as link\nprint('GOT', link.ask(b'hello').decode(), "
+    r = run(sandbox, tmp_path, "import autograder.child.socket_link as link\nprint('GOT', link.ask(b'hello').decode(), "
                                "link.ask(b'').decode() or 'empty')\n", handlers={report_schema.IMPORT: echo})
     imp = r.import_result
     assert imp.status == 'ok', imp.message

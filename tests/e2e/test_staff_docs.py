@@ -1,6 +1,6 @@
 """
 docs/STAFF.md cannot drift from the code: every `python -m autograder COMMAND --flag` it
-quotes exists; the fixtures hash, the number of arrays and fingerprints, the zip's file count,
+quotes exists; the fixtures hash, the number of arrays and known bugs, the zip's file count,
 the CSV header, the test table and the batch summary lines it shows are what the code gives
 now; the grading times it quotes are those docs/BENCHMARKS.md measured.
 """
@@ -42,15 +42,15 @@ def test_every_quoted_command_and_flag_exists():
             assert flag in helps[command], 'STAFF.md quotes `%s %s`, which the command does not have' % (command, flag)
 
 
-def test_fixtures_hash_arrays_and_fingerprints_are_current():
+def test_fixtures_hash_arrays_and_known_bugs_are_current():
     current = fixtures.sha256_file(os.path.join(fixtures.folder('cpu'), 'manifest.json'))[:12]
     quoted = re.findall(r'fixtures ([0-9a-f]{12})', TEXT)
     assert quoted and set(quoted) == {current}, 'STAFF.md quotes fixtures %s; they are %s now' % (quoted, current)
     arrays = len(np.load(os.path.join(FIXTURES_DIR, 'cpu', 'expected.npz')).files)
     assert re.search(r'\n +%d arrays in [\d.]+ s\n' % arrays, TEXT)
-    n = len(known_bugs.FINGERPRINTS)
-    last = known_bugs.FINGERPRINTS[-1].id
-    assert '[3/4] %d fingerprints (known bugs)' % n in TEXT and '%d/%d %s' % (n, n, last) in TEXT
+    n = len(known_bugs.KNOWN_BUGS)
+    last = known_bugs.KNOWN_BUGS[-1].id
+    assert '[3/4] %d known bugs' % n in TEXT and '%d/%d %s' % (n, n, last) in TEXT
 
 
 def test_zip_file_count_is_current():

@@ -9,7 +9,7 @@ planted bugs, for bench/bench_batch.py and the slow report test:
 - the untouched template, a syntax error and a PDF-only upload.
 
 Each submission has an invented student in submission_metadata.yml. `build()` returns the
-export folder and the truth: {submission: planted fingerprint id or None}, and the
+export folder and the truth: {submission: planted known bug id or None}, and the
 submissions expected `not graded`.
 """
 
@@ -42,7 +42,7 @@ def submissions():
                 continue
             with open(os.path.join(folder, 'expected.yaml')) as f:
                 exp = yaml.safe_load(f) or {}
-            out.append((_read(os.path.join(folder, 'model.py')), exp.get('fingerprint'), '%s/%s' % (kind, name)))
+            out.append((_read(os.path.join(folder, 'model.py')), exp.get('known_bug'), '%s/%s' % (kind, name)))
     reference = _read(REFERENCE)
     for fp, n in sorted(EXTRA.items()):
         for i in range(n):

@@ -245,7 +245,7 @@ class FakeFixtures:
     def probe(self, probe_id):
         return self.expected
 
-    def fingerprint_outputs(self, probe_id):
+    def known_bug_outputs(self, probe_id):
         return {}
 
 

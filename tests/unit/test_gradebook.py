@@ -30,7 +30,7 @@ def test_the_named_bug_pattern_reads_what_the_value_judge_prints():
     fx = fixtures.load(GRADING, 'cpu')
     spec = GRADING.test('rope')
     for fp in ('rope-sign', 'rope-base-1000'):
-        arrays = dict(fx.probe('rope'), **fx.fingerprint_outputs('rope')[fp])   # the bug's own outputs
+        arrays = dict(fx.probe('rope'), **fx.known_bug_outputs('rope')[fp])   # the bug's own outputs
         verdict = values.judge_values(spec, ProbeResult('ok', arrays=arrays), fx, GRADING)
         out = results.Results({'rope': results.TestResult('rope', spec.name, 0.0, spec.weight, 'failed', spec.number,
                                           '\n'.join(verdict.lines))})
@@ -41,10 +41,10 @@ def test_a_single_number_names_no_bug():
     """A loss agreeing with a wrong variant's within 10x the tolerance is chance (the realistic class showed two)."""
     fx = fixtures.load(GRADING, 'cpu')
     tol = GRADING.test('model').tolerance
-    fps = fx.fingerprint_outputs('model')
+    fps = fx.known_bug_outputs('model')
     fp, arrays = next((fp, a) for fp, a in fps.items() if 'rope/loss' in a and 'rope/logits' in a)
-    assert values.fingerprint_matches('rope/loss', arrays['rope/loss'], fps, tol) == []
-    assert fp in values.fingerprint_matches('rope/logits', arrays['rope/logits'], fps, tol)
+    assert values.known_bug_matches('rope/loss', arrays['rope/loss'], fps, tol) == []
+    assert fp in values.known_bug_matches('rope/logits', arrays['rope/logits'], fps, tol)
 
 
 def test_a_pdf_only_upload_is_not_graded_with_its_reason():

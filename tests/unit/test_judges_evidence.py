@@ -3,7 +3,7 @@ The judges that rest on the same model's answers in other processes (registry `e
 exact tokens, on synthetic probe results: dropout (6.1) against 4.1's output, causality (7.1)
 against 3.1/5.1/8.1's outputs, generation (8.2) and the KV cache (12.1) on tokens. Also the
 plumbing: judge() hands a judge the results it names, and each probe's process gets only the
-inputs inputs.PROBE_INPUTS declares. Fast: no sandbox, no torch; the sizes are grading.yaml's.
+inputs inputs.probe_inputs declares. Fast: no sandbox, no torch; the sizes are grading.yaml's.
 """
 
 import numpy as np
@@ -21,8 +21,8 @@ PROFILE = GRADING.profiles['cpu']
 MOD, MODEL = PROFILE['module'], PROFILE['model']
 
 
-def fixtures(arrays, fingerprints=None):
-    return Fixtures('cpu', arrays, fingerprints or {}, {})
+def fixtures(arrays, known_bugs=None):
+    return Fixtures('cpu', arrays, known_bugs or {}, {})
 
 
 def ok(arrays, **info):

@@ -1,5 +1,5 @@
 """
-The evidence of test 9.1: the readings handler (child/memory_readings.py), which answers the
+The evidence of test 9.1: the readings handler (contract/memory_readings.py), which answers the
 torch.cuda memory queries from the kernel and logs each one, and the CUDA view
 (child/cuda_view.py), under which every guard idiom of the course's starter takes its CUDA
 branch on a CPU and asks that handler.

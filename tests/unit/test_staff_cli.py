@@ -22,9 +22,9 @@ def test_patching_needs_each_anchor_exactly_as_often_as_said():
         source_patches.patched_reference([('no such anchor in the reference', '')])
 
 
-def test_every_fingerprint_patches_the_reference_through_the_helper():
+def test_every_known_bug_patches_the_reference_through_the_helper():
     source = source_patches.reference_source()
-    for fp in known_bugs.FINGERPRINTS:
+    for fp in known_bugs.KNOWN_BUGS:
         assert known_bugs.apply(fp, source) != source, fp.id
     assert known_bugs.PatchError is source_patches.PatchError
 

@@ -1,6 +1,6 @@
 """
-The judges of the training path (checks/training.py: gradients, loss-curve) and of the
-block-16 -> block-256 workflow (checks/pretrained.py), on synthetic probe results: no sandbox,
+The judges of the training path (judges/training.py: gradients, loss-curve) and of the
+block-16 -> block-256 workflow (judges/pretrained.py), on synthetic probe results: no sandbox,
 no torch, no fixtures on disk.
 """
 

@@ -15,7 +15,7 @@ import numpy as np
 from autograder.judge.judges import Verdict, case_error_line, compare
 from autograder.judge.judges.behaviour import _evidence_output
 from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
-from autograder.judge.known_bugs import BY_ID as FINGERPRINTS
+from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 
 GENERATE_CASES = (('greedy', 'greedy decoding'), ('top_k=1', 'do_sample=True, top_k=1 at seed 0'),
                   ('top_k=5', 'do_sample=True, top_k=5 at seed 0'),
@@ -44,8 +44,8 @@ def _tokens_problem(got, exp):
 
 
 def _likely(fixtures, probe_id, key, got):
-    """The known bugs (fingerprints.py) whose tokens for `key` are exactly `got`."""
-    return [fp for fp, arrays in fixtures.fingerprint_outputs(probe_id).items()
+    """The known bugs (known_bugs.py) whose tokens for `key` are exactly `got`."""
+    return [fp for fp, arrays in fixtures.known_bug_outputs(probe_id).items()
             if key in arrays and _same_tokens(got, arrays[key])]
 
 
@@ -85,7 +85,7 @@ def judge_generate(test, result, fixtures, grading, evidence):
                          'with other logits it generates other tokens.')
     if likely:
         lines.append('Likely bug: %s (your tokens are those of a known wrong variant: %s).'
-                     % (FINGERPRINTS[likely[0]].likely_bug, likely[0]))
+                     % (KNOWN_BUGS[likely[0]].description, likely[0]))
     return Verdict(passed / len(GENERATE_CASES), ['%d of %d generation checks pass.' % (passed, len(GENERATE_CASES))]
                    + lines)
 

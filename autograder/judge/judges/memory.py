@@ -4,7 +4,7 @@ Judges of memory, on evidence the student's process cannot forge.
 9.1: the figure GroupedQueryAttention.forward returned must be end - start of two memory
 readings its code took during that call, and at least the bytes a region containing the
 attention core keeps allocated (autograder/contract/memory_rules.py). The readings are the harness's
-log of the link (child/memory_readings.py: RssAnon, VmHWM and clear_refs of the asking
+log of the link (contract/memory_readings.py: RssAnon, VmHWM and clear_refs of the asking
 process, read from the kernel while the child waits); the probe only returns the figure.
 
 11.2: banded_attention at a long sequence must give the reference's output at rows the harness

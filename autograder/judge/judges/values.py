@@ -1,7 +1,7 @@
 """
 Judges of tests that compare output tensors with the reference's: RoPE, the attention
 modules, the full model and sliding-window attention. Partial credit per case; a failing
-case names the known bug (fingerprint) whose outputs it matches.
+case names the known bug whose outputs it matches.
 """
 
 from collections import Counter
@@ -9,10 +9,10 @@ from collections import Counter
 from autograder.judge.judges import Verdict, case_error_line, case_of, close, compare
 from autograder.judge.known_bugs import BY_ID
 
-FINGERPRINT_SLACK = 10.0  # a fingerprint matches at 10x the test's tolerance: styles add float noise
+KNOWN_BUG_SLACK = 10.0  # a known bug matches at 10x the test's tolerance: styles add float noise
 # a single number (a loss) cannot name a bug: at 10x the tolerance it agrees with some wrong variant by
 # chance (GPT keeping wpe with RoPE matched rope-base-1000's loss, out_proj skipped gqa-no-scale's)
-FINGERPRINT_MIN_VALUES = 2
+KNOWN_BUG_MIN_VALUES = 2
 
 
 
@@ -24,12 +24,12 @@ def group_cases(expected):
     return cases
 
 
-def fingerprint_matches(key, observed, fp_outputs, tol):
+def known_bug_matches(key, observed, fp_outputs, tol):
     names = []
-    if observed is None or observed.size < FINGERPRINT_MIN_VALUES:
+    if observed is None or observed.size < KNOWN_BUG_MIN_VALUES:
         return names
     for fp, arrays in fp_outputs.items():
-        if key in arrays and close(observed, arrays[key], tol.atol * FINGERPRINT_SLACK, tol.rtol * FINGERPRINT_SLACK):
+        if key in arrays and close(observed, arrays[key], tol.atol * KNOWN_BUG_SLACK, tol.rtol * KNOWN_BUG_SLACK):
             names.append(fp)
     return names
 
@@ -38,7 +38,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
     """Partial credit per case of the fixtures; `graded(key)` False leaves a reference-only key out."""
     tol = test.tolerance
     expected = {k: v for k, v in fixtures.probe(test.id).items() if graded is None or graded(k)}
-    fp_outputs = fixtures.fingerprint_outputs(test.id)
+    fp_outputs = fixtures.known_bug_outputs(test.id)
     errors = result.info.get('case_errors', {})
     cases = group_cases(expected)
     lines, passed, fp_votes = [], 0, Counter()
@@ -54,7 +54,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
             if not ok:
                 case_ok = False
                 details.append('%s: %s' % (key, desc))
-                fp_votes.update(fingerprint_matches(key, result.arrays.get(key), fp_outputs, tol))
+                fp_votes.update(known_bug_matches(key, result.arrays.get(key), fp_outputs, tol))
         if case_ok:
             passed += 1
             lines.append('ok   %s' % case)
@@ -66,7 +66,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
                     lines.append('     hint: ' + h)
     if fp_votes:
         fp, _ = fp_votes.most_common(1)[0]
-        lines.append('Likely bug: %s (your outputs match a known wrong variant: %s).' % (BY_ID[fp].likely_bug, fp))
+        lines.append('Likely bug: %s (your outputs match a known wrong variant: %s).' % (BY_ID[fp].description, fp))
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, '%d of %d cases match the reference.' % (passed, len(cases)))
     return Verdict(fraction, lines)

@@ -3,7 +3,7 @@
 discrimination report over a corpus of submissions (tests/submissions).
 
 DIR/correct/<name>/ and DIR/buggy/<name>/ each hold a model.py and an expected.yaml
-(verdict: correct | buggy; for buggy ones must_fail: [test ids] and fingerprint: id or null).
+(verdict: correct | buggy; for buggy ones must_fail: [test ids] and known bug: id or null).
 Every submission is graded on batch's regrade engine (worker_pool.py: one process per submission,
 --jobs at a time, a per-submission timeout, a crash or timeout becomes that submission's error,
 a progress bar), a temporary results.json each, and run through the course's current public
@@ -16,7 +16,7 @@ is not what expected.yaml says: a correct variant losing points, a must_fail tes
 a test outside must_fail losing them), and the totals with their targets:
     false failures on correct variants (any test below max_score)   target 0
     bugs caught exactly (the tests that lost points == must_fail)    target 100%
-    fingerprints named (the expected id appears in a test's output)  target >= 90%
+    known bugs named (the expected id appears in a test's output)  target >= 90%
 Exits 1 when a target is missed or a submission could not be graded, 2 when there is no
 corpus at DIR. --out writes the same as a markdown report.
 """
@@ -37,7 +37,7 @@ from autograder.judge import config, fixtures, results
 from autograder.staff.evaluation import course_tests
 from autograder.staff.regrade import worker_pool
 
-FINGERPRINT_TARGET = 0.90
+KNOWN_BUG_TARGET = 0.90
 
 
 def load_corpus(root):
@@ -55,7 +55,7 @@ def load_corpus(root):
                 exp = yaml.safe_load(f) or {}
             subs.append({'name': name, 'kind': kind, 'path': os.path.join(d, 'model.py'),
                          'verdict': exp.get('verdict', kind), 'must_fail': list(exp.get('must_fail') or []),
-                         'fingerprint': exp.get('fingerprint'), 'bug': exp.get('bug', ''),
+                         'known_bug': exp.get('known_bug'), 'bug': exp.get('bug', ''),
                          # optional parts (extra credit) this submission leaves untouched: their tests must say
                          # "not implemented (optional)", and their 0 is then not a false failure
                          'not_implemented': list(exp.get('not_implemented') or [])})
@@ -99,7 +99,7 @@ def analyse(rows, test_ids):
             r['false_failure'] = bool(lost) or bool(r['missing_tests'])
         else:
             r['caught'] = lost == set(r['must_fail']) and bool(r['must_fail'])
-            fp = r['fingerprint']
+            fp = r['known_bug']
             r['fp_named'] = bool(fp) and any(fp in t['output'] for t in r['tests'].values())
         r['disagreements'] = []
         for tid in test_ids:
@@ -115,7 +115,7 @@ def analyse(rows, test_ids):
                 r['disagreements'].append((tid, 'full marks (not in must_fail)', 'lost'))
     correct = [r for r in rows if r['verdict'] == 'correct']
     buggy = [r for r in rows if r['verdict'] != 'correct']
-    with_fp = [r for r in buggy if r['fingerprint']]
+    with_fp = [r for r in buggy if r['known_bug']]
     s = {
         'n_correct': len(correct), 'n_buggy': len(buggy), 'n_fp': len(with_fp),
         'false_failures': sum(r['false_failure'] for r in correct),
@@ -128,7 +128,7 @@ def analyse(rows, test_ids):
     s['fp_rate'] = s['fp_named'] / len(with_fp) if with_fp else 1.0
     s['course_rate'] = s['course_caught'] / len(buggy) if buggy else 1.0
     s['errors'] = sum(bool(r.get('engine_error')) for r in rows)
-    s['ok'] = s['errors'] == 0 and s['false_failures'] == 0 and s['caught'] == len(buggy) and s['fp_rate'] >= FINGERPRINT_TARGET
+    s['ok'] = s['errors'] == 0 and s['false_failures'] == 0 and s['caught'] == len(buggy) and s['fp_rate'] >= KNOWN_BUG_TARGET
     return s
 
 
@@ -143,7 +143,7 @@ def _cell(r, tid):
 
 
 def table_rows(rows, test_ids):
-    header = ['submission', 'verdict'] + test_ids + ['result', 'fingerprint', 'course tests']
+    header = ['submission', 'verdict'] + test_ids + ['result', 'known_bug', 'course tests']
     body = []
     for r in rows:
         if r['verdict'] == 'correct':
@@ -151,7 +151,7 @@ def table_rows(rows, test_ids):
             fp = ''
         else:
             result = 'caught' if r['caught'] else 'MISSED'
-            fp = (('named' if r['fp_named'] else 'NOT NAMED') + ' (%s)' % r['fingerprint']) if r['fingerprint'] else ''
+            fp = (('named' if r['fp_named'] else 'NOT NAMED') + ' (%s)' % r['known_bug']) if r['known_bug'] else ''
         failed = [n for n in course_tests.CHECKS if not r['course']['checks'].get(n, {}).get('ok')]
         course = 'pass' if not failed else 'fail (%s)' % ','.join(failed)
         body.append([r['name'], r['verdict']] + [_cell(r, t) for t in test_ids] + [result, fp, course])
@@ -170,8 +170,8 @@ def summary_lines(s):
         'false failures on correct variants: %d / %d (target 0)' % (s['false_failures'], s['n_correct']),
         'bugs caught exactly (lost == must_fail): %d / %d = %s (target 100%%)' % (s['caught'], s['n_buggy'],
                                                                                   pct(s['caught_rate'])),
-        'fingerprints named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
-                                                            pct(FINGERPRINT_TARGET)),
+        'known bugs named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
+                                                            pct(KNOWN_BUG_TARGET)),
         "course's current public tests: catch %d / %d = %s of the bugs, false failures %d / %d" % (
             s['course_caught'], s['n_buggy'], pct(s['course_rate']), s['course_false_failures'], s['n_correct']),
     ] + (['submissions the engine could not grade (crash or timeout): %d (target 0)' % s['errors']]
@@ -185,8 +185,8 @@ def disagreement_lines(rows):
             out = r['tests'][tid]['output']
             first = ' | '.join(l.strip() for l in out.splitlines() if l.strip())[:300]
             lines.append('%s/%s  %s: expected %s, got %s.  %s' % (r['kind'], r['name'], tid, exp, got, first))
-        if r['verdict'] != 'correct' and r['fingerprint'] and not r['fp_named']:
-            lines.append('%s/%s  fingerprint %s not named in any output' % (r['kind'], r['name'], r['fingerprint']))
+        if r['verdict'] != 'correct' and r['known_bug'] and not r['fp_named']:
+            lines.append('%s/%s  known bug %s not named in any output' % (r['kind'], r['name'], r['known_bug']))
         if r.get('engine_error'):
             lines.append('%s/%s  not graded: %s' % (r['kind'], r['name'], r['engine_error']))
         if r.get('missing_tests'):

@@ -42,8 +42,8 @@ OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
 PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
 PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
-BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
-SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
+BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: known bug id -> likely bug\n'
+SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(known bug id, signature)]\n'
 RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface_check.py)\n'
 # the grader's own memory code (test 9.1), shipped beside test_model.py so that the public tests judge the
 # memory figure exactly as the grader does: {handout path: the grader module it is copied from}
@@ -325,7 +325,7 @@ def generate(optional_parts=None):
     beside = {rel: text for rel, text in files.items() if rel.startswith('grader_memory/')}
     computed = compute_expected(source, beside=beside)
     likely, signatures = public_known_bugs.bug_signatures(source, computed['expected'], beside=beside)
-    source = source.replace(BUGS_PLACEHOLDER, public_known_bugs.likely_bugs_literal(likely))
+    source = source.replace(BUGS_PLACEHOLDER, public_known_bugs.descriptions_literal(likely))
     source = source.replace(SIGNATURES_PLACEHOLDER, public_known_bugs.signatures_literal(signatures))
     source = source.replace(EXPECTED_PLACEHOLDER, _expected_literal(computed['expected']))
     files['test_model.py'] = source.replace(PARAMETERS_PLACEHOLDER, _parameters_literal(computed['parameters']))

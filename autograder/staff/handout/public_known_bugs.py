@@ -1,7 +1,7 @@
 """
 Likely-bug signatures for the public tests (build-template, issue 10).
 
-The grader names known bugs by fingerprint (autograder/known_bugs.py: source patches of
+The grader names known bugs by known bug (autograder/known_bugs.py: source patches of
 the reference). build-template applies the same patches, runs the public tests' own cases
 on every patched reference (float64, in one fresh interpreter), and keeps, for each case an
 output fails, the short signature that test_model.py's `signature()` computes. Only the
@@ -55,22 +55,22 @@ with open(out_path, 'w') as f:
 '''
 
 
-def _variant_folder(root, fingerprint, reference_dir):
-    """A copy of reference/mingpt with the fingerprint's patch applied to model.py."""
-    folder = os.path.join(root, fingerprint.id)
+def _variant_folder(root, known_bug, reference_dir):
+    """A copy of reference/mingpt with the known bug's patch applied to model.py."""
+    folder = os.path.join(root, known_bug.id)
     shutil.copytree(os.path.join(reference_dir, 'mingpt'), os.path.join(folder, 'mingpt'),
                     ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
     model = os.path.join(folder, 'mingpt', 'model.py')
     with open(model, encoding='utf-8') as f:
         source = f.read()
     with open(model, 'w', encoding='utf-8') as f:
-        f.write(known_bugs.apply(fingerprint, source))
+        f.write(known_bugs.apply(known_bug, source))
     return folder
 
 
 def run_variants(test_source, reference_dir=REFERENCE_DIR, beside=None):
     """
-    {fingerprint id: {case name: {'values': [...], 'signature': [...]}}} on the public cases.
+    {known bug id: {case name: {'values': [...], 'signature': [...]}}} on the public cases.
     `beside`: {relative path: text} of the files the tests import from their own folder.
     """
     with tempfile.TemporaryDirectory(prefix='hw1_bugs_') as tmp:
@@ -79,7 +79,7 @@ def run_variants(test_source, reference_dir=REFERENCE_DIR, beside=None):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, 'w', encoding='utf-8') as f:
                 f.write(text)
-        variants = [(f.id, _variant_folder(tmp, f, reference_dir)) for f in known_bugs.FINGERPRINTS]
+        variants = [(f.id, _variant_folder(tmp, f, reference_dir)) for f in known_bugs.KNOWN_BUGS]
         test_path, out_path = os.path.join(tmp, 'public_tests.py'), os.path.join(tmp, 'variants.json')
         with open(test_path, 'w', encoding='utf-8') as f:
             f.write(test_source)
@@ -89,7 +89,7 @@ def run_variants(test_source, reference_dir=REFERENCE_DIR, beside=None):
                               cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True)
         if proc.returncode != 0:
-            raise RuntimeError('running the fingerprint variants on the public cases failed:\n%s' % proc.stderr)
+            raise RuntimeError('running the known bug variants on the public cases failed:\n%s' % proc.stderr)
         with open(out_path) as f:
             return json.load(f)
 
@@ -105,8 +105,8 @@ def _fails(values, expected):
 
 def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR, beside=None):
     """
-    (likely_bugs, signatures): {fingerprint id: what the student is told} and
-    {case name: [(fingerprint id, signature)]} for every variant output the public test fails.
+    (likely_bugs, signatures): {known bug id: what the student is told} and
+    {case name: [(known bug id, signature)]} for every variant output the public test fails.
     """
     by_case = {}
     for variant_id, outputs in run_variants(test_source, reference_dir, beside).items():
@@ -115,12 +115,12 @@ def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR, beside=No
                 signature = [float(_DIGITS % v) for v in output['signature']]
                 by_case.setdefault(name, []).append((variant_id, signature))
     used = sorted({variant_id for entries in by_case.values() for variant_id, _ in entries})
-    likely = {variant_id: known_bugs.BY_ID[variant_id].likely_bug for variant_id in used}
+    likely = {variant_id: known_bugs.BY_ID[variant_id].description for variant_id in used}
     ordered = {name: by_case[name] for name in expected if name in by_case}
     return likely, ordered
 
 
-def likely_bugs_literal(likely):
+def descriptions_literal(likely):
     rows = ''.join('    %r: %r,\n' % (variant_id, text) for variant_id, text in likely.items())
     return 'LIKELY_BUGS = {\n%s}\n' % rows
 

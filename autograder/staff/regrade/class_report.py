@@ -8,7 +8,7 @@ tests.png:
 - the score distribution of the graded submissions (histogram, and its summary numbers);
 - per test: mean points, pass rate (share of graded submissions with the test's full
   points) and discrimination, the corrected point-biserial correlation (below);
-- the named bugs (the known bugs of fingerprints.py the judges named) ranked by the number
+- the named bugs (the known bugs of known_bugs.py the judges named) ranked by the number
   of submissions that have each (a submission told of several counts under its earliest
   test's, and is listed apart), with their students;
 - every row that is not `graded` (errors, timeouts, uploads without a model.py, missing
@@ -118,7 +118,7 @@ def bug_table(subs):
         return pd.DataFrame(columns=['bug', 'submissions', 'students', 'what it is'])
     named['bug'] = named['bugs'].str.split(';').str[0]
     table = named.groupby('bug').agg(submissions=('students', 'size'), students=('students', '; '.join)).reset_index()
-    table['what it is'] = table['bug'].map(lambda b: BY_ID[b].likely_bug if b in BY_ID else '(no longer a known bug)')
+    table['what it is'] = table['bug'].map(lambda b: BY_ID[b].description if b in BY_ID else '(no longer a known bug)')
     return table.sort_values(['submissions', 'bug'], ascending=[False, True]).reset_index(drop=True)
 
 

@@ -10,7 +10,7 @@ note. Status is one of
                 model.py that does not parse or imports what the sandbox lacks; the note says which
     error       the grader itself crashed or ran past its timeout (note: how)
     missing     listed in submission_metadata.yml but the export has no folder for it
-Every row that is not `graded` carries a note. `bugs` lists the known bugs (fingerprints.py ids)
+Every row that is not `graded` carries a note. `bugs` lists the known bugs (known_bugs.py ids)
 the judges named in any test's output ("... known wrong variant: <id>").
 
 The meta file records the grader inputs (sha256 of grading.yaml, of the fixtures' manifest and
@@ -33,7 +33,7 @@ STATUSES = ('graded', 'not graded', 'error', 'missing')
 META_SUFFIX = '.meta.json'
 INPUT_KEYS = ('profile', 'grading_yaml_sha256', 'fixtures_sha256', 'grader_sha256')
 # the judges' wording when a failing case matches a known bug (autograder/judge/judges/values.py); a unit test
-# runs that judge on a fingerprint's own outputs and holds this pattern to what it prints
+# runs that judge on a known bug's own outputs and holds this pattern to what it prints
 NAMED_BUG = re.compile(r'known wrong variant: ([a-z0-9][a-z0-9-]*)\)')
 TEST_COLUMN = re.compile(r'^(\d+(?:\.\d+)*) (\S+)$')
 NOT_GRADED = 'not graded: '   # grade.py's first line for every test when the code never ran
@@ -57,7 +57,7 @@ def header(specs):
 
 
 def named_bugs(out):
-    """The fingerprint ids named anywhere in a Results' test outputs, in test order, each once."""
+    """The known bug ids named anywhere in a Results' test outputs, in test order, each once."""
     found = []
     for t in out.tests.values():
         for bug in NAMED_BUG.findall(t.output or ''):
