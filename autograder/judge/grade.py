@@ -364,7 +364,6 @@ def main(argv):
     ap.add_argument('--profile', default='cpu', help='cpu (default, Gradescope) or gpu (the handout sizes)')
     ap.add_argument('--results', default=DEFAULT_RESULTS, help='where to write results.json')
     ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
-    ap.add_argument('--png', metavar='FILE', help='also draw the loss curve over the reference band (needs matplotlib)')
     ap.add_argument('--autograder-root', metavar='DIR', help="Gradescope's /autograder: locked down before grading "
                                                              "(run_autograder passes it)")
     args = ap.parse_args(argv[1:])
@@ -374,14 +373,6 @@ def main(argv):
         print(problem, file=sys.stderr)
         return 2
     print(table(out))
-    if args.png:
-        try:
-            from autograder.staff.regrade import plots
-        except ImportError:  # the Gradescope zip holds no staff tools
-            print('--png needs the staff tools (autograder/staff/), which this copy of the grader does not have',
-                  file=sys.stderr)
-            return 2
-        plots.loss_curve_png(out.to_json(), args.png, args.profile, title=os.path.basename(os.path.normpath(args.path)))
     if args.verbose:
         for t in out.tests.values():
             print('\n== %s %s (%s/%s)\n%s' % (t.number, t.name, points(t.score), points(t.max_score), t.output))

@@ -15,7 +15,7 @@ student code, and nothing of autograder/child/ imports this package.
     leftovers.py  files in every writable folder, kernel keys, SysV IPC: removed
     scratch.py    the grading's folders and the file system a probe sees
     readback.py   reading a probe's outputs: bounded bytes read once, parsed from the copy with caps
-    cli.py        python -m autograder.sandbox: the self-test, the clean-up, the writable-folder scan
+    cli.py        python -m autograder sandbox: the self-test, the clean-up, the writable-folder scan
 
 Order within the package (no circle): wall, seccomp, cgroups, readback, users <- leftovers,
 defences, zygote, scratch <- probe <- grading <- cli.

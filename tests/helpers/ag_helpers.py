@@ -173,7 +173,7 @@ def sandbox_uids():
     """uids of the sandbox user pool (hw1student, hw1student1, ...) when the grader would use it."""
     if sandbox_uid() is None:
         return []
-    pool, _ = sandbox._sandbox_user(SANDBOX_USER)
+    pool, _ = sandbox._sandbox_user(SANDBOX_USER, config.load(GRADING_YAML).sandbox['pool_size'])
     return [uid for uid, _gid in pool or []]
 
 

@@ -1,5 +1,6 @@
 """
-Staff pictures of test 10.1, drawn from what the judge grades (autograder/judge/judges/training.py):
+`python -m autograder plot RESULTS_JSON PNG [--profile cpu|gpu]`, and batch --png: staff
+pictures of test 10.1, drawn from what the judge grades (autograder/judge/judges/training.py):
 the held-out loss, the cross-entropy the grader computes from the trained model's logits on
 held-out text, against the band [reference - atol, reference + atol], where the reference is
 the same computation on the reference's logits after training from the same start at the
@@ -14,6 +15,8 @@ matplotlib is an optional staff extra: it is imported here, lazily, and never by
 Without it a single line says how to install it and nothing else happens.
 """
 
+import argparse
+import json
 import os
 import re
 
@@ -119,3 +122,15 @@ def loss_curve_png(results, path, profile='cpu', title='', grading=None):
     except Exception as e:  # a picture must never cost a grade
         print('loss-curve PNG skipped: %s: %s' % (type(e).__name__, e))
         return False
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog='python -m autograder plot', description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('results', help="a results.json written by `grade` (default place: results/results.json)")
+    ap.add_argument('png', help='the PNG to write')
+    ap.add_argument('--profile', default='cpu', help='the profile it was graded with: cpu (default) or gpu')
+    args = ap.parse_args(argv[1:])
+    with open(args.results, encoding='utf-8') as f:
+        results = json.load(f)
+    return 0 if loss_curve_png(results, args.png, args.profile) else 1

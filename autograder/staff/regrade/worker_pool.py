@@ -374,7 +374,7 @@ def check_parallelism(grading, jobs, log):
     if os.geteuid() != 0:
         return
     from autograder.sandbox import _sandbox_user
-    pool, note = _sandbox_user(grading.sandbox['user'])
+    pool, note = _sandbox_user(grading.sandbox['user'], grading.sandbox['pool_size'])
     if pool is None:
         log(note)
     elif len(pool) < jobs:
