@@ -21,10 +21,9 @@ import time
 import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT
-from autograder.judge import config, fixtures, inputs, interface_check, registry, submission
-from autograder.judge.judges import Verdict
-from autograder.judge.judges import memory
 from autograder.contract import report_schema
+from autograder.judge import config, fixtures, interface_check, probe_job, registry, submission, verdicts
+from autograder.judge.judges import Verdict
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
 
@@ -108,22 +107,6 @@ def graded_specs(grading, skip=()):
     return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
 
 
-def probe_handlers(profile):
-    """
-    {probe id: handler of its harness link}: the memory probe's torch.cuda queries are answered
-    from the kernel's figures of the asking process and logged here (contract/memory_readings.py),
-    the only readings 9.1 believes (ProbeResult.harness['link']).
-    """
-    from autograder.contract.memory_readings import Readings
-    handler = Readings(forwarded=profile['device'] == 'cuda')
-
-    def memory(payload, pid):
-        before = len(handler.log)
-        reply = handler(payload, pid)
-        return reply, handler.log[before:]   # the entries this query added (memory_stats adds two)
-    return {'memory': memory}
-
-
 def progress_writer(grading, skip, started, results_path):
     """The callback that writes the partial results.json (results.partial) as each test finishes."""
     specs = graded_specs(grading, skip)
@@ -155,13 +138,10 @@ class Judging:
         prof = grading.profiles[profile]
         probe_ids = _probe_ids(self.specs)
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
-        job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
-               'limits': memory.probe_limits(prof)}
-        run = self.run = sandbox.run(located.path, job, probe_ids, inputs.per_probe(prof, probe_ids), timeouts, import_timeout=grading.test('submission').timeout,
-                                     handlers=probe_handlers(prof),
-                                     need_data='loss-curve' in probe_ids,
-                                     expected=expected_outputs(fx, probe_ids, prof), private=private,
-                                     on_result=self._partial(progress))
+        run = self.run = probe_job.run(sandbox, located.path, prof, probe_ids, timeouts,
+                                       grading.test('submission').timeout, [prof['loss_curve']['student_seed']],
+                                       expected=expected_outputs(fx, probe_ids, prof), private=private,
+                                       on_result=self._partial(progress))
         self.info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
                      'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
@@ -209,7 +189,7 @@ class Judging:
                                  % run.import_result.message])
         if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
             return Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message], not_implemented=True)
-        return registry.judge(spec, run.probes[spec.id], self.fx, self.grading, run.probes)
+        return verdicts.judge(spec, run.probes[spec.id], self.fx, self.grading, run.probes)
 
 
 def _peak_rss_mb():

@@ -18,7 +18,7 @@ import pytest
 from ag_helpers import REPO
 from autograder.judge import submission
 from autograder.judge.judges import guard_shapes
-from autograder.judge.registry import judge
+from autograder.judge.verdicts import judge
 from autograder.contract import report_schema
 from autograder.sandbox import readback
 from autograder.sandbox.readback import ProbeResult

@@ -9,7 +9,7 @@ import numpy as np
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.judge.judges import compare
-from autograder.judge.registry import judge
+from autograder.judge.verdicts import judge
 from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from autograder.judge import config, inputs, registry
-from autograder.judge.registry import judge
+from autograder.judge.verdicts import judge
 from autograder.judge.judges.behaviour import judge_causality, judge_dropout
 from autograder.judge.judges.generate import judge_generate, judge_kv_cache
 from autograder.judge.fixtures import Fixtures
