@@ -11,7 +11,7 @@ so the same sources give the same bytes.
 
 Before writing, the build refuses (exit 1, nothing written) when:
   - the fixtures of a profile are stale (run `python -m autograder regenerate`);
-  - the file list differs from the golden listing autograder/zip_listing.txt (a diff is
+  - the file list differs from the golden listing autograder/staff/deploy/zip_listing.txt (a diff is
     printed; `--update-listing` accepts the new list);
   - unless --no-verify: the unpacked zip's own run_autograder, run in a temporary
     AUTOGRADER_ROOT, does not give the reference every point (the required 100 and the extra
