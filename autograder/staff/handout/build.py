@@ -42,9 +42,9 @@ OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
 PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
 PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
-BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: known bug id -> likely bug\n'
-SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(known bug id, signature)]\n'
-RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface_check.py)\n'
+BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
+SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
+RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
 # the grader's own memory code (test 9.1), shipped beside test_model.py so that the public tests judge the
 # memory figure exactly as the grader does: {handout path: the grader module it is copied from}
 MEMORY_MODULES = {'grader_memory/cuda_view.py': 'autograder/child/cuda_view.py',

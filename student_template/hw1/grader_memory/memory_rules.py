@@ -3,7 +3,7 @@
 The memory contract of test 9.1 as a pure function: is the figure an attention module's
 forward returned an honest measurement of a region that contains the attention core?
 
-Evidence: the readings log (child/memory_readings.py: every torch.cuda memory query the code
+Evidence: the readings log (contract/memory_readings.py: every torch.cuda memory query the code
 made, with its kind, value, asking pid and order, taken by the harness from the kernel) and the
 figure itself. A figure passes when it is exactly end - start of two readings the code took
 during that call (two allocated readings; or a peak reading minus an allocated one, with
@@ -12,7 +12,7 @@ at least `floor` bytes, what a region containing the core must leave allocated (
 (B, nh, T, T) tensor: the attention weights autograd keeps for backward). Every other figure
 fails with one sentence that names what it is, in the student's terms.
 
-Standard library only: the harness's judge (checks/resources.py) calls it, and build-template
+Standard library only: the harness's judge (judges/memory.py) calls it, and build-template
 copies this source into the students' test_model.py so that the public tests apply the same rules.
 """
 
