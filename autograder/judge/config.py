@@ -164,6 +164,7 @@ def _name(expected):
 
 
 def load(path=GRADING_YAML):
+    """grading.yaml read and validated: a Grading, or GradingConfigError naming the file and line."""
     with open(path) as f:
         text = f.read()
     try:
@@ -174,36 +175,56 @@ def load(path=GRADING_YAML):
     top = v.mapping(root, 'grading.yaml')
     v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests'}, 'grading.yaml',
                  required=('version', 'handout', 'sandbox', 'profiles', 'tests'))
-
     version = v.typed(top['version'][1], int, 'version')
     if version != 1:
         v.fail(top['version'][1], "version %d is not supported (expected 1)" % version)
+    handout = _handout(v, top['handout'][1])
+    sandbox, profiles = _sandbox(v, top['sandbox'][1]), _profiles(v, top['profiles'][1])
+    if not isinstance(top['tests'][1], yaml.SequenceNode):
+        v.fail(top['tests'][1], "tests must be a list")
+    tests, seen = [], set()
+    for node in top['tests'][1].value:
+        spec = _test(v, node, handout['optional_parts'])
+        if spec.id in seen:
+            v.fail(node, "test id %r appears twice" % spec.id)
+        seen.add(spec.id)
+        tests.append(spec)
+    return Grading(path=path, version=version, handout=handout, sandbox=sandbox, profiles=profiles, tests=tests)
 
-    handout = v.typed(top['handout'][1], dict, 'handout')
-    handout_entries = v.mapping(top['handout'][1], 'handout')
-    v.check_keys(handout_entries, {'optional_parts', 'extra_credit'}, 'handout')
-    parts = handout.get('optional_parts', {}) or {}
-    extra_credit = handout.get('extra_credit', {}) or {}
+
+def _handout(v, node):
+    """handout: which optional parts are graded and whether they count as extra credit."""
+    handout = v.typed(node, dict, 'handout')
+    entries = v.mapping(node, 'handout')
+    v.check_keys(entries, {'optional_parts', 'extra_credit'}, 'handout')
     for section in ('optional_parts', 'extra_credit'):
-        if section not in handout_entries:
+        if section not in entries:
             continue
-        for key, (key_node, value_node) in v.mapping(handout_entries[section][1], section).items():
+        for key, (key_node, value_node) in v.mapping(entries[section][1], section).items():
             if key not in OPTIONAL_PARTS:
                 v.fail(key_node, "unknown optional part %r (known: %s)" % (key, ', '.join(OPTIONAL_PARTS)))
             v.typed(value_node, bool, '%s.%s' % (section, key))
+    return {'optional_parts': handout.get('optional_parts', {}) or {}, 'extra_credit': handout.get('extra_credit', {}) or {}}
 
-    sandbox_entries = v.mapping(top['sandbox'][1], 'sandbox')
-    v.check_keys(sandbox_entries, SANDBOX_KEYS, 'sandbox', required=tuple(SANDBOX_KEYS))
-    sandbox = {k: v.typed(n, SANDBOX_KEYS[k], 'sandbox.%s' % k) for k, (_, n) in sandbox_entries.items()}
+
+def _sandbox(v, node):
+    """sandbox: every key typed, and each defence given one of the sandbox's levels."""
+    entries = v.mapping(node, 'sandbox')
+    v.check_keys(entries, SANDBOX_KEYS, 'sandbox', required=tuple(SANDBOX_KEYS))
+    sandbox = {k: v.typed(n, SANDBOX_KEYS[k], 'sandbox.%s' % k) for k, (_, n) in entries.items()}
     from autograder.sandbox.defences import LEVELS, NAMES
-    defences = v.mapping(sandbox_entries['defences'][1], 'sandbox.defences')
+    defences = v.mapping(entries['defences'][1], 'sandbox.defences')
     v.check_keys(defences, NAMES, 'sandbox.defences', required=NAMES)
-    for key, (_, node) in defences.items():
-        if v.typed(node, str, 'sandbox.defences.%s' % key) not in LEVELS:
-            v.fail(node, 'sandbox.defences.%s must be one of %s' % (key, ', '.join(LEVELS)))
+    for key, (_, value_node) in defences.items():
+        if v.typed(value_node, str, 'sandbox.defences.%s' % key) not in LEVELS:
+            v.fail(value_node, 'sandbox.defences.%s must be one of %s' % (key, ', '.join(LEVELS)))
+    return sandbox
 
+
+def _profiles(v, node):
+    """profiles: cpu and gpu at least, each with every section of PROFILE_SECTIONS typed."""
     profiles = {}
-    for name, (key_node, value_node) in v.mapping(top['profiles'][1], 'profiles').items():
+    for name, (_, value_node) in v.mapping(node, 'profiles').items():
         entries = v.mapping(value_node, 'profile %r' % name)
         v.check_keys(entries, PROFILE_KEYS, 'profile %r' % name, required=tuple(PROFILE_KEYS))
         profiles[name] = {k: v.typed(n, PROFILE_KEYS[k], 'profiles.%s.%s' % (name, k)) for k, (_, n) in entries.items()}
@@ -211,8 +232,8 @@ def load(path=GRADING_YAML):
             where = 'profiles.%s.%s' % (name, section)
             inner = v.mapping(entries[section][1], where)
             v.check_keys(inner, schema, where, required=tuple(schema))
-            for key, (_, node) in inner.items():
-                v.check_value(node, schema[key], '%s.%s' % (where, key))
+            for key, (_, item) in inner.items():
+                v.check_value(item, schema[key], '%s.%s' % (where, key))
         for key, kind in PROFILE_LISTS.items():
             v.check_value(entries[key][1], kind, 'profiles.%s.%s' % (name, key))
         if any(len(case) != 4 for case in profiles[name]['rope_cases']):
@@ -221,51 +242,48 @@ def load(path=GRADING_YAML):
             v.fail(entries['device'][1], "device must be cpu or cuda")
     for required in ('cpu', 'gpu'):
         if required not in profiles:
-            v.fail(top['profiles'][1], "profile %r is required" % required)
+            v.fail(node, "profile %r is required" % required)
+    return profiles
 
-    tests, seen = [], set()
-    if not isinstance(top['tests'][1], yaml.SequenceNode):
-        v.fail(top['tests'][1], "tests must be a list")
-    for node in top['tests'][1].value:
-        entries = v.mapping(node, 'a test')
-        v.check_keys(entries, TEST_KEYS, 'a test',
-                     required=('id', 'name', 'number', 'weight', 'visibility', 'tags', 'timeout'))
-        values = {k: v.typed(n, TEST_KEYS[k], k) for k, (_, n) in entries.items() if k != 'tolerance'}
-        tid = values['id']
-        if tid not in TEST_IDS:
-            v.fail(entries['id'][1], "unknown test id %r (known: %s)" % (tid, ', '.join(TEST_IDS)))
-        if tid in seen:
-            v.fail(entries['id'][1], "test id %r appears twice" % tid)
-        seen.add(tid)
-        if values['weight'] < 0:
-            v.fail(entries['weight'][1], "weight must be >= 0")
-        if values['timeout'] <= 0:
-            v.fail(entries['timeout'][1], "timeout must be > 0 seconds")
-        if values['visibility'] not in VISIBILITIES:
-            v.fail(entries['visibility'][1], "visibility must be one of %s" % ', '.join(VISIBILITIES))
-        for tag in values['tags']:
-            if tag not in TAGS:
-                v.fail(entries['tags'][1], "unknown tag %r (known: %s)" % (tag, ', '.join(TAGS)))
-        if values.get('optional_part') not in (None,) + tuple(parts):
-            v.fail(entries['optional_part'][1], "optional_part %r is not listed under handout.optional_parts"
-                   % values['optional_part'])
+
+def _test(v, node, parts):
+    """One entry of tests: a known id, its weight, visibility, tags, timeout and (when it compares numbers) tolerance."""
+    entries = v.mapping(node, 'a test')
+    v.check_keys(entries, TEST_KEYS, 'a test', required=('id', 'name', 'number', 'weight', 'visibility', 'tags', 'timeout'))
+    values = {k: v.typed(n, TEST_KEYS[k], k) for k, (_, n) in entries.items() if k != 'tolerance'}
+    tid = values['id']
+    if tid not in TEST_IDS:
+        v.fail(entries['id'][1], "unknown test id %r (known: %s)" % (tid, ', '.join(TEST_IDS)))
+    if values['weight'] < 0:
+        v.fail(entries['weight'][1], "weight must be >= 0")
+    if values['timeout'] <= 0:
+        v.fail(entries['timeout'][1], "timeout must be > 0 seconds")
+    if values['visibility'] not in VISIBILITIES:
+        v.fail(entries['visibility'][1], "visibility must be one of %s" % ', '.join(VISIBILITIES))
+    for tag in values['tags']:
+        if tag not in TAGS:
+            v.fail(entries['tags'][1], "unknown tag %r (known: %s)" % (tag, ', '.join(TAGS)))
+    if values.get('optional_part') not in (None,) + tuple(parts):
+        v.fail(entries['optional_part'][1], "optional_part %r is not listed under handout.optional_parts"
+               % values['optional_part'])
+    if 'tolerance' in entries:
+        tolerance = _tolerance(v, entries['tolerance'][1], tid)
+    elif tid in NEEDS_TOLERANCE:
+        v.fail(node, "test %r compares numbers and needs a tolerance (atol, rtol, why)" % tid)
+    else:
         tolerance = None
-        if 'tolerance' in entries:
-            tol_entries = v.mapping(entries['tolerance'][1], 'tolerance of %s' % tid)
-            v.check_keys(tol_entries, TOLERANCE_KEYS, 'tolerance of %s' % tid, required=('atol', 'rtol', 'why'))
-            tol = {k: v.typed(n, TOLERANCE_KEYS[k], 'tolerance.%s' % k) for k, (_, n) in tol_entries.items()}
-            for key in ('atol', 'rtol'):
-                if tol[key] < 0:
-                    v.fail(tol_entries[key][1], "tolerances must be >= 0 (%s of %s)" % (key, tid))
-            if not tol['why'].strip():
-                v.fail(tol_entries['why'][1], "every tolerance needs its reason in `why`")
-            tolerance = Tolerance(float(tol['atol']), float(tol['rtol']), tol['why'])
-        elif tid in NEEDS_TOLERANCE:
-            v.fail(node, "test %r compares numbers and needs a tolerance (atol, rtol, why)" % tid)
-        tests.append(TestSpec(id=tid, name=values['name'], number=values['number'], weight=float(values['weight']),
-                              visibility=values['visibility'], tags=list(values['tags']),
-                              timeout=float(values['timeout']), tolerance=tolerance,
-                              optional_part=values.get('optional_part'), sees=values.get('sees')))
-    return Grading(path=path, version=version, handout={'optional_parts': parts, 'extra_credit': extra_credit},
-                   sandbox=sandbox,
-                   profiles=profiles, tests=tests)
+    return TestSpec(id=tid, name=values['name'], number=values['number'], weight=float(values['weight']),
+                    visibility=values['visibility'], tags=list(values['tags']), timeout=float(values['timeout']),
+                    tolerance=tolerance, optional_part=values.get('optional_part'), sees=values.get('sees'))
+
+
+def _tolerance(v, node, tid):
+    entries = v.mapping(node, 'tolerance of %s' % tid)
+    v.check_keys(entries, TOLERANCE_KEYS, 'tolerance of %s' % tid, required=('atol', 'rtol', 'why'))
+    tol = {k: v.typed(n, TOLERANCE_KEYS[k], 'tolerance.%s' % k) for k, (_, n) in entries.items()}
+    for key in ('atol', 'rtol'):
+        if tol[key] < 0:
+            v.fail(entries[key][1], "tolerances must be >= 0 (%s of %s)" % (key, tid))
+    if not tol['why'].strip():
+        v.fail(entries['why'][1], "every tolerance needs its reason in `why`")
+    return Tolerance(float(tol['atol']), float(tol['rtol']), tol['why'])
