@@ -32,7 +32,7 @@ class GradedTest:
 
     @property
     def probe(self):
-        """The name of its probe function in child/probes*.py, or None when it runs no probe."""
+        """The name of its probe function in child/probes_<area>.py, or None when it runs no probe."""
         return 'probe_' + self.id.replace('-', '_') if self.probed else None
 
 

@@ -436,7 +436,7 @@ def upload_symlink_reference(root):
 def upload_symlink_root_only(root):
     secret = os.path.join(root.path, 'root-only.py')
     with open(secret, 'w') as f:
-        f.write('HOSTILE-SECRET-7f3a = (\n')   # a syntax error: its line used to be quoted in the feedback
+        f.write('HOSTILE-SECRET-7f3a = (\n')   # a syntax error: the feedback must not quote its line
     os.chmod(secret, 0o600)
     os.symlink(secret, os.path.join(root.submission, 'model.py'))
 

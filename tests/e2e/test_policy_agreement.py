@@ -1,5 +1,5 @@
 """
-The public tests and the grader agree (issue 21, item 3): for each model.py below, the real
+The public tests and the grader agree: for each model.py below, the real
 `python test_model.py` of the template passes every test exactly when the real
 `python -m autograder grade` gives it full marks (every required point, no failed test). The
 cases are the grader's policies, where a student's own machine would tell them otherwise:

@@ -1,7 +1,7 @@
 """
 The public tests (student_template/hw1/test_model.py) against a corpus of model.py files:
 they pass on the reference and on every correct variant of tests/submissions/correct; each
-known bug of the grader (autograder/known_bugs.py, applied to the reference) fails the
+known bug of the grader (autograder/judge/known_bugs.py, applied to the reference) fails the
 tests it belongs to, is named there as the likely bug, and fails no test of an unrelated
 part (a GQA grouping bug leaves the dropout test passing); optional parts left as stubs are
 skipped, a wrong optional part fails.

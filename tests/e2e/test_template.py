@@ -1,5 +1,5 @@
 """
-The student handout as a build product of the reference (autograder/staff/build.py):
+The student handout as a build product of the reference (autograder/staff/handout/build.py):
 the committed student_template/hw1 is what the generator makes, no solution text leaks,
 marker mistakes are reported with file and line, the public tests pass on the reference
 and report every TODO on the untouched template, a chargpt.py flag that needs a TODO names

@@ -1,5 +1,5 @@
 """
-Reading a Gradescope export (autograder/staff/gradescope_export.py) and batch's resume stamps, without
+Reading a Gradescope export (autograder/staff/regrade/gradescope_export.py) and batch's resume stamps, without
 grading anything: the three forms a TA hands over (zip, outer folder, inner folder) find the
 same export; the Ruby-symbol metadata is read with accents, groups and odd SIDs; bad YAML is
 one sentence; entries without a folder are reported; a stamp changes with the submission's

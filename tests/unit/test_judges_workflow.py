@@ -1,5 +1,5 @@
 """
-The judges of issue 10 (accuracy-a) on synthetic probe results: memory measured the course's
+Judges on synthetic probe results: memory measured the course's
 way, the sliding window (optional) and extra credit. Fast: no sandbox, no student code.
 Causality, generation and the KV cache: test_judges_evidence.py.
 """

@@ -1,5 +1,5 @@
 """
-Small pure pieces of issue 9/12, checked in seconds: the one helper that patches the
+Small pure pieces of the staff tools, checked in seconds: the one helper that patches the
 reference by anchor, test 1.1's interface check, the static check's treatment of guarded
 optional imports, and the command line's answers to a wrong command or an empty corpus.
 """

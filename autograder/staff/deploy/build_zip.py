@@ -119,7 +119,7 @@ def write_listing(names, path=None):
 
 
 def listing_diff(expected, actual):
-    return list(difflib.unified_diff(expected, actual, 'autograder/zip_listing.txt', 'the zip', lineterm='', n=0))
+    return list(difflib.unified_diff(expected, actual, 'autograder/staff/deploy/zip_listing.txt', 'the zip', lineterm='', n=0))
 
 
 def unpack(zip_path, source):
@@ -213,7 +213,7 @@ def build(out=DEFAULT_OUT, do_verify=True, update_listing=False, log=print):
     elif golden != names:
         raise BuildError('the zip contents differ from the golden listing (+ would be added, - is missing):\n%s\n'
                          'If this change is intended, run `python -m autograder build-zip --update-listing` and commit '
-                         'autograder/zip_listing.txt.' % '\n'.join(listing_diff(golden, names)))
+                         'autograder/staff/deploy/zip_listing.txt.' % '\n'.join(listing_diff(golden, names)))
     data = build_bytes(files)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     tmp = os.path.join(os.path.dirname(os.path.abspath(out)), '.%s.%d.tmp' % (os.path.basename(out), os.getpid()))
@@ -239,7 +239,7 @@ def main(argv):
     ap.add_argument('--no-verify', action='store_true',
                     help='skip grading the reference and the template with the unpacked zip (~30 s)')
     ap.add_argument('--update-listing', action='store_true',
-                    help='rewrite autograder/zip_listing.txt from the files collected instead of failing on a difference')
+                    help='rewrite autograder/staff/deploy/zip_listing.txt from the files collected instead of failing on a difference')
     args = ap.parse_args(argv[1:])
     try:
         build(args.out, not args.no_verify, args.update_listing)

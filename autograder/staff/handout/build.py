@@ -117,7 +117,7 @@ def strip_markers(text, filename='<text>', optional_parts=None):
     optional_parts = dict.fromkeys(OPTIONAL_PARTS, True) if optional_parts is None else optional_parts
 
     def kept(name):
-        # `# BEGIN OPTIONAL !part` (accuracy-a): kept only when the part is OFF, for the code the part replaces
+        # `# BEGIN OPTIONAL !part`: kept only when the part is OFF, for the code the part replaces
         # (the original starter's generate without a KV cache); its lines are PROMPT comments in the reference
         return optional_parts[name.lstrip('!')] != name.startswith('!')
     out = []

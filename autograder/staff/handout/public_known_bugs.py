@@ -1,7 +1,7 @@
 """
-Likely-bug signatures for the public tests (build-template, issue 10).
+Signatures of the known bugs for the public tests (build-template).
 
-The grader names known bugs by known bug (autograder/known_bugs.py: source patches of
+The grader names the known bugs of autograder/judge/known_bugs.py (source patches of
 the reference). build-template applies the same patches, runs the public tests' own cases
 on every patched reference (float64, in one fresh interpreter), and keeps, for each case an
 output fails, the short signature that test_model.py's `signature()` computes. Only the
