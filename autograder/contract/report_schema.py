@@ -1,5 +1,5 @@
 """
-The report schema between the child (untrusted) and the harness: the only place that says what
+The wire format between the child (untrusted) and the harness: the only place that says what
 a probe may report and how much of it. Standard library only, so the harness imports it
 without torch and the child uses the same definitions when it writes.
 
