@@ -12,6 +12,7 @@ grader itself still produces a valid results.json.
 """
 
 import argparse
+import dataclasses
 import math
 import os
 import shutil
@@ -21,7 +22,7 @@ import time
 import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, registry, submission
-from autograder.checks import Verdict, judge, resources
+from autograder.checks import Verdict, clip_student_text, judge, resources
 from autograder.child import wire
 from autograder.results import Results, add_points, partial, points
 from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
@@ -155,12 +156,16 @@ class Judging:
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
                'limits': resources.probe_limits(prof)}
-        run = self.run = sandbox.run(located.path, job, probe_ids, inputs.per_probe(prof, probe_ids), timeouts, import_timeout=grading.test('submission').timeout,
-                                     handlers=probe_handlers(prof),
-                                     need_data='loss-curve' in probe_ids,
-                                     expected=expected_outputs(fx, probe_ids, prof), private=private,
-                                     on_result=self._partial(progress))
-        self.info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
+        with open(located.path, 'rb') as f:   # the input set drawn for these bytes (inputs.for_submission)
+            drawn = inputs.for_submission(fx, prof, probe_ids, f.read())
+        self.fx = fx = drawn.fixtures
+        run = sandbox.run(located.path, job, probe_ids, drawn.inputs, timeouts, import_timeout=grading.test('submission').timeout,
+                          handlers=probe_handlers(prof),
+                          need_data='loss-curve' in probe_ids,
+                          expected=expected_outputs(fx, probe_ids, prof), private=private,
+                          on_result=self._partial(progress))
+        run = self.run = self._clipped(run)
+        self.info = {'input_set': drawn.set_index, 'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
                      'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
                      'isolation': run.isolation}
@@ -179,7 +184,7 @@ class Judging:
                  for spec in self.specs}
 
         def on_result(probe_id, result):
-            seen[probe_id] = result
+            seen[probe_id] = clip_student_text(result, self.grading.sandbox['student_text_chars'])
             self.run = RunResult(seen.get(wire.IMPORT), {k: v for k, v in seen.items() if k != wire.IMPORT})
             # each test judged once, as soon as its probe and the probes its judge reads have ended (the
             # final verdicts are judged again at the end; 1.1's notes then include every probe's)
@@ -191,6 +196,12 @@ class Judging:
                         pass
             progress(dict(done))
         return on_result
+
+    def _clipped(self, run):
+        """The run with every text the student's processes wrote cut to sandbox.student_text_chars."""
+        limit = self.grading.sandbox['student_text_chars']
+        return dataclasses.replace(run, import_result=clip_student_text(run.import_result, limit),
+                                   probes={k: clip_student_text(v, limit) for k, v in run.probes.items()})
 
     def verdict(self, spec):
         self.verdicts[spec.id] = v = self._verdict(spec)

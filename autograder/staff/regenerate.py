@@ -17,6 +17,7 @@ with them.
 """
 
 import argparse
+import hashlib
 import os
 import subprocess
 import sys
@@ -77,28 +78,35 @@ def manifest_changes(old, new):
     return ['%s: %s -> %s' % (k, str(old.get(k))[:16], str(new.get(k))[:16]) for k in keys if old.get(k) != new.get(k)]
 
 
-def write_if_changed(grading, profile_name, expected, fp_outputs, manifest):
+def write_if_changed(grading, profile_name, sets, manifest):
     """
     Write the fixtures only where something changed that a grade can feel (fixture_changes.py):
-    arrays beyond the noise floor, or inputs recorded in the manifest. Returns the report lines.
-    Below the floor the previous arrays are kept byte for byte, so a second run leaves the tree clean.
+    arrays of any input set beyond the noise floor, or inputs recorded in the manifest. `sets`:
+    [(expected, fingerprints)] per input set. Returns the report lines. Below the floor the
+    previous arrays are kept byte for byte, so a second run leaves the tree clean.
     """
     try:
         previous = fixtures.load(grading, profile_name, check=False)
     except (fixtures.StaleFixtures, OSError, ValueError, KeyError):
         previous = None
-    if previous is None:
-        fixtures.write(profile_name, expected, fp_outputs, manifest)
-        lines = ['no previous fixtures: all %d arrays written' % len(expected)]
+    if previous is None or previous.set_count != len(sets) or not previous.sets:
+        fixtures.write(profile_name, sets, manifest)
+        lines = ['no previous fixtures of %d input sets: all %d arrays written'
+                 % (len(sets), sum(len(e) for e, _ in sets))]
     else:
-        changes = fixture_changes.compare(previous.expected, expected, previous.fingerprints, fp_outputs, grading,
-                                          profile_name)
-        inputs = manifest_changes(previous.manifest, manifest)
-        lines = changes.lines() + ['manifest ' + l for l in inputs]
-        if changes.matters:
-            fixtures.write(profile_name, expected, fp_outputs, manifest)
-        elif inputs:    # the same numbers from changed inputs: keep the arrays, record the inputs
-            fixtures.write(profile_name, previous.expected, previous.fingerprints,
+        lines, matters = [], False
+        for i, (expected, fp_outputs) in enumerate(sets):
+            old = previous.view(i)
+            changes = fixture_changes.compare(old.expected, expected, old.fingerprints, fp_outputs, grading,
+                                              profile_name)
+            lines += ['set %d: %s' % (i, l) for l in changes.lines()]
+            matters = matters or bool(changes.matters)
+        inputs_changed = manifest_changes(previous.manifest, manifest)
+        lines += ['manifest ' + l for l in inputs_changed]
+        if matters:
+            fixtures.write(profile_name, sets, manifest)
+        elif inputs_changed:    # the same numbers from changed inputs: keep the arrays, record the inputs
+            fixtures.write(profile_name, [(e, f) for e, f, _ in previous.sets],
                            dict(manifest, sandboxed_as=previous.manifest.get('sandboxed_as')))
         else:
             return lines + ['fixtures left untouched']
@@ -109,76 +117,99 @@ def write_if_changed(grading, profile_name, expected, fp_outputs, manifest):
     return lines
 
 
-def regenerate(profile_name, skip_tests=False):
-    grading = config.load()
-    profile = grading.profiles[profile_name]
-    if not skip_tests:
-        run_reference_tests()
-    sandbox = Sandbox(grading.sandbox)
-    inp = inputs.build(profile)
-    ref_model = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
-
-    log("[2/4] reference through the probes (profile %s, device %s, %d loss-curve seeds) ..."
-        % (profile_name, profile['device'], len(profile['loss_curve']['reference_seeds'])))
-    t0 = time.time()
-    # the student's seed too: the reference's run at that seed, from the same initial weights, is what 10.1 judges against
-    lc_seeds = sorted(set(profile['loss_curve']['reference_seeds']) | {profile['loss_curve']['student_seed']})
-    result = run_probes(sandbox, ref_model, profile, list(registry.PROBED), inp, seeds=lc_seeds)
+def reference_set(sandbox, ref_model, profile, seed, index, lc_seeds):
+    """The reference's outputs on input set `index` (every probe on set 0; the shared ones only there)."""
+    probes = [p for p in registry.PROBED if index == 0 or p not in inputs.SHARED_PROBES]
+    result = run_probes(sandbox, ref_model, profile, probes, inputs.build(profile, seed),
+                        seeds=lc_seeds if 'loss-curve' in probes else None)
     bad = {pid: (r.status, r.message, r.info.get('case_errors')) for pid, r in result.probes.items()
            if r.status != 'ok' or r.info.get('case_errors')}
     if bad:
-        raise SystemExit("the reference failed probes; fixtures were NOT overwritten: %s" % bad)
-    expected = flatten(result)
-    log("      %d arrays in %.1f s" % (len(expected), time.time() - t0))
+        raise SystemExit("the reference failed probes on input set %d; fixtures were NOT overwritten: %s" % (index, bad))
+    return result
 
-    log("[3/4] %d fingerprints (known bugs) ..." % len(fingerprints.FINGERPRINTS))
+
+def fingerprint_set(sandbox, tmp, source, profile, seed, index, expected):
+    """{fingerprint id: the arrays where it differs from the reference} on input set `index`."""
+    fp_outputs = {}
+    inp = inputs.build(profile, seed)
+    for i, fp in enumerate(fingerprints.FINGERPRINTS, 1):
+        path = os.path.join(tmp, 'model.py')
+        with open(path, 'w') as f:
+            f.write(fingerprints.apply(fp, source))
+        arrays = flatten(run_probes(sandbox, path, profile, list(registry.FINGERPRINTED), inp))
+        differing = {k: v for k, v in arrays.items()
+                     if k in expected and (v.shape != expected[k].shape or not np.allclose(v, expected[k], atol=1e-4))}
+        fp_outputs[fp.id] = differing
+        log("      set %d %2d/%d %-24s differs from the reference on %d of %d arrays"
+            % (index, i, len(fingerprints.FINGERPRINTS), fp.id, len(differing), len(arrays)))
+        if not differing:
+            raise SystemExit("fingerprint %s is indistinguishable from the reference on input set %d" % (fp.id, index))
+    return fp_outputs
+
+
+def regenerate(profile_name, skip_tests=False):
+    grading = config.load()
+    profile = grading.profiles[profile_name]
+    count = profile['input_sets']
+    if not skip_tests:
+        run_reference_tests()
+    sandbox = Sandbox(grading.sandbox)
+    key = fixtures.make_key(profile_name)
+    seeds = [inputs.set_seed(profile, key, i) for i in range(count)]
+    ref_model = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
+
+    log("[2/4] reference through the probes (profile %s, device %s, %d input sets, %d loss-curve seeds) ..."
+        % (profile_name, profile['device'], count, len(profile['loss_curve']['reference_seeds'])))
+    t0 = time.time()
+    # the student's seed too: the reference's run at that seed, from the same initial weights, is what 10.1 judges against
+    lc_seeds = sorted(set(profile['loss_curve']['reference_seeds']) | {profile['loss_curve']['student_seed']})
+    results = [reference_set(sandbox, ref_model, profile, seeds[i], i, lc_seeds) for i in range(count)]
+    shared = {k: v for k, v in flatten(results[0]).items() if k.split('/')[0] in inputs.SHARED_PROBES}
+    expected_sets = [dict(flatten(r), **shared) for r in results]
+    log("      %d arrays per set in %.1f s" % (len(expected_sets[0]), time.time() - t0))
+
+    log("[3/4] %d fingerprints (known bugs) on %d input sets ..." % (len(fingerprints.FINGERPRINTS), count))
     with open(ref_model) as f:
         source = f.read()
-    fp_outputs = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for i, fp in enumerate(fingerprints.FINGERPRINTS, 1):
-            path = os.path.join(tmp, 'model.py')
-            with open(path, 'w') as f:
-                f.write(fingerprints.apply(fp, source))
-            r = run_probes(sandbox, path, profile, list(registry.FINGERPRINTED), inp)
-            arrays = flatten(r)
-            differing = {k: v for k, v in arrays.items()
-                         if k in expected and (v.shape != expected[k].shape or not np.allclose(v, expected[k], atol=1e-4))}
-            fp_outputs[fp.id] = differing
-            log("      %2d/%d %-24s differs from the reference on %d of %d arrays"
-                % (i, len(fingerprints.FINGERPRINTS), fp.id, len(differing), len(arrays)))
-            if not differing:
-                raise SystemExit("fingerprint %s is indistinguishable from the reference on every probe" % fp.id)
+        fp_sets = [fingerprint_set(sandbox, tmp, source, profile, seeds[i], i, expected_sets[i]) for i in range(count)]
 
     log("[4/4] comparing with %s" % fixtures.folder(profile_name))
     try:
-        old = fixtures.load(grading, profile_name, check=False).expected
+        old = fixtures.load(grading, profile_name, check=False)
     except fixtures.StaleFixtures:
-        old = {}
-    expected = resources.keep_window_rows(expected, old, profile)   # 11.2: only the rows the judge compares
-    # what a judge never compares is kept as its shape only: kernel readings would otherwise churn the fixtures
-    expected = {k: np.zeros_like(v) if k.split('/')[0] in registry.SHAPES_ONLY else v for k, v in expected.items()}
+        old = None
+    for i in range(count):
+        old_i = old.view(i).expected if old is not None and i < old.set_count and old.sets else {}
+        expected_sets[i] = resources.keep_window_rows(expected_sets[i], old_i, profile)   # 11.2: only the rows judged
+        # what a judge never compares is kept as its shape only: kernel readings would otherwise churn the fixtures
+        expected_sets[i] = {k: np.zeros_like(v) if k.split('/')[0] in registry.SHAPES_ONLY else v
+                            for k, v in expected_sets[i].items()}
     manifest = {
         'profile': profile_name,
         'profile_hash': grading.profile_hash(profile_name),
         'device': profile['device'],
         'torch': metadata.version('torch'),
         'python': sys.version.split()[0],
-        'seeds': {'inputs': profile['seed'], 'loss_curve_reference': profile['loss_curve']['reference_seeds'],
+        'seeds': {'inputs': 'per set, from the draw key (inputs.set_seed)', 'shared_inputs': profile['seed'],
+                  'loss_curve_reference': profile['loss_curve']['reference_seeds'],
                   'loss_curve_student': profile['loss_curve']['student_seed']},
+        'input_sets': count,
+        'draw_key_sha256': hashlib.sha256(key).hexdigest(),
         'corpus_sha256': fixtures.sha256_file(DATA_FILE),
         'grading_yaml_sha256': fixtures.sha256_file(grading.path),
         'probe_code_sha256': fixtures.sha256_files(fixtures.PROBE_CODE),
         'reference_sha256': fixtures.sha256_files(fixtures.REFERENCE_CODE),
         'handout_sha256': fixtures.sha256_files(fixtures.HANDOUT_CODE),
-        'fingerprints': sorted(fp_outputs),
-        'sandboxed_as': result.sandboxed_as,
+        'fingerprints': sorted(fp_sets[0]),
+        'sandboxed_as': results[0].sandboxed_as,
     }
-    report = write_if_changed(grading, profile_name, expected, fp_outputs, manifest)
+    report = write_if_changed(grading, profile_name, list(zip(expected_sets, fp_sets)), manifest)
     log("against the previous fixtures:")
     for line in report:
         log('  ' + line)
-    return expected
+    return expected_sets[0]
 
 
 def main(argv):
