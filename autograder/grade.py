@@ -184,7 +184,8 @@ class Judging:
                  for spec in self.specs}
 
         def on_result(probe_id, result):
-            seen[probe_id] = clip_student_text(result, self.grading.sandbox['student_text_chars'])
+            seen[probe_id] = result if probe_id == wire.IMPORT else \
+                clip_student_text(result, self.grading.sandbox['student_text_chars'])
             self.run = RunResult(seen.get(wire.IMPORT), {k: v for k, v in seen.items() if k != wire.IMPORT})
             # each test judged once, as soon as its probe and the probes its judge reads have ended (the
             # final verdicts are judged again at the end; 1.1's notes then include every probe's)
@@ -198,10 +199,10 @@ class Judging:
         return on_result
 
     def _clipped(self, run):
-        """The run with every text the student's processes wrote cut to sandbox.student_text_chars."""
+        """The run with every text the probes' processes wrote cut to sandbox.student_text_chars (the import
+        check's process gets no inputs: its messages stay whole)."""
         limit = self.grading.sandbox['student_text_chars']
-        return dataclasses.replace(run, import_result=clip_student_text(run.import_result, limit),
-                                   probes={k: clip_student_text(v, limit) for k, v in run.probes.items()})
+        return dataclasses.replace(run, probes={k: clip_student_text(v, limit) for k, v in run.probes.items()})
 
     def verdict(self, spec):
         self.verdicts[spec.id] = v = self._verdict(spec)

@@ -1,7 +1,9 @@
 """
 `python -m autograder regenerate [--device cuda] [--skip-reference-tests]`: the only way
 fixtures are made. Runs the reference through the same sandboxed probes students get, runs
-every fingerprint (known bug) the same way, trains the reference on several seeds (the
+every fingerprint (known bug) the same way, each on every input set (the profile's
+`input_sets`, seeded from the draw key it makes once: fixtures.make_key; the shared probes of
+inputs.SHARED_PROBES run on set 0 only), trains the reference on several seeds (the
 student's seed gives 10.1's held-out logits), and writes autograder/fixtures/<profile>/ with
 a manifest, but only where something changed that a grade can feel. Refuses when the
 reference fails its own tests.
@@ -167,7 +169,9 @@ def regenerate(profile_name, skip_tests=False):
     results = [reference_set(sandbox, ref_model, profile, seeds[i], i, lc_seeds) for i in range(count)]
     shared = {k: v for k, v in flatten(results[0]).items() if k.split('/')[0] in inputs.SHARED_PROBES}
     expected_sets = [dict(flatten(r), **shared) for r in results]
-    log("      %d arrays per set in %.1f s" % (len(expected_sets[0]), time.time() - t0))
+    stored = fixtures.stored_keys(expected_sets, inputs.SHARED_PROBES)
+    log("      %d per input set, %d of them shared by every set" % (len(expected_sets[0]), len(shared)))
+    log("      %d arrays in %.1f s" % (len(stored), time.time() - t0))
 
     log("[3/4] %d fingerprints (known bugs) on %d input sets ..." % (len(fingerprints.FINGERPRINTS), count))
     with open(ref_model) as f:

@@ -32,8 +32,8 @@ def fx():
 
 def shifted(array):
     """A wrong output of the reference's shape: every value moved (NaN rows of 11.2 made finite first)."""
-    if array.dtype.kind == 'f':
-        return (np.nan_to_num(array) + 0.37).astype(array.dtype)
+    if array.dtype.kind == 'f':   # far from every fixture value, so a "got" value never matches one by chance
+        return (-1000.5 - np.nan_to_num(array)).astype(array.dtype)
     return array + 1
 
 
@@ -53,14 +53,12 @@ def judged_text(view, results):
     return texts
 
 
-def shown_values(text, array):
-    """How many numbers of `text` are values of `array` (to the 6 significant digits messages print)."""
-    values = np.unique(array[np.isfinite(array)].astype(np.float64).ravel())
-    values = values[values != 0]
+def shown_values(text, values):
+    """How many distinct numbers of `text` are among `values` (sorted; to the 6 significant digits messages print)."""
     if values.size == 0:
         return 0
     count = 0
-    for token in NUMBER.findall(text):
+    for token in set(NUMBER.findall(text)):
         n = float(token)
         if n == 0:
             continue
@@ -70,19 +68,28 @@ def shown_values(text, array):
     return count
 
 
+def sorted_values(array):
+    values = np.unique(array[np.isfinite(array)].astype(np.float64).ravel())
+    return values[values != 0]
+
+
 def fixture_arrays(view):
-    out = {k: v for k, v in view.expected.items() if v.dtype.kind == 'f'}
+    """{fixture array: its distinct nonzero values, sorted}, the known bugs' arrays included."""
+    out = {k: sorted_values(v) for k, v in view.expected.items() if v.dtype.kind == 'f'}
     for fp, arrays in view.fingerprints.items():
-        out.update({'%s::%s' % (fp, k): v for k, v in arrays.items() if v.dtype.kind == 'f'})
+        out.update({'%s::%s' % (fp, k): sorted_values(v) for k, v in arrays.items() if v.dtype.kind == 'f'})
     return out
 
 
-def leaks(view, texts):
+def leaks(view, texts, arrays=None):
     """[(test, fixture array, values shown)] past MAX_SHOWN."""
-    arrays = fixture_arrays(view)
+    arrays = fixture_arrays(view) if arrays is None else arrays
     found = []
     for tid, text in texts.items():
+        read = (tid,) + registry.BY_ID[tid].evidence   # the fixtures a judge reads: its own probe's and its evidence's
         for key, array in arrays.items():
+            if key.split('::')[-1].split('/')[0] not in read:
+                continue
             shown = shown_values(text, array)
             if shown > MAX_SHOWN:
                 found.append((tid, key, shown))
@@ -98,13 +105,13 @@ def test_failure_messages_show_a_few_expected_values_never_a_tensor(fx):
 
 def test_a_known_bug_named_in_a_message_leaks_no_more(fx):
     view = fx.view(0)
-    found = []
-    for fp, arrays in sorted(view.fingerprints.items()):
+    found, values = [], fixture_arrays(view)
+    for fp, arrays in sorted(view.fingerprints.items())[::4]:   # one of each family of bugs: RoPE, GQA, generate
         outputs = {}
         for key, value in arrays.items():
             pid = key.split('/')[0]
             outputs.setdefault(pid, {k: v for k, v in view.probe(pid).items()})[key[len(pid) + 1:]] = value
-        found += leaks(view, judged_text(view, failing_results(view, outputs)))
+        found += leaks(view, judged_text(view, failing_results(view, outputs)), values)
     assert found == []
 
 
@@ -123,7 +130,7 @@ def test_text_of_the_students_process_is_cut():
     assert clip_student_text(harness, limit).message == 'x' * 1000
     verdict = judge(GRADING.test('rope'), clip_student_text(ProbeResult('ok', info=result.info), limit),
                     fixtures.load(GRADING, 'cpu'), GRADING)
-    assert max(len(line) for line in verdict.lines) < limit + 200
+    assert max(len(line) for line in '\n'.join(verdict.lines).splitlines()) < limit + 100
 
 
 def test_the_same_bytes_draw_the_same_set_and_other_bytes_spread(fx):
