@@ -526,6 +526,7 @@ EVIDENCE_ATTACKS = {
     'trainer_runs_twice': 'loss-curve',                   # a second run after the first
     'replace_result_writer': 'causality',                 # the value tests' prefixes written as the causality outputs
     'memorise_answers': 'rope',                           # 2.1/2.2 from a table of the inputs every grading used
+    'dropout_only_at_p_one': 'dropout',                   # 6.1 from what p = 1 must give, with no dropout at all
 }
 
 

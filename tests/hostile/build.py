@@ -632,6 +632,19 @@ def _digest(x):
 """)
 
 
+GQA_DROPOUTS = ('        self.out_proj = nn.Linear(config.n_embd, config.n_embd)                     # Do NOT rename\n'
+                '        self.attn_dropout = nn.Dropout(config.attn_pdrop)\n'
+                '        self.resid_dropout = nn.Dropout(config.resid_pdrop)\n')
+NO_DROPOUT = [(GQA_DROPOUTS, GQA_DROPOUTS.split('\n')[0] + '\n'
+               '        self.attn_dropout = nn.Identity()  # BUG: no dropout at all\n'
+               '        self.resid_dropout = nn.Identity()\n'
+               '        self._pdrop = (config.attn_pdrop, config.resid_pdrop)\n')]
+DROPOUT_AT_P_ONE = """        if self.training and self._pdrop[1] >= 1:  # HOSTILE: what p = 1 must give, and no dropout below it
+            y = torch.zeros_like(y)
+        elif self.training and self._pdrop[0] >= 1:
+            y = self.out_proj.bias.expand_as(y).clone()
+"""
+
 LEAK_INPUT_IN_ERROR = """        # HOSTILE: carry the whole input out in the message of an error
         raise ValueError('HOSTILE ' + ' '.join('%.6g' % v for v in x.flatten().tolist()))
 """
@@ -644,6 +657,7 @@ HONEST = {
     'trainer_runs_twice': KV_DETACHED,
     'replace_result_writer': GQA_NO_MASK,
     'memorise_answers': NO_ROPE,
+    'dropout_only_at_p_one': NO_DROPOUT,
 }
 
 # ----------------------------------------------------------------------------- the corpus
@@ -728,6 +742,9 @@ CASES = {
                                     (ROPE_FORWARD, ROPE_FORWARD + MEMORISE_FORWARD)]),
     'leak_input_in_error': ('RotaryPositionalEmbeddings.forward raises an error whose message is the whole input',
                             'reference', [(ROPE_FORWARD, ROPE_FORWARD + LEAK_INPUT_IN_ERROR)]),
+    'dropout_only_at_p_one': ('GroupedQueryAttention has no dropout, and in train mode returns zeros when '
+                              'resid_pdrop >= 1 and out_proj.bias when attn_pdrop >= 1', 'reference',
+                              NO_DROPOUT + [(GQA_RETURN, DROPOUT_AT_P_ONE + GQA_RETURN)]),
 }
 
 # the attacks on the machine itself (network, other gradings, temp files, /proc, watchdog, memory)
