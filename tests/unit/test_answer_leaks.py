@@ -15,8 +15,9 @@ import re
 import numpy as np
 import pytest
 
-from autograder import config, fixtures, inputs, registry
-from autograder.checks import clip_student_text, judge
+from autograder.judge import config, fixtures, inputs, registry
+from autograder.judge.judges import clip_student_text
+from autograder.judge.verdicts import judge
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
@@ -76,7 +77,7 @@ def sorted_values(array):
 def fixture_arrays(view):
     """{fixture array: its distinct nonzero values, sorted}, the known bugs' arrays included."""
     out = {k: sorted_values(v) for k, v in view.expected.items() if v.dtype.kind == 'f'}
-    for fp, arrays in view.fingerprints.items():
+    for fp, arrays in view.known_bugs.items():
         out.update({'%s::%s' % (fp, k): sorted_values(v) for k, v in arrays.items() if v.dtype.kind == 'f'})
     return out
 
@@ -106,7 +107,7 @@ def test_failure_messages_show_a_few_expected_values_never_a_tensor(fx):
 def test_a_known_bug_named_in_a_message_leaks_no_more(fx):
     view = fx.view(0)
     found, values = [], fixture_arrays(view)
-    for fp, arrays in sorted(view.fingerprints.items())[::4]:   # one of each family of bugs: RoPE, GQA, generate
+    for fp, arrays in sorted(view.known_bugs.items())[::4]:   # one of each family of bugs: RoPE, GQA, generate
         outputs = {}
         for key, value in arrays.items():
             pid = key.split('/')[0]

@@ -1,0 +1,210 @@
+"""
+Reference outputs the checks compare against, one folder per profile under
+autograder/fixtures/: expected.npz (the reference's probe outputs), known_bugs.npz (the
+outputs of known wrong variants), manifest.json (what they were made from) and draw.key (the
+staff key that seeds the input sets and draws one per submission: inputs.set_seed, inputs.draw).
+They are written only by `python -m autograder regenerate`; the grader refuses stale ones.
+
+Input sets: the arrays of set i are stored under 'set<i>:<probe>/<key>'; the shared probes'
+(inputs.SHARED_PROBES) once, unprefixed. `Fixtures.view(i)` is what a judge sees: set i's
+arrays and the shared ones under their plain '<probe>/<key>' names.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import numpy as np
+
+from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMPLATE_DIR
+from autograder.judge import inputs
+
+# code whose change changes what the probes compute
+CHILD_DIR = os.path.join(PACKAGE_DIR, 'child')
+# the child modules that only carry a probe to its process and back: the zygote, the harness link and the
+# sandbox's self-test compute nothing a probe returns, so changing them leaves the fixtures valid
+PROBE_TRANSPORT = ('zygote.py', 'socket_link.py', 'selftest.py')
+# what the fixtures depend on besides the reference: the child package, the inputs and the known bugs
+PROBE_CODE = sorted(os.path.join(CHILD_DIR, f) for f in os.listdir(CHILD_DIR)
+                    if f.endswith('.py') and f not in PROBE_TRANSPORT) + \
+    [os.path.join(PACKAGE_DIR, 'contract', f) for f in ('configs.py', 'memory_readings.py', 'report_schema.py')] + \
+    [os.path.join(PACKAGE_DIR, 'judge', f) for f in ('inputs.py', 'known_bugs.py', 'source_patches.py')]
+REFERENCE_CODE = [os.path.join(REFERENCE_DIR, f) for f in
+                  ('chargpt.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
+HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in ('chargpt.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
+
+
+class StaleFixtures(RuntimeError):
+    """The fixtures do not match the code or grading.yaml; staff must regenerate them."""
+
+
+def sha256_files(paths):
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(os.path.relpath(p, os.path.dirname(PACKAGE_DIR)).encode())
+        with open(p, 'rb') as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def sha256_file(path):
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+KEY_FILE = 'draw.key'          # 32 random bytes, hex; made once by regenerate, kept across regenerations
+SET_PREFIX = re.compile(r'^set(\d+):')
+
+
+@dataclass
+class Fixtures:
+    profile: str
+    expected: Dict[str, np.ndarray]                  # of one input set (set_index), shared arrays included
+    known_bugs: Dict[str, Dict[str, np.ndarray]]   # known bug id -> {key: array}, of the same set
+    manifest: dict
+    set_index: int = 0
+    input_seed: Optional[int] = None                 # the seed of that set's inputs; None: the profile's own
+    key: bytes = field(default=b'', repr=False)      # the staff draw key
+    sets: tuple = field(default=(), repr=False)      # ((expected, known bugs, seed), ...) of every set
+
+    @property
+    def set_count(self):
+        return max(1, len(self.sets))
+
+    def view(self, index):
+        """The fixtures of input set `index`, as the judges read them."""
+        if not self.sets:
+            return self
+        expected, fps, seed = self.sets[index]
+        return dataclasses.replace(self, expected=expected, known_bugs=fps, set_index=index, input_seed=seed)
+
+    def probe(self, probe_id):
+        prefix = probe_id + '/'
+        return {k[len(prefix):]: v for k, v in self.expected.items() if k.startswith(prefix)}
+
+    def known_bug_outputs(self, probe_id):
+        prefix = probe_id + '/'
+        return {fp: {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+                for fp, arrays in self.known_bugs.items()}
+
+
+def folder(profile):
+    return os.path.join(FIXTURES_DIR, profile)
+
+
+def _load_npz(path):
+    with np.load(path, allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def read_key(profile):
+    """The profile's draw key (bytes), or b'' where there is none yet."""
+    try:
+        with open(os.path.join(folder(profile), KEY_FILE)) as f:
+            return bytes.fromhex(f.read().strip())
+    except (OSError, ValueError):
+        return b''
+
+
+def make_key(profile):
+    """regenerate: the draw key, made (32 random bytes) only when the profile has none; kept otherwise."""
+    key = read_key(profile)
+    if len(key) < 32:
+        key = os.urandom(32)
+        os.makedirs(folder(profile), exist_ok=True)
+        with open(os.path.join(folder(profile), KEY_FILE), 'w') as f:
+            f.write(key.hex() + '\n')
+    return key
+
+
+def split_sets(flat, count):
+    """[{plain key: array} of set i, shared arrays included] from stored keys ('set<i>:...' or shared)."""
+    shared = {k: v for k, v in flat.items() if not SET_PREFIX.match(k)}
+    sets = [dict(shared) for _ in range(count)]
+    for k, v in flat.items():
+        m = SET_PREFIX.match(k)
+        if m and int(m.group(1)) < count:
+            sets[int(m.group(1))][k[m.end():]] = v
+    return sets
+
+
+def load(grading, profile, check=True):
+    base = folder(profile)
+    manifest_path = os.path.join(base, 'manifest.json')
+    if not os.path.isfile(manifest_path):
+        raise StaleFixtures("no fixtures for profile %r in %s: run `python -m autograder regenerate%s`"
+                            % (profile, base, ' --device cuda' if profile == 'gpu' else ''))
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    if check:
+        problems = staleness(grading, profile, manifest)
+        if problems:
+            raise StaleFixtures("fixtures for profile %r are stale: %s. Run `python -m autograder regenerate%s`."
+                                % (profile, '; '.join(problems), ' --device cuda' if profile == 'gpu' else ''))
+    count = int(manifest.get('input_sets', 1))
+    key = read_key(profile)
+    by_fp = {}
+    for flat_key, value in _load_npz(os.path.join(base, 'known_bugs.npz')).items():
+        fp, rest = flat_key.split('::', 1)
+        by_fp.setdefault(fp, {})[rest] = value
+    fp_sets = {fp: split_sets(arrays, count) for fp, arrays in by_fp.items()}
+    expected_sets = split_sets(_load_npz(os.path.join(base, 'expected.npz')), count)
+    prof = grading.profiles.get(profile) if hasattr(grading, 'profiles') else None
+    seeds = [inputs.set_seed(prof, key, i) if prof is not None else None for i in range(count)]
+    sets = tuple((expected_sets[i], {fp: s[i] for fp, s in fp_sets.items()}, seeds[i]) for i in range(count))
+    return Fixtures(profile, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, sets)
+
+
+def staleness(grading, profile, manifest):
+    problems = []
+    if manifest.get('profile_hash') != grading.profile_hash(profile):
+        problems.append("grading.yaml's profiles.%s changed" % profile)
+    if manifest.get('probe_code_sha256') != sha256_files(PROBE_CODE):
+        problems.append("the probe code (child/, contract/, judge/inputs.py, judge/known_bugs.py, judge/source_patches.py) changed")
+    # the reference and the handout are not shipped to Gradescope; check them where they exist
+    if all(os.path.isfile(p) for p in REFERENCE_CODE) and manifest.get('reference_sha256') != sha256_files(REFERENCE_CODE):
+        problems.append("the reference solution changed")
+    if all(os.path.isfile(p) for p in HANDOUT_CODE) and manifest.get('handout_sha256') != sha256_files(HANDOUT_CODE):
+        problems.append("the handout's chargpt.py/trainer.py/utils.py changed")
+    key = read_key(profile)
+    if len(key) < 32 or manifest.get('draw_key_sha256') != hashlib.sha256(key).hexdigest():
+        problems.append("the draw key (%s) is missing or is not the one the input sets were made with" % KEY_FILE)
+    if os.path.isfile(DATA_FILE) and manifest.get('corpus_sha256') != sha256_file(DATA_FILE):
+        problems.append("data/input.txt is not the corpus the reference was trained and scored on (10.1)")
+    return problems
+
+
+def stored_keys(sets, shared_probes):
+    """{stored key: array} of [{plain key: array} per set]: shared probes' arrays once (set 0's), the rest per set."""
+    out = {}
+    for i, arrays in enumerate(sets):
+        for k, v in arrays.items():
+            if k.split('/')[0] in shared_probes:
+                if i == 0:
+                    out[k] = v
+            else:
+                out['set%d:%s' % (i, k)] = v
+    return out
+
+
+def write(profile, sets, manifest):
+    """sets: [(expected, known bugs)] per input set, each under plain keys (a view's)."""
+    base = folder(profile)
+    os.makedirs(base, exist_ok=True)
+    shared = inputs.SHARED_PROBES
+    expected = stored_keys([e for e, _ in sets], shared)
+    fp_ids = sorted({fp for _, fps in sets for fp in fps})
+    flat = {'%s::%s' % (fp, k): v for fp in fp_ids
+            for k, v in stored_keys([fps.get(fp, {}) for _, fps in sets], shared).items()}
+    for name, arrays in (('expected.npz', expected), ('known_bugs.npz', flat)):
+        tmp = os.path.join(base, '.' + name)
+        with open(tmp, 'wb') as f:
+            np.savez_compressed(f, **dict(sorted(arrays.items())))
+        os.replace(tmp, os.path.join(base, name))
+    with open(os.path.join(base, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+        f.write('\n')
