@@ -6,10 +6,12 @@ The student handout as a build product of the staff reference.
 
 build-template turns reference/ into student_template/hw1/: solution markers are stripped
 (see strip_markers), the hand-written files of student_template/templates/ are added, and
-the public tests get their expected values computed from the reference in a subprocess, so
-that the reference's `mingpt` package never meets the template's, and the signatures of the
-grader's known bugs on the same public inputs (handout_bugs.py). --check regenerates into
-a temporary folder and fails if the committed template differs.
+the public tests (test_model.py) get their expected values, computed from the reference in a
+subprocess so that the reference's `mingpt` package never meets the template's, and the
+signatures of the grader's known bugs on the same public inputs (handout_bugs.py), in the data
+file test_model_expected.json beside them. grader_rules.py and memory_check.py (handout_memory.py)
+receive the grader's own code for the upload rules, the layer matching and the memory contract.
+--check regenerates into a temporary folder and fails if the committed template differs.
 
 build-handout zips the generated template plus the corpus into dist/hw1_handout.zip.
 """
@@ -26,7 +28,7 @@ import tempfile
 import zipfile
 
 from autograder import DATA_FILE, GRADING_YAML, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
-from autograder.staff import handout_bugs
+from autograder.staff import handout_bugs, handout_memory
 
 TEMPLATES_DIR = os.path.join(REPO_ROOT, 'student_template', 'templates')
 HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
@@ -34,28 +36,17 @@ HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
 # reference files shipped to students, processed for markers (copied verbatim if they have none)
 REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py']
 # hand-written files of student_template/templates/, also processed for markers
-TEMPLATE_FILES = ['README.md', 'plot_logs.py', 'requirements.txt', 'test_model.py']
+TEMPLATE_FILES = ['README.md', 'grader_rules.py', 'plot_logs.py', 'requirements.txt', 'test_model.py']
+# what students read, kept free of the grader's words (handout_memory.GRADER_WORDS)
+STUDENT_READS = ('README.md', 'test_model.py', 'grader_rules.py', 'memory_check.py', 'test_model_expected.json')
 # optional parts known to the markers; grading.yaml handout.optional_parts switches them
 OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 
-# the placeholders in templates/test_model.py that the generator fills in
-EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
-PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
-PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
-BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
-SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
+# the placeholders in templates/grader_rules.py that the generator fills in with the grader's own code
+PLAN_PLACEHOLDER = "PROJECTION_PLAN = None  # filled in by build-template: the grader's layer matching\n"
 RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
-# the grader's own memory code (test 9.1), shipped beside test_model.py so that the public tests judge the
-# memory figure exactly as the grader does: {handout path: the grader module it is copied from}
-MEMORY_MODULES = {'grader_memory/cuda_view.py': 'autograder/child/cuda_view.py',
-                  'grader_memory/memory_readings.py': 'autograder/child/memory_readings.py',
-                  'grader_memory/memory_rules.py': 'autograder/memory_rules.py'}
-MEMORY_PACKAGE_DOC = (
-    '"""\n'
-    "The autograder's own code for test 9.1 (attention memory), copied here by the course staff's\n"
-    "build-template so that `python test_model.py` judges your memory figure exactly as the grader\n"
-    "does. Do not edit: it is regenerated, and it is not uploaded.\n"
-    '"""\n')
+# the public tests' reference values, written beside test_model.py
+EXPECTED_FILE = 'test_model_expected.json'
 
 
 def _upload_rules_source():
@@ -239,28 +230,25 @@ def _read(path):
         return f.read()
 
 
-def _format_floats(values, indent, per_line=8):
-    # 7 significant digits of float64 results: far below the tests' 1e-5 tolerance, and
-    # float64 noise (~1e-16) practically never crosses a rounding boundary, so the file is
-    # the same on every CPU
-    items = ['%.7g' % v for v in values]
-    rows = [', '.join(items[i:i + per_line]) + ',' for i in range(0, len(items), per_line)]
-    return ''.join('%s%s\n' % (indent, row) for row in rows)
+def _rounded(values):
+    # 7 significant digits of float64 results: far below the tests' 1e-5 tolerance, and float64
+    # noise (~1e-16) practically never crosses a rounding boundary, so the file is the same on every CPU
+    return [float('%.7g' % v) for v in values]
 
 
-def _expected_literal(expected):
-    parts = ['EXPECTED = {\n']
-    for name, (shape, values) in expected.items():
-        parts.append('    %r: (%r, [\n' % (name, tuple(shape)))
-        parts.append(_format_floats(values, ' ' * 8))
-        parts.append('    ]),\n')
-    parts.append('}\n')
-    return ''.join(parts)
-
-
-def _parameters_literal(parameters):
-    rows = ''.join('    (%r, %r),\n' % (name, tuple(shape)) for name, shape in parameters)
-    return 'GPT_PARAMETERS = [\n%s]\n' % rows
+def expected_data(computed, likely, signatures):
+    """test_model_expected.json: one line per case, parameter and known bug, so that a change reads as a small diff."""
+    sections = {'expected': [(name, [shape, _rounded(values)]) for name, (shape, values) in computed['expected'].items()],
+                'gpt_parameters': None, 'likely_bugs': list(likely.items()), 'bug_signatures': list(signatures.items())}
+    parts = []
+    for key, items in sections.items():
+        if items is None:
+            rows = ',\n'.join('  ' + json.dumps(row) for row in computed['parameters'])
+            parts.append(' %s: [\n%s\n ]' % (json.dumps(key), rows))
+        else:
+            rows = ',\n'.join('  %s: %s' % (json.dumps(k), json.dumps(v)) for k, v in items)
+            parts.append(' %s: {\n%s\n }' % (json.dumps(key), rows))
+    return '{\n' + ',\n'.join(parts) + '\n}\n'
 
 
 _EXPECTED_SCRIPT = '''
@@ -279,7 +267,7 @@ def compute_expected(test_source, reference_dir=REFERENCE_DIR, beside=None):
     """
     Run the public tests' cases on the reference in a fresh interpreter (float64) and return
     {'expected': {name: (shape, values)}, 'parameters': [(name, shape)]}. `beside`: {relative
-    path: text} of the files the tests import from their own folder (grader_memory/).
+    path: text} of the files the tests import from their own folder (grader_rules.py, memory_check.py).
     """
     with tempfile.TemporaryDirectory(prefix='hw1_expected_') as tmp:
         write_tree(beside or {}, tmp)
@@ -310,25 +298,22 @@ def generate(optional_parts=None):
         text = _read(os.path.join(TEMPLATES_DIR, rel))
         files[rel] = strip_markers(text, 'student_template/templates/' + rel, optional_parts)
 
-    files['grader_memory/__init__.py'] = MEMORY_PACKAGE_DOC
-    for rel, origin in MEMORY_MODULES.items():
-        files[rel] = ('# copied by build-template from %s: do not edit here\n' % origin) + _read(os.path.join(REPO_ROOT, origin))
-
-    source = files['test_model.py']
-    for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER, BUGS_PLACEHOLDER,
-                        SIGNATURES_PLACEHOLDER, RULES_PLACEHOLDER):
-        if source.count(placeholder) != 1:
-            raise ValueError('student_template/templates/test_model.py must contain the line %r exactly once'
+    rules = files['grader_rules.py']
+    for placeholder in (PLAN_PLACEHOLDER, RULES_PLACEHOLDER):
+        if rules.count(placeholder) != 1:
+            raise ValueError('student_template/templates/grader_rules.py must contain the line %r exactly once'
                              % placeholder.strip())
-    source = source.replace(PLAN_PLACEHOLDER, _projection_plan_source())
-    source = source.replace(RULES_PLACEHOLDER, _upload_rules_source())
-    beside = {rel: text for rel, text in files.items() if rel.startswith('grader_memory/')}
-    computed = compute_expected(source, beside=beside)
-    likely, signatures = handout_bugs.bug_signatures(source, computed['expected'], beside=beside)
-    source = source.replace(BUGS_PLACEHOLDER, handout_bugs.likely_bugs_literal(likely))
-    source = source.replace(SIGNATURES_PLACEHOLDER, handout_bugs.signatures_literal(signatures))
-    source = source.replace(EXPECTED_PLACEHOLDER, _expected_literal(computed['expected']))
-    files['test_model.py'] = source.replace(PARAMETERS_PLACEHOLDER, _parameters_literal(computed['parameters']))
+    rules = rules.replace(PLAN_PLACEHOLDER, _projection_plan_source())
+    files['grader_rules.py'] = rules.replace(RULES_PLACEHOLDER, _upload_rules_source())
+    files['memory_check.py'] = handout_memory.memory_module(_read(os.path.join(TEMPLATES_DIR, 'memory_check.py')))
+    beside = {rel: files[rel] for rel in ('grader_rules.py', 'memory_check.py')}
+    computed = compute_expected(files['test_model.py'], beside=beside)
+    likely, signatures = handout_bugs.bug_signatures(files['test_model.py'], computed['expected'], beside=beside)
+    files[EXPECTED_FILE] = expected_data(computed, likely, signatures)
+    for rel in STUDENT_READS:
+        found = sorted({m.group(0).lower() for m in handout_memory.GRADER_WORDS.finditer(files[rel])})
+        if found:
+            raise ValueError('the handout\'s %s would show students the grader words %s' % (rel, ', '.join(found)))
     return files
 
 
