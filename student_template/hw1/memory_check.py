@@ -610,3 +610,23 @@ def memory_contract(make_module, x, n_kv_head, n_query_head):
     weights = ('one float32 (%d, %d, %d, %d) tensor of attention weights (autograd keeps %d of them for backward)'
                % (batch, n_kv_head, seq, seq, n_query_head))
     return memory_verdict(describe_figure(figure), entries, floor, weights)
+
+
+def kind_of(value):
+    if isinstance(value, torch.Tensor):
+        return 'a tensor of shape %s' % (tuple(value.shape),)
+    return 'a %s' % type(value).__name__ if not isinstance(value, (tuple, list)) else \
+        'a %s of %d items' % (type(value).__name__, len(value))
+
+
+def figure_problem(figure):
+    """Why the grader cannot read `figure` as bytes, or None (NaN reads as 'not measured here': a CPU)."""
+    if figure is None:
+        return 'None, so there is nothing to grade; return the bytes torch.cuda.memory_allocated() grew by'
+    if isinstance(figure, torch.Tensor):
+        if figure.numel() != 1:
+            return 'a memory figure is one number of bytes, not a tensor of %d values' % figure.numel()
+        figure = figure.item()
+    if isinstance(figure, bool) or not isinstance(figure, (int, float)):
+        return 'a memory figure is a number of bytes (an int, or float("nan") where nothing was measured)'
+    return None

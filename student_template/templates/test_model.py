@@ -72,8 +72,9 @@ GPT_PARAMETERS = [(name, tuple(shape)) for name, shape in REFERENCE.get('gpt_par
 LIKELY_BUGS = REFERENCE.get('likely_bugs', {})
 BUG_SIGNATURES = REFERENCE.get('bug_signatures', {})
 
-# only in summation order (manual softmax, einsum, scaled_dot_product_attention), by ~1e-6
-# on values of size ~1; every bug we know of is off by more than 1e-2.
+# Your float32 results against float64 reference values. Correct implementations differ only in
+# summation order (manual softmax, einsum, scaled_dot_product_attention), by ~1e-6 on values of
+# size ~1; every bug we know of is off by more than 1e-2.
 ATOL = 1e-5
 # a 2-layer GPT accumulates that float32 noise through LayerNorm and the head: ~1e-5 on logits
 ATOL_GPT = 1e-4
@@ -103,10 +104,7 @@ def lcg(seed, n):
 
 def fixed(seed, *shape, scale=1.0, shift=0.0):
     """A float32 tensor of the given shape filled from lcg(seed)."""
-    n = 1
-    for size in shape:
-        n *= size
-    return (torch.tensor(lcg(seed, n), dtype=torch.float32) * scale + shift).reshape(shape)
+    return (torch.tensor(lcg(seed, math.prod(shape)), dtype=torch.float32) * scale + shift).reshape(shape)
 
 
 def fixed_weight(seed, out_features, in_features):
@@ -116,18 +114,9 @@ def fixed_weight(seed, out_features, in_features):
 
 def make_config(n_kv_head=N_QUERY_HEAD, rope=False, attn_pdrop=0.0, resid_pdrop=0.0, n_layer=1, vocab_size=11):
     config = student.GPT.get_default_config()
-    config.model_type = None
-    config.n_layer = n_layer
-    config.n_query_head = N_QUERY_HEAD
-    config.n_kv_head = n_kv_head
-    config.n_embd = N_EMBD
-    config.vocab_size = vocab_size
-    config.block_size = 16
-    config.embd_pdrop = 0.0
-    config.attn_pdrop = attn_pdrop
-    config.resid_pdrop = resid_pdrop
-    config.rope = rope
-    config.sliding_window = None
+    config.merge_from_dict(dict(model_type=None, n_layer=n_layer, n_query_head=N_QUERY_HEAD, n_kv_head=n_kv_head,
+                                n_embd=N_EMBD, vocab_size=vocab_size, block_size=16, embd_pdrop=0.0,
+                                attn_pdrop=attn_pdrop, resid_pdrop=resid_pdrop, rope=rope, sliding_window=None))
     return config
 
 
@@ -277,19 +266,14 @@ def case_banded_attention(dtype=torch.float32):
 
 # END OPTIONAL
 CASES = {
-    'rope_d2': lambda dtype=torch.float32: case_rope('rope_d2', 2, [(2, 3, 5, 2)], 11, dtype),
-    'rope_d8': lambda dtype=torch.float32: case_rope('rope_d8', 8, [(1, 2, 7, 8)], 21, dtype),
+    'rope_d2': functools.partial(case_rope, 'rope_d2', 2, [(2, 3, 5, 2)], 11),
+    'rope_d8': functools.partial(case_rope, 'rope_d8', 8, [(1, 2, 7, 8)], 21),
     # a longer sequence after a shorter one must rebuild the cache; a shorter one may reuse it
-    'rope_cache': lambda dtype=torch.float32: case_rope('rope_cache', 8, [(1, 2, 4, 8), (1, 2, 9, 8), (2, 1, 3, 8)],
-                                                        31, dtype),
-    'mha_rope': lambda dtype=torch.float32: case_attention('mha_rope', 'CausalSelfAttention', 6, True, 100, dtype),
-    'gqa_kv1': lambda dtype=torch.float32: case_attention('gqa_kv1', 'GroupedQueryAttention', 1, False, 200, dtype),
-    'gqa_kv2': lambda dtype=torch.float32: case_attention('gqa_kv2', 'GroupedQueryAttention', 2, False, 300, dtype),
-    'gqa_kv3': lambda dtype=torch.float32: case_attention('gqa_kv3', 'GroupedQueryAttention', 3, False, 400, dtype),
-    'gqa_rope_kv2': lambda dtype=torch.float32: case_attention('gqa_rope_kv2', 'GroupedQueryAttention', 2, True,
-                                                               500, dtype),
-    'gqa_rope_kv3': lambda dtype=torch.float32: case_attention('gqa_rope_kv3', 'GroupedQueryAttention', 3, True,
-                                                               600, dtype),
+    'rope_cache': functools.partial(case_rope, 'rope_cache', 8, [(1, 2, 4, 8), (1, 2, 9, 8), (2, 1, 3, 8)], 31),
+    'mha_rope': functools.partial(case_attention, 'mha_rope', 'CausalSelfAttention', 6, True, 100),
+    **{'gqa_%skv%d' % ('rope_' if rope else '', kv): functools.partial(
+        case_attention, 'gqa_%skv%d' % ('rope_' if rope else '', kv), 'GroupedQueryAttention', kv, rope, seed)
+       for kv, rope, seed in ((1, False, 200), (2, False, 300), (3, False, 400), (2, True, 500), (3, True, 600))},
     'gpt': case_gpt,
     'generate': case_generate,
     # BEGIN OPTIONAL sliding_window
@@ -345,14 +329,6 @@ def likely_bugs(name, got):
 # ----------------------------------------------------------------------------- checks
 
 
-def _index(flat, shape):
-    index = []
-    for size in reversed(shape):
-        index.append(flat % size)
-        flat //= size
-    return tuple(reversed(index))
-
-
 def _show(values):
     return '[' + ', '.join('%.5f' % v for v in values) + ']'
 
@@ -371,7 +347,7 @@ def compare(got, name, note, atol=ATOL):
     worst = float(error.max())
     if worst <= atol:
         return
-    where = _index(int(error.flatten().argmax()), shape)
+    where = tuple(int(i) for i in torch.unravel_index(error.flatten().argmax(), tuple(shape)))
     row = where[:-1]
     lo = max(0, where[-1] - 3)
     cols = slice(lo, lo + 6)
@@ -394,26 +370,6 @@ def _message_only(error):
     failure = CheckFailed(*error.args)
     failure.__suppress_context__ = True
     return failure
-
-
-def _kind(value):
-    if isinstance(value, torch.Tensor):
-        return 'a tensor of shape %s' % (tuple(value.shape),)
-    return 'a %s' % type(value).__name__ if not isinstance(value, (tuple, list)) else \
-        'a %s of %d items' % (type(value).__name__, len(value))
-
-
-def figure_problem(figure):
-    """Why the grader cannot read `figure` as bytes, or None (NaN reads as 'not measured here': a CPU)."""
-    if figure is None:
-        return 'None, so there is nothing to grade; return the bytes torch.cuda.memory_allocated() grew by'
-    if isinstance(figure, torch.Tensor):
-        if figure.numel() != 1:
-            return 'a memory figure is one number of bytes, not a tensor of %d values' % figure.numel()
-        figure = figure.item()
-    if isinstance(figure, bool) or not isinstance(figure, (int, float)):
-        return 'a memory figure is a number of bytes (an int, or float("nan") where nothing was measured)'
-    return None
 
 
 def _not_imported():
@@ -453,11 +409,16 @@ def student_code(test, optional=False):
 optional_part = functools.partial(student_code, optional=True)
 
 
-class PublicTests(unittest.TestCase):
-
-    def check_case(self, case, atol=ATOL):
+def case_test(case, doc, atol=ATOL, optional=False):
+    """A test that compares the outputs of CASES[case] with the staff solution's."""
+    def test(self):
         for name, (out, note) in CASES[case]().items():
             compare(out, name, note, atol)
+    test.__doc__ = doc
+    return student_code(test, optional)
+
+
+class PublicTests(unittest.TestCase):
 
     def test_00_upload_rules(self):
         """Upload rules: mingpt/model.py as the grader reads it (size, encoding, syntax, imports, interface)"""
@@ -470,20 +431,14 @@ class PublicTests(unittest.TestCase):
             failure.__suppress_context__ = True
             raise failure
 
-    @student_code
-    def test_01_rope_d2(self):
-        """RoPE with d=2: positions 1..T, rotate-half layout"""
-        self.check_case('rope_d2')
-
-    @student_code
-    def test_02_rope_d8(self):
-        """RoPE with d=8: theta_i = 10000^(-2(i-1)/d)"""
-        self.check_case('rope_d8')
+    test_01_rope_d2 = case_test('rope_d2', 'RoPE with d=2: positions 1..T, rotate-half layout')
+    test_02_rope_d8 = case_test('rope_d8', 'RoPE with d=8: theta_i = 10000^(-2(i-1)/d)')
 
     @student_code
     def test_03_rope_cache(self):
         """RoPE cache: a longer sequence after a shorter one, and a float64 input"""
-        self.check_case('rope_cache')
+        for name, (out, note) in CASES['rope_cache']().items():
+            compare(out, name, note)
         rope = student.RotaryPositionalEmbeddings(8)
         rope(fixed(31, 1, 2, 4, 8))
         out = rope(fixed(32, 1, 2, 9, 8).double())
@@ -493,35 +448,12 @@ class PublicTests(unittest.TestCase):
         compare(out, 'rope_cache_T9', 'RotaryPositionalEmbeddings(8): float64 call of shape (1, 2, 9, 8) after a '
                 'float32 call of shape (1, 2, 4, 8).')
 
-    @student_code
-    def test_04_mha_rope(self):
-        """CausalSelfAttention with rope=True on fixed weights"""
-        self.check_case('mha_rope')
-
-    @student_code
-    def test_05_gqa_kv1(self):
-        """GroupedQueryAttention, n_kv_head=1 (multi-query attention)"""
-        self.check_case('gqa_kv1')
-
-    @student_code
-    def test_06_gqa_kv2(self):
-        """GroupedQueryAttention, n_kv_head=2 (groups of 3 query heads)"""
-        self.check_case('gqa_kv2')
-
-    @student_code
-    def test_07_gqa_kv3(self):
-        """GroupedQueryAttention, n_kv_head=3 (groups of 2 query heads)"""
-        self.check_case('gqa_kv3')
-
-    @student_code
-    def test_08_gqa_rope_kv2(self):
-        """GroupedQueryAttention with RoPE, n_kv_head=2"""
-        self.check_case('gqa_rope_kv2')
-
-    @student_code
-    def test_09_gqa_rope_kv3(self):
-        """GroupedQueryAttention with RoPE, n_kv_head=3"""
-        self.check_case('gqa_rope_kv3')
+    test_04_mha_rope = case_test('mha_rope', 'CausalSelfAttention with rope=True on fixed weights')
+    test_05_gqa_kv1 = case_test('gqa_kv1', 'GroupedQueryAttention, n_kv_head=1 (multi-query attention)')
+    test_06_gqa_kv2 = case_test('gqa_kv2', 'GroupedQueryAttention, n_kv_head=2 (groups of 3 query heads)')
+    test_07_gqa_kv3 = case_test('gqa_kv3', 'GroupedQueryAttention, n_kv_head=3 (groups of 2 query heads)')
+    test_08_gqa_rope_kv2 = case_test('gqa_rope_kv2', 'GroupedQueryAttention with RoPE, n_kv_head=2')
+    test_09_gqa_rope_kv3 = case_test('gqa_rope_kv3', 'GroupedQueryAttention with RoPE, n_kv_head=3')
 
     @student_code
     def test_10_dropout(self):
@@ -585,10 +517,8 @@ class PublicTests(unittest.TestCase):
         """Causality of GroupedQueryAttention with RoPE: future tokens do not change earlier outputs"""
         self._check_causal('GroupedQueryAttention', 2)
 
-    @student_code
-    def test_13_gpt(self):
-        """Full GPT with RoPE and GQA (2 layers): logits and loss on fixed weights"""
-        self.check_case('gpt', atol=ATOL_GPT)
+    test_13_gpt = case_test(
+        'gpt', 'Full GPT with RoPE and GQA (2 layers): logits and loss on fixed weights', atol=ATOL_GPT)
 
     @student_code
     def test_14_memory_figure(self):
@@ -598,11 +528,11 @@ class PublicTests(unittest.TestCase):
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], torch.Tensor)):
             raise CheckFailed('GroupedQueryAttention.forward should return (y, memory in bytes), as '
                               'CausalSelfAttention.forward does; got %s. The grader grades the memory figure.\n%s'
-                              % (_kind(out), note))
-        problem = figure_problem(out[1])
+                              % (memory_check.kind_of(out), note))
+        problem = memory_check.figure_problem(out[1])
         if problem:
             raise CheckFailed('GroupedQueryAttention.forward returned y and %s as its memory figure: %s.\n%s'
-                              % (_kind(out[1]), problem, note))
+                              % (memory_check.kind_of(out[1]), problem, note))
         x = fixed(360, MEMORY_BATCH, MEMORY_SEQ, N_EMBD)
         for n_kv_head in (N_QUERY_HEAD, 3, 2, 1):   # as the grader: every grouping it grades
             config = make_config(n_kv_head=n_kv_head, attn_pdrop=MEMORY_DROPOUT)
@@ -614,21 +544,15 @@ class PublicTests(unittest.TestCase):
                                   % (n_kv_head, sentence))
     # BEGIN OPTIONAL sliding_window
 
-    @optional_part
-    def test_15_optional_sliding_window_mask(self):
-        """Optional: sliding_window_mask (the handout's N=6, w=4 example and an odd window)"""
-        self.check_case('sliding_window_mask')
+    test_15_optional_sliding_window_mask = case_test(
+        'sliding_window_mask', "Optional: sliding_window_mask (the handout's N=6, w=4 example and an odd window)", optional=True)
 
-    @optional_part
-    def test_16_optional_banded_attention(self):
-        """Optional: banded_attention equals attention under the sliding-window mask"""
-        self.check_case('banded_attention')
+    test_16_optional_banded_attention = case_test(
+        'banded_attention', 'Optional: banded_attention equals attention under the sliding-window mask', optional=True)
     # END OPTIONAL
 
-    @student_code
-    def test_17_generate(self):
-        """GPT.generate: greedy and top_k=1 tokens past block_size (given code, but a KV cache rewrites it)"""
-        self.check_case('generate', atol=0.0)
+    test_17_generate = case_test('generate', 'GPT.generate: greedy and top_k=1 tokens past block_size (given code, '
+                                 'but a KV cache rewrites it)', atol=0.0)
 
 # ----------------------------------------------------------------------------- summary
 

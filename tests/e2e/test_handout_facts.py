@@ -117,11 +117,12 @@ def test_handouts_file_list_ships(text, generated):
     shipped = set(generated) | {'input.txt'}  # build-handout adds the corpus
     assert files <= shipped, 'listed by the handout but not shipped: %s' % sorted(files - shipped)
     extras = shipped - files
-    # ours adds: its README, the plotting script, the package marker, and the grader's own 9.1 code that
-    # test_model.py imports (so that the public memory test judges as the grader does)
-    assert extras == {'README.md', 'plot_logs.py', 'mingpt/__init__.py'} | {
-        'grader_memory/' + n for n in ('__init__.py', 'cuda_view.py', 'memory_readings.py', 'memory_rules.py')}
-    for name in ('plot_logs.py', 'test_model.py', 'input.txt', 'grader_memory/'):
+    # ours adds: its README, the plotting script, the package marker, the public tests' reference values
+    # and the grader's own rules that test_model.py imports (upload rules, layer matching, the 9.1 memory contract)
+    assert extras == {'README.md', 'plot_logs.py', 'mingpt/__init__.py', 'test_model_expected.json',
+                      'grader_rules.py', 'memory_check.py'}
+    for name in ('plot_logs.py', 'test_model.py', 'input.txt', 'test_model_expected.json', 'grader_rules.py',
+                 'memory_check.py'):
         assert '`%s`' % name in generated['README.md'], 'the README does not describe %s' % name
 
 

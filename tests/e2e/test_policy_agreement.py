@@ -58,7 +58,7 @@ CASES = {
         "fails there (importing model.py still works)"]),
     'empty': (lambda: '', False, ['model.py is empty: there is nothing to grade']),
     'gqa_no_scale': (lambda: fingerprints.apply(fingerprints.BY_ID['gqa-no-scale'], REFERENCE), False, [
-        'likely bug: ']),
+        'Likely bug: ']),
 }
 
 
