@@ -25,8 +25,9 @@ PROBE_CODE = sorted(os.path.join(CHILD_DIR, f) for f in os.listdir(CHILD_DIR)
                     if f.endswith('.py') and f not in PROBE_TRANSPORT) + \
     [os.path.join(PACKAGE_DIR, f) for f in ('inputs.py', 'fingerprints.py', 'patching.py')]
 REFERENCE_CODE = [os.path.join(REFERENCE_DIR, f) for f in
-                  ('chargpt.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
-HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in ('chargpt.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
+                  ('chargpt.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
+HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in
+                ('chargpt.py', 'mingpt/preflight.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
 
 
 class StaleFixtures(RuntimeError):

@@ -34,7 +34,8 @@ TEMPLATES_DIR = os.path.join(REPO_ROOT, 'student_template', 'templates')
 HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
 
 # reference files shipped to students, processed for markers (copied verbatim if they have none)
-REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py']
+REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py',
+                   'mingpt/utils.py']
 # hand-written files of student_template/templates/, also processed for markers
 TEMPLATE_FILES = ['README.md', 'grader_rules.py', 'plot_logs.py', 'requirements.txt', 'test_model.py']
 # what students read, kept free of the grader's words (handout_memory.GRADER_WORDS)

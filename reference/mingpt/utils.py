@@ -242,6 +242,17 @@ def _parse_value(text):
         return text
 
 
+# how a boolean flag may be written: --model.rope=True as in the handout, or true/false, 1/0
+BOOLEANS = {'True': True, 'true': True, '1': True, 'False': False, 'false': False, '0': False}
+
+
+def _parse_bool(text, key):
+    if text not in BOOLEANS:
+        raise ConfigError("value %r for --%s is not a boolean: write True or False (also accepted: %s)"
+                          % (text, key, ', '.join(k for k in BOOLEANS if k not in ('True', 'False'))))
+    return BOOLEANS[text]
+
+
 def _compatible(old, new, declared=None):
     if new is None:
         return True
@@ -316,6 +327,8 @@ class CfgNode:
                 known = ', '.join(k for k, v in settings.items() if not isinstance(v, CfgNode))
                 raise ConfigError("unknown config key %r in %r (known keys here: %s)" % (key, arg, known))
             old, declared = settings[leaf], obj._types.get(leaf)
+            if isinstance(old, bool) or declared is bool:
+                val = _parse_bool(keyval[1], key)
             if not _compatible(old, val, declared):
                 expected = (declared or type(old)).__name__
                 raise ConfigError("value %r for --%s does not parse as %s (default is %r)"

@@ -72,7 +72,8 @@ def test_help_lists_every_flag_and_writes_nothing(template):
     (['--model.n_heads=6'], "error: unknown config key 'model.n_heads' in '--model.n_heads=6' (known keys here: "),
     (['--trainer.max_iters', '200'], "error: argument '--trainer.max_iters' has no value: write "
                                      "--trainer.max_iters=VALUE, with '=' and no space"),
-    (['--model.rope=yes'], "error: value 'yes' for --model.rope does not parse as bool (default is False)"),
+    (['--model.rope=yes'], "error: value 'yes' for --model.rope is not a boolean: write True or False (also accepted: "
+                           "true, 1, false, 0)"),
     (['--trainer.device=gpu'], 'error: --trainer.device=gpu is not a device PyTorch knows: use auto, cpu or cuda'),
     (['--data.block_size=0'], 'error: --data.block_size=0: it must be at least 1'),
     (['--model.pretrained_folder=out/nothing'], 'error: --model.pretrained_folder=out/nothing is not a folder'),

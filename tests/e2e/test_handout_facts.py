@@ -119,8 +119,9 @@ def test_handouts_file_list_ships(text, generated):
     extras = shipped - files
     # ours adds: its README, the plotting script, the package marker, the public tests' reference values
     # and the grader's own rules that test_model.py imports (upload rules, layer matching, the 9.1 memory contract)
+    # and chargpt.py's checks before a run (mingpt/preflight.py)
     assert extras == {'README.md', 'plot_logs.py', 'mingpt/__init__.py', 'test_model_expected.json',
-                      'grader_rules.py', 'memory_check.py'}
+                      'grader_rules.py', 'memory_check.py', 'mingpt/preflight.py'}
     for name in ('plot_logs.py', 'test_model.py', 'input.txt', 'test_model_expected.json', 'grader_rules.py',
                  'memory_check.py'):
         assert '`%s`' % name in generated['README.md'], 'the README does not describe %s' % name

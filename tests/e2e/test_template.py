@@ -58,7 +58,8 @@ def test_committed_template_is_up_to_date(generated):
 
 def test_shipped_files(generated):
     assert sorted(generated) == ['README.md', 'chargpt.py', 'grader_rules.py', 'memory_check.py',
-                                 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py',
+                                 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py',
+                                 'mingpt/utils.py',
                                  'plot_logs.py', 'requirements.txt', 'test_model.py', 'test_model_expected.json']
     with open(os.path.join(REFERENCE_DIR, 'mingpt', 'utils.py')) as f:
         assert generated['mingpt/utils.py'] == f.read(), 'the grader provides utils.py: ship it unchanged'
