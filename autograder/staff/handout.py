@@ -93,6 +93,62 @@ def has_markers(text):
     return bool(_MARKER_WORDS.search(text) or any(_LINE_SOLUTION.search(l) for l in text.splitlines()))
 
 
+class _Stripper:
+    """The state of strip_markers while it reads one file: the open blocks and what is being dropped."""
+
+    def __init__(self, filename, optional_parts):
+        self.filename, self.optional_parts = filename, optional_parts
+        self.stack = []      # open blocks: (block, lineno, indent, name)
+        self.dropping = 0    # > 0 while inside a removed region (SOLUTION, or a switched-off OPTIONAL)
+
+    def error(self, lineno, message):
+        return MarkerError(self.filename, lineno, message)
+
+    def kept(self, name):
+        # `# BEGIN OPTIONAL !part`: kept only when the part is OFF, for the code the part replaces (the
+        # course starter's generate without a KV cache); its lines are PROMPT comments in the reference
+        return self.optional_parts[name.lstrip('!')] != name.startswith('!')
+
+    def removes(self, block, name):
+        return block == 'SOLUTION' or (block == 'OPTIONAL' and not self.kept(name))
+
+    def begin(self, lineno, block, name, indent):
+        stack = self.stack
+        if stack and (stack[-1][0] != 'OPTIONAL' or block == 'OPTIONAL'):
+            raise self.error(lineno, 'BEGIN %s inside %s opened at line %d: these blocks do not nest'
+                             % (block, stack[-1][0], stack[-1][1]))
+        if block == 'OPTIONAL':
+            if name is None or name.lstrip('!') not in self.optional_parts:
+                raise self.error(lineno, 'unknown optional part %r (known: %s)'
+                                 % (name, ', '.join(sorted(self.optional_parts))))
+        elif name is not None:
+            raise self.error(lineno, 'BEGIN %s takes no name' % block)
+        stack.append((block, lineno, indent, name))
+        self.dropping += self.removes(block, name)
+
+    def end(self, lineno, block, name):
+        stack = self.stack
+        if not stack or stack[-1][0] != block:
+            where = 'no block is open' if not stack else '%s opened at line %d is still open' % stack[-1][:2]
+            raise self.error(lineno, 'END %s without BEGIN %s: %s' % (block, block, where))
+        if name is not None:
+            raise self.error(lineno, 'END %s takes no name' % block)
+        opened = stack.pop()
+        self.dropping -= self.removes(block, opened[3])
+
+    def prompt_line(self, lineno, line):
+        """A line of a PROMPT block: `<indent># text` becomes `<indent>text`."""
+        indent = self.stack[-1][2]
+        body = line.rstrip('\r\n')
+        ending = line[len(body):]
+        if body.strip() == '' or body == indent + '#':
+            return ending
+        if body.startswith(indent + '# '):
+            return indent + body[len(indent) + 2:] + ending
+        raise self.error(lineno, 'line in a PROMPT block must be a comment "%s# ..." at the indentation of its '
+                         'BEGIN PROMPT' % indent)
+
+
 def strip_markers(text, filename='<text>', optional_parts=None):
     """
     The student version of `text`:
@@ -106,79 +162,32 @@ def strip_markers(text, filename='<text>', optional_parts=None):
     SOLUTION and PROMPT blocks may sit inside an OPTIONAL one; no other nesting is allowed.
     Blank lines around a removed region are collapsed to at most two.
     """
-    optional_parts = dict.fromkeys(OPTIONAL_PARTS, True) if optional_parts is None else optional_parts
-
-    def kept(name):
-        # `# BEGIN OPTIONAL !part` (accuracy-a): kept only when the part is OFF, for the code the part replaces
-        # (the original starter's generate without a KV cache); its lines are PROMPT comments in the reference
-        return optional_parts[name.lstrip('!')] != name.startswith('!')
-    out = []
-    removed_at = []       # indices into `out` where something was dropped
-    stack = []            # open blocks: (block, lineno, indent, name)
-    dropping = 0          # > 0 while inside a removed region (SOLUTION, or a switched-off OPTIONAL)
-
-    def open_blocks():
-        return [b for b, _, _, _ in stack]
-
+    state = _Stripper(filename, dict.fromkeys(OPTIONAL_PARTS, True) if optional_parts is None else optional_parts)
+    out, removed_at = [], []   # removed_at: indices into `out` where something was dropped
     for lineno, line in enumerate(text.splitlines(keepends=True), 1):
         m = _MARKER.match(line.rstrip('\r\n'))
         if m is None and _MARKER_WORDS.search(line):
-            raise MarkerError(filename, lineno, 'malformed marker %r: a marker is alone on its line, '
-                              'as "# BEGIN SOLUTION", "# END PROMPT" or "# BEGIN OPTIONAL <name>"' % line.strip())
+            raise state.error(lineno, 'malformed marker %r: a marker is alone on its line, as "# BEGIN SOLUTION", '
+                              '"# END PROMPT" or "# BEGIN OPTIONAL <name>"' % line.strip())
         if m is not None:
-            kind, block, name, indent = m.group('kind'), m.group('block'), m.group('name'), m.group('indent')
-            if kind == 'BEGIN':
-                if stack and (stack[-1][0] != 'OPTIONAL' or block == 'OPTIONAL'):
-                    raise MarkerError(filename, lineno, 'BEGIN %s inside %s opened at line %d: these blocks do not nest'
-                                      % (block, stack[-1][0], stack[-1][1]))
-                if block == 'OPTIONAL':
-                    if name is None or name.lstrip('!') not in optional_parts:
-                        raise MarkerError(filename, lineno, 'unknown optional part %r (known: %s)'
-                                          % (name, ', '.join(sorted(optional_parts))))
-                elif name is not None:
-                    raise MarkerError(filename, lineno, 'BEGIN %s takes no name' % block)
-                stack.append((block, lineno, indent, name))
-                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(name)):
-                    dropping += 1
+            if m.group('kind') == 'BEGIN':
+                state.begin(lineno, m.group('block'), m.group('name'), m.group('indent'))
             else:
-                if not stack or stack[-1][0] != block:
-                    where = 'no block is open' if not stack else '%s opened at line %d is still open' % (stack[-1][0], stack[-1][1])
-                    raise MarkerError(filename, lineno, 'END %s without BEGIN %s: %s' % (block, block, where))
-                if name is not None:
-                    raise MarkerError(filename, lineno, 'END %s takes no name' % block)
-                opened = stack.pop()
-                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(opened[3])):
-                    dropping -= 1
+                state.end(lineno, m.group('block'), m.group('name'))
             removed_at.append(len(out))
             continue
-
         if _LINE_SOLUTION.search(line):
-            if 'PROMPT' in open_blocks():
-                raise MarkerError(filename, lineno, '"# SOLUTION" line inside the PROMPT block opened at line %d'
-                                  % stack[-1][1])
+            if any(b == 'PROMPT' for b, _, _, _ in state.stack):
+                raise state.error(lineno, '"# SOLUTION" line inside the PROMPT block opened at line %d'
+                                  % state.stack[-1][1])
             removed_at.append(len(out))
-            continue
-        if dropping:
+        elif state.dropping:
             removed_at.append(len(out))
-            continue
-        if stack and stack[-1][0] == 'PROMPT':
-            indent = stack[-1][2]
-            body = line.rstrip('\r\n')
-            ending = line[len(body):]
-            if body.strip() == '':
-                line = ending
-            elif body == indent + '#':
-                line = ending
-            elif body.startswith(indent + '# '):
-                line = indent + body[len(indent) + 2:] + ending
-            else:
-                raise MarkerError(filename, lineno, 'line in a PROMPT block must be a comment "%s# ..." '
-                                  'at the indentation of its BEGIN PROMPT' % indent)
-        out.append(line)
-
-    if stack:
-        block, lineno, _, _ = stack[-1]
-        raise MarkerError(filename, lineno, 'BEGIN %s is never closed (END %s missing before the end of the file)'
+        else:
+            out.append(state.prompt_line(lineno, line) if state.stack and state.stack[-1][0] == 'PROMPT' else line)
+    if state.stack:
+        block, lineno, _, _ = state.stack[-1]
+        raise state.error(lineno, 'BEGIN %s is never closed (END %s missing before the end of the file)'
                           % (block, block))
     return ''.join(_collapse_blank_runs(out, set(removed_at)))
 
