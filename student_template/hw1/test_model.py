@@ -36,7 +36,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory_check  # noqa: E402  (beside this file)
-from grader_rules import (MODEL_PY, CheckFailed, blocking_problem, import_error_message,  # noqa: E402
+from grader_rules import (CheckFailed, blocking_problem, import_error_message,  # noqa: E402
                           load_attention_weights, install_grader_imports, upload_findings)
 
 # model.py is imported as the grader imports it: only with what the grader has, and with torch.cuda's memory
