@@ -135,10 +135,11 @@ class Stop(Exception):
 
 def torch_threads(device):
     """
-    The thread count for training on this machine: torch's default (one per core) minus the cores
-    other processes keep busy (the 1-minute load average), at least 1. On a busy machine torch's
-    threads wait on each other: 2 iterations took 52 s with the default and 8 s with one thread.
-    A GPU run, or OMP_NUM_THREADS set by you, keeps torch's own choice.
+    The thread count for training on a CPU: torch's default (one per core) less the cores other
+    processes keep busy (the 1-minute load average), at least 1. torch's threads wait on each other
+    when cores are busy: 2 iterations of the handout's model on a 2-core machine at load 6 took
+    35-46 s with torch's 2 threads and 13-20 s with one. A GPU run, or OMP_NUM_THREADS set by you,
+    keeps torch's own choice.
     """
     default = torch.get_num_threads()
     if torch.device(device).type != 'cpu' or os.environ.get('OMP_NUM_THREADS') or not hasattr(os, 'getloadavg'):
@@ -232,7 +233,8 @@ def train(config, model, trainer, train_dataset):
     """Train, logging and saving as the course's chargpt.py does; whatever ends it, the figures so far are saved."""
     setup_logging(config)
     work_dir, on_gpu = config.system.work_dir, torch.device(trainer.device).type == 'cuda'
-    torch.set_num_threads(torch_threads(trainer.device))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(torch_threads(trainer.device))   # put back after the run (main may run in-process)
     if config.trainer.max_iters is None:
         print("trainer.max_iters is None: training runs until Ctrl-C (the logs are kept up to date)")
     stop = StopOnCtrlC()
@@ -263,6 +265,7 @@ def train(config, model, trainer, train_dataset):
         print("interrupted by Ctrl-C", file=sys.stderr)
         return 130
     finally:
+        torch.set_num_threads(threads)
         n = write_logs(work_dir, trainer.logs(), on_gpu)
         print("wrote %s (%d iterations)" % (', '.join(name for _, name in LOG_FILES), n))
     return 0

@@ -190,6 +190,7 @@ def plot_losses(folders, output):
     ax.set_ylabel('training loss (nats per character)')
     ax.legend()
     fig.savefig(output, dpi=120, bbox_inches='tight')
+    return fig
 
 
 def _whole_numbers():
@@ -206,6 +207,7 @@ def plot_attention_times(folders, output):
     ax.xaxis.set_major_locator(_whole_numbers())   # a count of heads: no 1.5 tick
     ax.set_ylabel('mean attention time per iteration (ms)')
     fig.savefig(output, dpi=120, bbox_inches='tight')
+    return fig
 
 
 def main(argv=None):

@@ -174,6 +174,14 @@ def test_the_model_is_saved_before_sampling(tmp_path):
     assert len(json.loads((hw1 / 'out' / 'run' / 'train_losses.json').read_text())) == 2
 
 
+def test_a_continued_run_says_what_it_loaded(runs):
+    _, first, second = runs['rope_gqa']
+    saved = torch.load(str(runs['rope_gqa'][0] / 'out' / 'b16' / 'model.pt'), weights_only=True)
+    assert ('continuing from out/b16: loaded %d of its %d tensors (model.pt, trained at block size 16) into this '
+            'model at block size 256' % (len(saved), len(saved))) in second.stdout, second.stdout[-3000:]
+    assert 'continuing from' not in first.stdout
+
+
 def test_it_refuses_to_overwrite_the_run_it_continues(runs):
     hw1, _, _ = runs['vanilla']
     before = {name: (hw1 / 'out' / 'b16' / name).read_bytes() for name in COURSE_FILES}
