@@ -85,9 +85,14 @@ def memory_module(template_text, repo_root=REPO_ROOT):
         raise ValueError('student_template/templates/memory_check.py must contain the line %r exactly once'
                          % CODE_PLACEHOLDER.strip())
     imports, definitions = grader_memory_code(repo_root)
-    code = '\n'.join(line for line in imports if '\n%s\n' % line not in template_text) + '\n\n'
+    imports = [line for line in imports if '\n%s\n' % line not in template_text]
+    code = '\n'.join(sorted(line for line in imports if 'torch' not in line) + [''] +
+                     sorted((line for line in imports if 'torch' in line), key=lambda line: (line.startswith('from'), line))) + '\n'
+    previous_was_code = True
     for text in definitions:   # two blank lines around functions and classes, none between constants
-        code += ('\n\n%s\n\n' % text) if text.startswith(('def ', 'class ', '@')) else text + '\n'
+        block = text.startswith(('def ', 'class ', '@'))
+        code += ('\n\n' if block or previous_was_code else '') + text.rstrip('\n') + '\n'
+        previous_was_code = block
     for old, new in RENAMES.items():
         code = re.sub(r'\b%s\b' % old, new, code)
     for old, new in MESSAGE_WORDS:
