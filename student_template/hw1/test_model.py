@@ -12,8 +12,8 @@ test_model_expected.json. A failure shows expected against got, and names the li
 your output matches a mistake we know (computed on these same inputs).
 
 These are a SUBSET of the Gradescope tests: Gradescope runs the same kinds of tests on other
-sizes and inputs, and also grades the attention memory as n_kv_head changes, the loss of a short
-training run and your model inside chargpt.py's training. Passing every test here is a good
+sizes and inputs, and also grades the loss curve of a short training run, gradients,
+load_pretrained and your model inside chargpt.py's training. Passing every test here is a good
 sign, not a guarantee of full marks. The first test reads mingpt/model.py by the grader's upload
 rules, and while the tests run model.py can import only what the grader has (torch, einops,
 numpy, the standard library): see grader_rules.py. An optional part whose TODO still raises
