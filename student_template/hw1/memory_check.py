@@ -442,36 +442,46 @@ def _unit(value, diffs):
 
 def memory_verdict(figure, entries, floor, weights='the attention weights'):
     kind, value = figure.get('type'), figure.get('value')
-    honest, no_reset = differences(entries)
-    readings = [e for e in entries if e.get('kind') in ('allocated', 'peak', 'free')]
+    wrong = _not_a_byte_count(kind, value, entries)
+    if wrong:
+        return False, wrong
+    return _measured_or_why_not(int(value), entries, floor, weights)
+
+
+def _not_a_byte_count(kind, value, entries):
     if kind == 'none':
-        return False, ('forward returned None as its memory figure: return end - start, the bytes '
+        return ('forward returned None as its memory figure: return end - start, the bytes '
                        'torch.cuda.memory_allocated() grew by over the attention (an int)')
     if kind == 'str':
-        return False, 'forward returned text as its memory figure: return the number of bytes (an int), not a string'
+        return 'forward returned text as its memory figure: return the number of bytes (an int), not a string'
     if kind == 'tensor':
-        return False, ('forward returned a tensor as its memory figure: return a Python int '
+        return ('forward returned a tensor as its memory figure: return a Python int '
                        '(torch.cuda.memory_allocated() - start is one; a tensor cannot be written to '
                        "chargpt.py's attention_computation_memory.json)")
     if kind not in ('int', 'float') or value is None:
-        return False, 'forward returned a %s as its memory figure: return the number of bytes (an int)' % (
+        return 'forward returned a %s as its memory figure: return the number of bytes (an int)' % (
             'bool' if kind == 'bool' else 'value that is not a number')
     if isinstance(value, float) and math.isnan(value):
-        return False, ('forward returned NaN: your measuring code did not run, although on the grader the attention '
+        return ('forward returned NaN: your measuring code did not run, although on the grader the attention '
                        "runs as on a GPU (x.is_cuda and torch.cuda.is_available() are True, x.device is 'cuda:0'); "
                        'measure with torch.cuda.memory_allocated() whenever the code runs on CUDA')
     if isinstance(value, float) and math.isinf(value):
-        return False, 'forward returned an infinite memory figure: report end - start in bytes'
+        return 'forward returned an infinite memory figure: report end - start in bytes'
     if abs(value) > HUGE:
-        return False, ('forward reported %.4g bytes, more than a terabyte for one attention call: not a measurement '
+        return ('forward reported %.4g bytes, more than a terabyte for one attention call: not a measurement '
                        '(report end - start in bytes)' % value)
     if value != int(value):
-        unit = _unit(value, honest)
+        unit = _unit(value, differences(entries)[0])
         if unit:
-            return False, ('forward reported %g, which is the %s your code measured in %s: report bytes, unscaled'
+            return ('forward reported %g, which is the %s your code measured in %s: report bytes, unscaled'
                            % (value, _kb(unit[1]), unit[0]))
-        return False, 'forward reported %g, a fraction of a byte: report end - start in bytes (an int)' % value
-    value = int(value)
+        return 'forward reported %g, a fraction of a byte: report end - start in bytes (an int)' % value
+    return None
+
+
+def _measured_or_why_not(value, entries, floor, weights):
+    honest, no_reset = differences(entries)
+    readings = [e for e in entries if e.get('kind') in ('allocated', 'peak', 'free')]
     if value in honest:
         if value >= floor:
             return True, ('%s = end - start of two readings your code took during the call, at least the %s of %s'
