@@ -121,7 +121,7 @@ def plan_projections(layers, n_embd, kv_dim):
     'q' with 'kv' or with 'k' and 'v'. Shapes decide, names only where shapes are ambiguous (a
     fused [k; v] layer is n_embd wide when n_kv_head = n_query_head / 2); fused layers are
     assumed to stack [q; k; v] or [k; v] along the output. Torch-free on purpose:
-    build-template copies this source into the students' test_model.py, so that the public
+    build-template copies this source into the students' grader_rules.py, so that the public
     tests and the grader match layers the same way.
     """
     free = list(layers)

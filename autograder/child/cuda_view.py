@@ -20,7 +20,7 @@ them) puts the routing queries into torch.cuda for good: outside a view they ans
 torch answers (0, {}), or, under `Forward(ask)` on a real GPU, call the real allocator and send
 its answer to `ask` as 'report <query> <value>' (gpu profile).
 
-Torch only and self-contained: build-template copies this source into the students' test_model.py.
+Torch only and self-contained: build-template copies its code into the students' memory_check.py.
 """
 
 import contextlib

@@ -20,7 +20,7 @@ What each query means, read from /proc/<pid>/status of the process that asked:
 The log is the evidence 9.1 judges (autograder/contract/memory_rules.py): kind, value, the asking pid
 (from the kernel on the grader) and the order. Standard library only and self-contained:
 the harness runs it on the link, the child runs it on itself until the link is merged, and
-build-template copies this source into the students' test_model.py (on Linux, /proc/self).
+build-template copies its code into the students' memory_check.py (on Linux, /proc/self).
 `measure`/`reset` can be swapped for another source (a storage meter where there is no /proc).
 """
 

@@ -12,7 +12,7 @@ at least `floor` bytes, what a region containing the core must leave allocated (
 fails with one sentence that names what it is, in the student's terms.
 
 Standard library only: the harness's judge (judges/memory.py) calls it, and build-template
-copies this source into the students' test_model.py so that the public tests apply the same rules.
+copies its code into the students' memory_check.py so that the public tests apply the same rules.
 """
 
 import math

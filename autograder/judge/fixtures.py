@@ -34,8 +34,9 @@ PROBE_CODE = sorted(os.path.join(CHILD_DIR, f) for f in os.listdir(CHILD_DIR)
     [os.path.join(PACKAGE_DIR, 'contract', f) for f in ('configs.py', 'memory_readings.py', 'report_schema.py')] + \
     [os.path.join(PACKAGE_DIR, 'judge', f) for f in ('inputs.py', 'known_bugs.py', 'source_patches.py')]
 REFERENCE_CODE = [os.path.join(REFERENCE_DIR, f) for f in
-                  ('chargpt.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
-HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in ('chargpt.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
+                  ('chargpt.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
+HANDOUT_CODE = [os.path.join(TEMPLATE_DIR, f) for f in
+                ('chargpt.py', 'mingpt/preflight.py', 'mingpt/trainer.py', 'mingpt/utils.py')]
 
 
 class StaleFixtures(RuntimeError):

@@ -25,7 +25,7 @@ import numpy as np
 from autograder import PACKAGE_DIR, REPO_ROOT
 from autograder.sandbox import wall
 
-HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
+HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/preflight.py', 'mingpt/trainer.py', 'mingpt/utils.py')
 BASE = '/var/lib/hw1-sandbox'
 INSIDE_CODE, INSIDE_JOB = '/hw1/code', '/hw1/job'
 SYSTEM_DIRS = ('/usr', '/lib', '/lib64', '/lib32', '/libx32', '/bin', '/sbin')

@@ -1,9 +1,8 @@
 """
-Helpers shared by chargpt.py, the model and the trainer: seeding, run-folder logging, the
-CfgNode configuration object with strict `--section.key=value` overrides, and an attention
-memory meter for CUDA (allocator) and CPU (a deterministic tracker). The given model and
-trainer do not use the meter: the model measures the course's way, with
-torch.cuda.memory_allocated() around the attention, so training on a CPU pays nothing for it.
+Helpers for chargpt.py, the model and the trainer: seeding, saving the run folder's config, logs
+and model, the CfgNode configuration with strict `--section.key=value` overrides, and an
+attention memory meter (AttentionMemory; the given model measures the course's way instead,
+with torch.cuda.memory_allocated() around the attention).
 """
 
 import gc
@@ -50,10 +49,8 @@ LOG_FILES = (('train_losses', 'train_losses.json'), ('attn_times', 'attention_co
 
 class StopOnCtrlC:
     """
-    While active, Ctrl-C (SIGINT) asks training to stop after the current iteration instead of
-    raising KeyboardInterrupt wherever the program happens to be, so the logs and model.pt that
-    are written at the end always belong to the same, completed iteration. A second Ctrl-C
-    interrupts at once (the previous handler is back).
+    While active, Ctrl-C asks training to stop after the current iteration (so the logs and
+    model.pt written at the end belong to one completed iteration); a second Ctrl-C stops at once.
     """
 
     def __init__(self):
@@ -96,18 +93,15 @@ def _json_number(x):
 
 
 def memory_measured(figure, on_gpu):
-    """
-    False for a memory figure that measured nothing: NaN (the model's own "not measured"), or
-    0 off a GPU, where torch.cuda.memory_allocated() reads 0 before and after the attention.
-    """
+    """False for a figure that measured nothing: NaN, or 0 off a GPU (memory_allocated() reads 0 there)."""
     return math.isfinite(figure) and (on_gpu or figure != 0)
 
 
 def write_logs(work_dir, logs, on_gpu):
     """
-    Write the three per-iteration lists (LOG_FILES), cut to a common length: an interrupt
-    between two appends must not leave them unequal. A memory figure that measured nothing
-    is written as null, never as a 0 that reads like a measurement. Returns the number of iterations.
+    Write the three per-iteration lists (LOG_FILES), cut to a common length (an interrupt between
+    two appends must not leave them unequal); a memory figure that measured nothing is null, never
+    a 0 that reads like a measurement. Returns the number of iterations.
     """
     n = min(len(v) for v in logs.values())
     lists = {key: [_json_number(float(x)) for x in values[:n]] for key, values in logs.items()}
@@ -130,22 +124,15 @@ def save_model(work_dir, model):
 
 class _CpuAllocationTracker(TorchDispatchMode):
     """
-    Counts the bytes of tensor storage that ops inside the region allocate, on any device
-    without an allocator we can ask (CPU). What is counted:
-      - every new storage an aten op returns (views and in-place results are not new);
-      - a storage stays live until torch really frees it, including tensors that autograd
-        saved for backward (a weakref on the storage fires only when the C++ storage dies);
-      - tensors created before the region (inputs, weights) are never counted.
-    `net` = bytes still live when the region ends, `peak` = the largest live total seen,
-    `total` = every byte allocated in the region, freed or not. All three depend only on the
-    sequence of ops, so repeated runs give identical numbers.
+    Counts the bytes of every new tensor storage an op returns inside the region (not views,
+    in-place results or tensors from before it) until torch really frees it, autograd's saved
+    tensors included: `live`, its `peak`, and the `total` allocated. Deterministic: the counts
+    depend only on the sequence of ops.
     """
 
     def __init__(self):
         super().__init__()
-        self.live = 0
-        self.peak = 0
-        self.total = 0
+        self.live = self.peak = self.total = 0
         self._counted = {}  # storage data_ptr -> nbytes, for storages allocated in the region
         self._closed = False
 
@@ -177,24 +164,14 @@ class _CpuAllocationTracker(TorchDispatchMode):
 
 class AttentionMemory:
     """
-    Context manager measuring the memory an attention computation allocates.
-
-        with AttentionMemory(x.device) as mem:
-            ... attention ...
-        mem_bytes = mem.net_bytes
-
-    On CUDA it reads the caching allocator (the handout's torch.cuda.memory_allocated
-    before/after); elsewhere it uses the deterministic CPU tracker above. `net_bytes` is
-    what is still allocated at the end of the region, `peak_bytes` the high-water mark and
-    `allocated_bytes` everything allocated inside it (GQA's smaller K/V projections show up
-    here even when the repeated K/V make net and peak equal to multi-head attention's).
+    `with AttentionMemory(x.device) as mem: ...attention...`, then mem.net_bytes (still allocated
+    at the end), mem.peak_bytes (high-water mark) and mem.allocated_bytes (everything allocated
+    inside). CUDA reads the caching allocator; other devices use the CPU tracker above.
     """
 
     def __init__(self, device):
         self.device = torch.device(device)
-        self.net_bytes = 0
-        self.peak_bytes = 0
-        self.allocated_bytes = 0
+        self.net_bytes = self.peak_bytes = self.allocated_bytes = 0
 
     def __enter__(self):
         if self.device.type == 'cuda':
@@ -240,6 +217,17 @@ def _parse_value(text):
         return literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+# how a boolean flag may be written: --model.rope=True as in the handout, or true/false, 1/0
+BOOLEANS = {'True': True, 'true': True, '1': True, 'False': False, 'false': False, '0': False}
+
+
+def _parse_bool(text, key):
+    if text not in BOOLEANS:
+        raise ConfigError("value %r for --%s is not a boolean: write True or False (also accepted: %s)"
+                          % (text, key, ', '.join(k for k in BOOLEANS if k not in ('True', 'False'))))
+    return BOOLEANS[text]
 
 
 def _compatible(old, new, declared=None):
@@ -316,6 +304,8 @@ class CfgNode:
                 known = ', '.join(k for k, v in settings.items() if not isinstance(v, CfgNode))
                 raise ConfigError("unknown config key %r in %r (known keys here: %s)" % (key, arg, known))
             old, declared = settings[leaf], obj._types.get(leaf)
+            if (isinstance(old, bool) or declared is bool) and keyval[1] != 'None':
+                val = _parse_bool(keyval[1], key)
             if not _compatible(old, val, declared):
                 expected = (declared or type(old)).__name__
                 raise ConfigError("value %r for --%s does not parse as %s (default is %r)"

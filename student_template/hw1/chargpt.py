@@ -4,28 +4,17 @@ Trains a character-level language model on the works of Shakespeare (handout sec
     python chargpt.py --trainer.max_iters=600 --model.rope=True
     python chargpt.py --help                  # every flag, with its default
 
-Every setting of the configuration can be changed with --section.key=value; the defaults are
-the handout's model (gpt-mini: 6 layers, 6 heads, n_embd 192, N = 16). The run folder
-(--system.work_dir) receives the files the course's chargpt.py writes:
-
-    args.txt                          the command line
-    config.json                       the whole configuration (system, data, model, trainer)
-    model.pt                          the weights (state_dict), saved every 500 iterations and at the end
-    train_losses.json                 one training loss per iteration (nats per character)
-    attention_computation_time.json   seconds spent in attention per forward pass, per iteration
-    attention_computation_memory.json bytes the attention allocated per iteration; null where it was
-                                      not measured (on a CPU: torch.cuda.memory_allocated needs a GPU)
-
-Nothing is written before the whole configuration has been checked (flags, device, corpus,
-the prompt, the pretrained folder, and one forward pass of the model), so a refused run
-leaves no half-written folder. The three lists are rewritten every LOG_EVERY iterations and
-when the run ends, also by Ctrl-C or an error, so an interrupted run can still be plotted.
+The run folder (--system.work_dir) receives what the course's chargpt.py writes: args.txt,
+config.json, model.pt (saved every 500 iterations and at the end) and three per-iteration lists
+(LOG_FILES: training losses, attention seconds, attention bytes, null where not measured, as on a
+CPU). Nothing is written before the flags, the corpus, the prompt, the pretrained folder and one
+forward pass have been checked; the lists are rewritten every LOG_EVERY iterations and when the
+run ends, also by Ctrl-C or an error, so an interrupted run can still be plotted.
 """
 
 import json
 import os
 import sys
-import traceback
 
 import torch
 from torch.utils.data import Dataset
@@ -34,6 +23,7 @@ from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import set_seed, setup_logging, CfgNode as CN, ConfigError
 from mingpt.utils import LOG_FILES, StopOnCtrlC, memory_measured, save_model, write_logs
+from mingpt.preflight import check_continuation, check_folders, check_prompt, check_settings, model_refusal, usage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the start of the samples printed during training. Handout 5.1 and 5.2: replace it with the first
@@ -43,22 +33,6 @@ PROMPT = "O God, O God!"
 LOG_EVERY = 10
 # the handout quotes 65 characters for Karpathy's tinyshakespeare; other corpora differ
 HANDOUT_VOCAB_SIZE = 65
-# one line per flag in --help, for the flags the handout names (Table 1) and a few more
-FLAG_HELP = {
-    'system.work_dir': 'folder this run writes (args.txt, config.json, model.pt and the logs)',
-    'data.block_size': 'sequence length N (model.block_size follows it)',
-    'data.input_file': 'the corpus (default: input.txt beside chargpt.py, or $HW1_DATA)',
-    'model.model_type': 'preset sizes (gpt-mini: 6 layers, 6 heads, n_embd 192); None to give all three',
-    'model.vocab_size': 'set by chargpt.py from the corpus',
-    'model.block_size': 'set by chargpt.py from --data.block_size',
-    'model.n_query_head': 'number of query heads (with n_layer and n_embd it replaces model_type)',
-    'model.n_kv_head': 'number of key/value heads for GQA; must divide n_query_head (default: n_query_head)',
-    'model.rope': 'rotary position embeddings instead of the wpe table',
-    'model.pretrained_folder': 'continue from the work_dir of an earlier run (model.pt and config.json)',
-    'model.sliding_window': 'optional part: window w of sliding-window attention (None: full causal)',
-    'trainer.max_iters': 'number of training iterations (None: until Ctrl-C)',
-    'trainer.device': 'auto (a GPU when there is one), cpu or cuda',
-}
 
 # -----------------------------------------------------------------------------
 
@@ -93,14 +67,9 @@ class CorpusNotFound(FileNotFoundError):
 
 
 def find_input_file(configured=None):
-    """
-    The Shakespeare corpus: --data.input_file if given, else $HW1_DATA, else input.txt next
-    to this script, else data/input.txt of the autograder repository.
-    """
-    if configured:
-        candidates = [configured]
-    elif os.environ.get('HW1_DATA'):
-        candidates = [os.environ['HW1_DATA']]
+    """The corpus: --data.input_file, else $HW1_DATA, else input.txt beside chargpt.py, else ../data/input.txt."""
+    if configured or os.environ.get('HW1_DATA'):
+        candidates = [configured or os.environ['HW1_DATA']]
     else:
         candidates = [os.path.join(HERE, 'input.txt'), os.path.join(HERE, os.pardir, 'data', 'input.txt')]
     for path in candidates:
@@ -130,8 +99,7 @@ class CharDataset(Dataset):
         chars = sorted(list(set(data)))
         data_size, vocab_size = len(data), len(chars)
         print('data has %d characters, %d unique.' % (data_size, vocab_size))
-        if vocab_size != HANDOUT_VOCAB_SIZE:
-            # the bundled input.txt (seven Gutenberg plays) has 73; vocab_size is taken from the data
+        if vocab_size != HANDOUT_VOCAB_SIZE:   # the bundled input.txt (seven Gutenberg plays) has 73
             print('(the handout quotes %d for tinyshakespeare; the model uses vocab_size=%d from this corpus)'
                   % (HANDOUT_VOCAB_SIZE, vocab_size))
 
@@ -150,130 +118,37 @@ class CharDataset(Dataset):
         return len(self.data) - self.config.block_size
 
     def __getitem__(self, idx):
-        # grab a chunk of (block_size + 1) characters from the data
+        # grab a chunk of (block_size + 1) characters from the data, the target is the input shifted by one
         chunk = self.data[idx:idx + self.config.block_size + 1]
-        # return as tensors
-        x = chunk[:-1]
-        y = chunk[1:]
-        return x, y
+        return chunk[:-1], chunk[1:]
 
-# ----------------------------------------------------------------------------- checks before anything is written
+# ----------------------------------------------------------------------------- the run
 
 
-def usage(config):
-    """--help: how to give flags, then every flag with its default."""
-    lines = ['usage: python chargpt.py [--section.key=value ...]', '',
-             'Trains the handout\'s GPT on input.txt. Each setting below can be changed with --section.key=value;',
-             'values are read as Python literals (True, 6, 0.1, None), anything else as text.', '']
-    for section, node in config._items():
-        lines.append('%s:' % section)
-        for key, value in node._items():
-            flag = '  --%s.%s=%s' % (section, key, value)
-            note = FLAG_HELP.get('%s.%s' % (section, key))
-            lines.append('%-44s %s' % (flag, note) if note else flag)
-    lines += ['', 'The run folder receives %s.' % ', '.join(['args.txt', 'config.json', 'model.pt']
-                                                           + [name for _, name in LOG_FILES])]
-    return '\n'.join(lines)
+class Stop(Exception):
+    """Ends the run before training: `error: <message>` on stderr, exit code `code` (2: the flags, 1: a TODO)."""
+
+    def __init__(self, message, code=2):
+        super().__init__(str(message))
+        self.code = code
 
 
-def check_settings(config):
-    """ConfigError for a setting no run can use: sizes below 1, a device this machine does not have."""
-    for flag, value in (('data.block_size', config.data.block_size), ('trainer.batch_size', config.trainer.batch_size),
-                        ('trainer.max_iters', config.trainer.max_iters)):
-        if value is not None and value < 1:
-            raise ConfigError('--%s=%s: it must be at least 1' % (flag, value))
-    name = config.trainer.device
-    if name == 'auto':
-        return
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ConfigError('--trainer.device=%s is not a device PyTorch knows: use auto, cpu or cuda' % name) from None
-    if device.type == 'cuda' and not torch.cuda.is_available():
-        raise ConfigError('--trainer.device=%s, but PyTorch sees no GPU on this machine (torch.cuda.is_available() '
-                          'is False): use --trainer.device=cpu, or auto to take a GPU when there is one' % name)
-    if device.type == 'cuda' and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ConfigError('--trainer.device=%s, but this machine has %d GPU(s), numbered from 0'
-                          % (name, torch.cuda.device_count()))
-    if device.type == 'mps' and not torch.backends.mps.is_available():
-        raise ConfigError('--trainer.device=mps, but PyTorch sees no Apple GPU here: use --trainer.device=cpu')
+def torch_threads(device):
+    """
+    The thread count for training on a CPU: torch's default (one per core) less the cores other
+    processes keep busy (the 1-minute load average), at least 1. torch's threads wait on each other
+    when cores are busy: 2 iterations of the handout's model on a 2-core machine at load 6 took
+    35-46 s with torch's 2 threads and 13-20 s with one. A GPU run, or OMP_NUM_THREADS set by you,
+    keeps torch's own choice.
+    """
+    default = torch.get_num_threads()
+    if torch.device(device).type != 'cpu' or os.environ.get('OMP_NUM_THREADS') or not hasattr(os, 'getloadavg'):
+        return default
+    return max(1, min(default, round(os.cpu_count() - os.getloadavg()[0])))
 
 
-def check_folders(config):
-    """ConfigError unless the run can write work_dir and the pretrained folder holds a finished run."""
-    work_dir = config.system.work_dir
-    if os.path.exists(work_dir) and not os.path.isdir(work_dir):
-        raise ConfigError('--system.work_dir=%s is a file, not a folder' % work_dir)
-    source = config.model.pretrained_folder
-    if source is None:
-        return
-    if not os.path.isdir(source):
-        raise ConfigError('--model.pretrained_folder=%s is not a folder' % source)
-    for name in ('model.pt', 'config.json'):
-        if not os.path.isfile(os.path.join(source, name)):
-            raise ConfigError('--model.pretrained_folder=%s has no %s: give the --system.work_dir of a finished '
-                              'chargpt.py run' % (source, name))
-    if os.path.realpath(source) == os.path.realpath(work_dir) or \
-            (os.path.isdir(work_dir) and os.path.samefile(source, work_dir)):
-        raise ConfigError('--model.pretrained_folder and --system.work_dir are the same folder (%s): this run would '
-                          'overwrite the run it starts from; give it another --system.work_dir' % source)
-
-
-# the settings a continued run must share with the run it continues (block_size is what may change)
-SAME_MODEL = ('rope', 'n_layer', 'n_query_head', 'n_kv_head', 'n_embd', 'vocab_size', 'sliding_window')
-
-
-def check_continuation(model_config, source):
-    """ConfigError when the pretrained run was another model: its weights would load only in part, silently."""
-    try:
-        with open(os.path.join(source, 'config.json')) as f:
-            saved = json.load(f).get('model', {})
-    except (OSError, ValueError, AttributeError) as e:
-        raise ConfigError('--model.pretrained_folder=%s: its config.json cannot be read (%s)' % (source, e)) from None
-    ours = dict(model_config._items())   # sizes still None (before GPT fills them in) are compared later
-    differ = ['%s=%s (it has %s)' % (key, ours[key], saved[key]) for key in SAME_MODEL
-              if ours.get(key) is not None and saved.get(key) is not None and saved[key] != ours[key]]
-    if differ:
-        raise ConfigError('--model.pretrained_folder=%s was trained as another model: this run has %s; continue it '
-                          'with the model flags it was trained with (its config.json), changing only '
-                          '--data.block_size' % (source, ', '.join(differ)))
-
-
-def check_prompt(prompt, stoi):
-    """ConfigError naming every character of the prompt that the corpus lacks."""
-    if not prompt:
-        raise ConfigError('PROMPT in chargpt.py is empty: the samples need at least one character to start from')
-    unknown = sorted(set(c for c in prompt if c not in stoi))
-    if unknown:
-        names = ', '.join('%r (U+%04X)' % (c, ord(c)) for c in unknown)
-        raise ConfigError('PROMPT in chargpt.py has characters that input.txt never uses, so the model cannot read '
-                          'them: %s; change them in PROMPT (a straight apostrophe \' instead of a curly one, for '
-                          'example)' % names)
-
-
-def _where(error):
-    """'mingpt/model.py line 12' for the innermost frame of `error` (where an assert without a message failed)."""
-    frames = traceback.extract_tb(error.__traceback__)
-    if not frames:
-        return 'the model'
-    frame = frames[-1]
-    return '%s line %s' % (os.path.relpath(frame.filename, HERE) if frame.filename.startswith(HERE) else
-                           frame.filename, frame.lineno)
-
-
-def model_refusal(error):
-    """One sentence for an AssertionError or ValueError the model raised while being built or loaded."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else 'an assert failed at %s' % _where(error)
-    return 'the model refused this configuration: %s' % text
-
-# -----------------------------------------------------------------------------
-
-
-def main(argv):
-    if '--help' in argv or '-h' in argv:
-        print(usage(get_config()))
-        return 0
-    # get default config and overrides from the command line, if any
+def prepare(argv):
+    """(config, dataset): the flags, the corpus and the prompt, checked; nothing written yet."""
     config = get_config()
     try:
         config.merge_from_args(argv)
@@ -282,58 +157,57 @@ def main(argv):
         with open(find_input_file(config.data.input_file), 'r', encoding='utf-8') as f:
             text = f.read()
     except (ConfigError, CorpusNotFound) as e:
-        print("error: %s" % e, file=sys.stderr)
-        return 2
+        raise Stop(e) from None
     except UnicodeDecodeError as e:
-        print("error: the corpus is not UTF-8 text (byte %d): use the course's input.txt" % e.start, file=sys.stderr)
-        return 2
+        raise Stop("the corpus is not UTF-8 text (byte %d): use the course's input.txt" % e.start) from None
     print(config)
     set_seed(config.system.seed)
-
-    # construct the training dataset
     train_dataset = CharDataset(config.data, text)
-    try:
-        check_prompt(PROMPT, train_dataset.stoi)
-    except ConfigError as e:
-        print("error: %s" % e, file=sys.stderr)
-        return 2
-
-    # construct the model (GPT fills in n_layer, n_query_head, n_embd from model_type and n_kv_head,
-    # so config.json records the sizes this run really used), load the pretrained run, and run one
-    # forward pass: a TODO these flags need or a refused configuration stops here, before any file exists
     config.model.vocab_size = train_dataset.get_vocab_size()
     config.model.block_size = train_dataset.get_block_size()
     try:
+        check_prompt(PROMPT, train_dataset.stoi)
         if config.model.pretrained_folder is not None:  # what the flags say, before a TODO of another model stops us
             check_continuation(config.model, config.model.pretrained_folder)
     except ConfigError as e:
-        print("error: %s" % e, file=sys.stderr)
-        return 2
+        raise Stop(e) from None
+    return config, train_dataset
+
+
+def continue_from(model, model_config):
+    """load_pretrained of the earlier run, checked, and one line saying what was loaded."""
+    source = model_config.pretrained_folder
+    try:
+        check_continuation(model_config, source)   # again, with the sizes GPT filled in
+    except ConfigError as e:
+        raise Stop(e) from None
+    try:
+        model.load_pretrained(source)
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001  (any failure to load is a mismatch of this run and that one)
+        lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
+        raise Stop("could not continue from %s (%s: %s): continue a run with the flags it was trained with (see its "
+                   "config.json), changing only --data.block_size and the trainer's settings"
+                   % (source, type(e).__name__, ' '.join(lines[:2])[:300])) from None
+    saved = torch.load(os.path.join(source, 'model.pt'), map_location='cpu', weights_only=True)
+    with open(os.path.join(source, 'config.json')) as f:
+        old_block = json.load(f).get('data', {}).get('block_size')
+    ours = model.state_dict()
+    print("continuing from %s: loaded %d of its %d tensors (model.pt, trained at block size %s) into this model "
+          "at block size %d" % (source, sum(k in ours for k in saved), len(saved), old_block, model_config.block_size))
+
+
+def build(config, train_dataset):
+    """(model, trainer): GPT (it fills in the sizes config.json records), the earlier run, one forward pass."""
     try:
         model = GPT(config.model)
-    except NotImplementedError as e:
-        # a TODO of the handout that these flags need: name it instead of a deep traceback
-        print("error: %s" % e, file=sys.stderr)
-        return 1
+    except NotImplementedError as e:  # a TODO of the handout that these flags need: named, no deep traceback
+        raise Stop(e, code=1) from None
     except (AssertionError, ValueError) as e:
-        print("error: %s" % model_refusal(e), file=sys.stderr)
-        return 2
+        raise Stop(model_refusal(e)) from None
     if config.model.pretrained_folder is not None:
-        try:
-            check_continuation(config.model, config.model.pretrained_folder)
-        except ConfigError as e:
-            print("error: %s" % e, file=sys.stderr)
-            return 2
-        try:
-            model.load_pretrained(config.model.pretrained_folder)
-        except NotImplementedError:
-            raise
-        except Exception as e:  # noqa: BLE001  (any failure to load is a mismatch of this run and that one)
-            lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
-            print("error: could not continue from %s (%s: %s): continue a run with the flags it was trained with "
-                  "(see its config.json), changing only --data.block_size and the trainer's settings"
-                  % (config.model.pretrained_folder, type(e).__name__, ' '.join(lines[:2])[:300]), file=sys.stderr)
-            return 2
+        continue_from(model, config.model)
     trainer = Trainer(config.trainer, model, train_dataset)
     try:
         with torch.random.fork_rng(devices=[]), torch.no_grad():  # the seed's stream stays the training's
@@ -341,17 +215,31 @@ def main(argv):
             model(torch.zeros((1, config.model.block_size), dtype=torch.long, device=trainer.device))
             model.train()
     except NotImplementedError as e:
-        print("error: %s" % e, file=sys.stderr)
-        return 1
+        raise Stop(e, code=1) from None
+    return model, trainer
+
+
+def sample(model, train_dataset, device):
+    """Print a 500-character sample that continues PROMPT."""
+    model.eval()
+    with torch.no_grad():
+        x = torch.tensor([train_dataset.stoi[s] for s in PROMPT], dtype=torch.long)[None, ...].to(device)
+        y, _ = model.generate(x, 500, temperature=1.0, do_sample=True, top_k=10)
+        print(''.join([train_dataset.itos[int(i)] for i in y[0]]))
+    model.train()
+
+
+def train(config, model, trainer, train_dataset):
+    """Train, logging and saving as the course's chargpt.py does; whatever ends it, the figures so far are saved."""
     setup_logging(config)
-    work_dir = config.system.work_dir
-    on_gpu = torch.device(trainer.device).type == 'cuda'
+    work_dir, on_gpu = config.system.work_dir, torch.device(trainer.device).type == 'cuda'
+    threads = torch.get_num_threads()
+    torch.set_num_threads(torch_threads(trainer.device))   # put back after the run (main may run in-process)
     if config.trainer.max_iters is None:
         print("trainer.max_iters is None: training runs until Ctrl-C (the logs are kept up to date)")
+    stop = StopOnCtrlC()
 
-    # iteration callback
     def batch_end_callback(trainer):
-
         if trainer.iter_num % 10 == 0:
             print(f"iter_dt {trainer.iter_dt * 1000:.2f}ms; iter {trainer.iter_num}: train loss {trainer.loss.item():.5f}")
         if trainer.iter_num == 0 and not memory_measured(trainer.attn_mem[-1], on_gpu):
@@ -359,29 +247,14 @@ def main(argv):
                   "which counts GPU memory only): %s holds null" % (trainer.device, LOG_FILES[2][1]))
         if (trainer.iter_num + 1) % LOG_EVERY == 0:
             write_logs(work_dir, trainer.logs(), on_gpu)
-
         last = config.trainer.max_iters is not None and trainer.iter_num + 1 >= config.trainer.max_iters
         if (trainer.iter_num > 0 and trainer.iter_num % 500 == 0) or last:
-            # save first: whatever happens while sampling, the trained weights are on disk
-            save_model(work_dir, model)
-            model.eval()
-            with torch.no_grad():
-                # sample from the model...
-                context = PROMPT
-                x = torch.tensor([train_dataset.stoi[s] for s in context], dtype=torch.long)[None, ...].to(trainer.device)
-                y, _ = model.generate(x, 500, temperature=1.0, do_sample=True, top_k=10)
-                completion = ''.join([train_dataset.itos[int(i)] for i in y[0]])
-                print(completion)
-            # revert model to training mode
-            model.train()
-
+            save_model(work_dir, model)   # first: whatever happens while sampling, the weights are on disk
+            sample(model, train_dataset, trainer.device)
         if stop.requested:
             raise KeyboardInterrupt
 
     trainer.set_callback('on_batch_end', batch_end_callback)
-
-    # run the optimization; whatever ends it, the figures so far are saved
-    stop = StopOnCtrlC()
     try:
         with stop:
             trainer.run()
@@ -392,9 +265,23 @@ def main(argv):
         print("interrupted by Ctrl-C", file=sys.stderr)
         return 130
     finally:
+        torch.set_num_threads(threads)
         n = write_logs(work_dir, trainer.logs(), on_gpu)
         print("wrote %s (%d iterations)" % (', '.join(name for _, name in LOG_FILES), n))
     return 0
+
+
+def main(argv):
+    if '--help' in argv or '-h' in argv:
+        print(usage(get_config()))
+        return 0
+    try:
+        config, train_dataset = prepare(argv)
+        model, trainer = build(config, train_dataset)
+    except Stop as e:
+        print("error: %s" % e, file=sys.stderr)
+        return e.code
+    return train(config, model, trainer, train_dataset)
 
 
 if __name__ == '__main__':

@@ -186,9 +186,16 @@ def plot_losses(folders, output):
         ax.annotate('block %s \u2192 %s' % (old, new), (x, 1.0), xycoords=('data', 'axes fraction'),
                     xytext=(4, -14), textcoords='offset points', color='gray')
     ax.set_xlabel('iteration')
+    ax.xaxis.set_major_locator(_whole_numbers())
     ax.set_ylabel('training loss (nats per character)')
     ax.legend()
     fig.savefig(output, dpi=120, bbox_inches='tight')
+    return fig
+
+
+def _whole_numbers():
+    from matplotlib.ticker import MaxNLocator
+    return MaxNLocator(integer=True)
 
 
 def plot_attention_times(folders, output):
@@ -197,8 +204,10 @@ def plot_attention_times(folders, output):
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([p[0] for p in points], [p[1] for p in points], marker='o')
     ax.set_xlabel('n_kv_head')
+    ax.xaxis.set_major_locator(_whole_numbers())   # a count of heads: no 1.5 tick
     ax.set_ylabel('mean attention time per iteration (ms)')
     fig.savefig(output, dpi=120, bbox_inches='tight')
+    return fig
 
 
 def main(argv=None):

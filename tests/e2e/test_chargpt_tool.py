@@ -72,7 +72,8 @@ def test_help_lists_every_flag_and_writes_nothing(template):
     (['--model.n_heads=6'], "error: unknown config key 'model.n_heads' in '--model.n_heads=6' (known keys here: "),
     (['--trainer.max_iters', '200'], "error: argument '--trainer.max_iters' has no value: write "
                                      "--trainer.max_iters=VALUE, with '=' and no space"),
-    (['--model.rope=yes'], "error: value 'yes' for --model.rope does not parse as bool (default is False)"),
+    (['--model.rope=yes'], "error: value 'yes' for --model.rope is not a boolean: write True or False (also accepted: "
+                           "true, 1, false, 0)"),
     (['--trainer.device=gpu'], 'error: --trainer.device=gpu is not a device PyTorch knows: use auto, cpu or cuda'),
     (['--data.block_size=0'], 'error: --data.block_size=0: it must be at least 1'),
     (['--model.pretrained_folder=out/nothing'], 'error: --model.pretrained_folder=out/nothing is not a folder'),
@@ -171,6 +172,14 @@ def test_the_model_is_saved_before_sampling(tmp_path):
     saved = torch.load(str(hw1 / 'out' / 'run' / 'model.pt'), weights_only=True)
     assert saved['transformer.wte.weight'].shape[1] == 48
     assert len(json.loads((hw1 / 'out' / 'run' / 'train_losses.json').read_text())) == 2
+
+
+def test_a_continued_run_says_what_it_loaded(runs):
+    _, first, second = runs['rope_gqa']
+    saved = torch.load(str(runs['rope_gqa'][0] / 'out' / 'b16' / 'model.pt'), weights_only=True)
+    assert ('continuing from out/b16: loaded %d of its %d tensors (model.pt, trained at block size 16) into this '
+            'model at block size 256' % (len(saved), len(saved))) in second.stdout, second.stdout[-3000:]
+    assert 'continuing from' not in first.stdout
 
 
 def test_it_refuses_to_overwrite_the_run_it_continues(runs):

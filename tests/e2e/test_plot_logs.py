@@ -137,3 +137,14 @@ def test_drawing(runs):
         proc = _plot(runs, args + ['-o', args[0] + '.png'])
         assert proc.returncode == 0 and proc.stdout.strip() == 'wrote %s.png' % args[0], proc.stderr
         assert (runs / (args[0] + '.png')).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_count_axes_show_whole_numbers(runs, tmp_path):
+    # n_kv_head (1 and 3 here) and iterations are counts: no 1.5 or 2.5 tick between them
+    pytest.importorskip('matplotlib')
+    fig = plot_logs.plot_attention_times([str(runs / 'out' / 'p16'), str(runs / 'out' / 'kv1')],
+                                         str(tmp_path / 'attn.png'))
+    ticks = fig.axes[0].get_xticks()
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+    fig = plot_logs.plot_losses([str(runs / 'out' / 'p16')], str(tmp_path / 'loss.png'))
+    assert all(float(t).is_integer() for t in fig.axes[0].get_xticks())

@@ -59,7 +59,7 @@ CASES = {
         "fails there (importing model.py still works)"]),
     'empty': (lambda: '', False, ['model.py is empty: there is nothing to grade']),
     'gqa_no_scale': (lambda: known_bugs.apply(known_bugs.BY_ID['gqa-no-scale'], REFERENCE), False, [
-        'likely bug: ']),
+        'Likely bug: ']),
 }
 
 

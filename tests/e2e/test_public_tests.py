@@ -21,12 +21,16 @@ import pytest
 
 from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
 from autograder.judge import known_bugs
+from autograder.judge.results import NOT_ATTEMPTED
+
+# what an untouched optional part reads in the public tests: the grader's sentence, less its points
+NOT_ATTEMPTED_WORDS = NOT_ATTEMPTED.split(' Implement it for')[0]
 
 REFERENCE_MODEL = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
 CORRECT = sorted(glob.glob(os.path.join(REPO_ROOT, 'tests', 'submissions', 'correct', '*', 'model.py')))
 
 # runs PublicTests of each folder's test_model.py on that folder's mingpt, in-process:
-# {label: {test method: [PASS|FAIL|TODO|SKIP|ERROR, message as the summary shows it]}}
+# {label: {test method: [PASS|FAIL|TODO|NOT ATTEMPTED|ERROR, message as the summary shows it]}}
 DRIVER = r'''
 import importlib.util, io, json, sys, unittest
 import torch
@@ -34,7 +38,7 @@ torch.set_num_threads(1)
 variants, out_path = json.loads(sys.argv[1]), sys.argv[2]
 results = {}
 for n, (label, folder) in enumerate(variants):
-    for name in [m for m in sys.modules if m == 'mingpt' or m.startswith('mingpt.')]:
+    for name in [m for m in sys.modules if m in ('mingpt', 'grader_rules', 'memory_check') or m.startswith('mingpt.')]:
         del sys.modules[name]
     sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location('public_tests_%d' % n, folder + '/test_model.py')
@@ -44,7 +48,7 @@ for n, (label, folder) in enumerate(variants):
     outcome = {case.id().rsplit('.', 1)[1]: ['PASS', ''] for case in suite}
     result = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
     for case, reason in result.skipped:
-        outcome[case.id().rsplit('.', 1)[1]] = ['SKIP', reason]
+        outcome[case.id().rsplit('.', 1)[1]] = ['NOT ATTEMPTED', reason]
     for kind, items in (('FAIL', result.failures), ('ERROR', result.errors)):
         for case, trace in items:
             outcome[case.id().rsplit('.', 1)[1]] = list(tests._summarize(kind, trace))
@@ -104,9 +108,8 @@ def _variant(tmp_path, label, source):
     folder = tmp_path / label
     shutil.copytree(os.path.join(TEMPLATE_DIR, 'mingpt'), str(folder / 'mingpt'),
                     ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
-    shutil.copytree(os.path.join(TEMPLATE_DIR, 'grader_memory'), str(folder / 'grader_memory'),
-                    ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
-    shutil.copy(os.path.join(TEMPLATE_DIR, 'test_model.py'), str(folder))
+    for name in ('test_model.py', 'test_model_expected.json', 'grader_rules.py', 'memory_check.py'):
+        shutil.copy(os.path.join(TEMPLATE_DIR, name), str(folder))
     (folder / 'mingpt' / 'model.py').write_text(source)
     return str(folder)
 
@@ -149,11 +152,13 @@ def test_each_known_bug_fails_its_test_and_is_named(outcomes, known_bug):
     outcome = outcomes['bug/' + known_bug]
     kind, message = outcome[BELONGS[known_bug]]
     assert kind == 'FAIL', (BELONGS[known_bug], kind, message)
-    assert 'likely bug: ' + known_bugs.BY_ID[known_bug].description in message, message
+    # in the grader's words (judges/values.py)
+    assert 'Likely bug: %s (your outputs match a known wrong variant: %s).' % (
+        known_bugs.BY_ID[known_bug].description, known_bug) in message, message
     # every failing comparison of this bug's output names it (or a bug with the same output)
     for test, (kind, message) in outcome.items():
         if kind == 'FAIL' and 'differ from the staff solution' in message:
-            assert 'likely bug: ' in message, (test, message)
+            assert 'Likely bug: ' in message, (test, message)
     # ERROR is the patched code crashing, not a test blaming the wrong part: rope-d-n-embd's
     # patch calls RoPE in GroupedQueryAttention even with rope off
     wrongly_failed = {test: outcome[test] for test in UNRELATED[FAMILY[known_bug]]
@@ -165,14 +170,14 @@ def test_every_known_bug_has_an_expectation():
     assert set(BELONGS) == set(known_bugs.BY_ID), 'give each new known bug the public test it belongs to'
 
 
-def test_optional_stub_is_skipped_and_wrong_optional_fails(outcomes):
+def test_optional_stub_is_not_attempted_and_wrong_optional_fails(outcomes):
     stub, wrong = _kinds(outcomes['optional-stub']), _kinds(outcomes['optional-wrong'])
     optional = sorted(test for test in stub if '_optional_' in test)
     assert optional, 'no optional tests in the template'
-    assert {test: stub[test] for test in optional} == dict.fromkeys(optional, 'SKIP')
+    assert {test: stub[test] for test in optional} == dict.fromkeys(optional, 'NOT ATTEMPTED')
     assert all(kind == 'PASS' for test, kind in stub.items() if test not in optional)
-    assert all(outcomes['optional-stub'][test][1].startswith('not implemented (optional): TODO (optional)')
-               for test in optional)
+    # the grader's words for an untouched optional part (results.NOT_ATTEMPTED, without its points)
+    assert all(outcomes['optional-stub'][test][1] == NOT_ATTEMPTED_WORDS for test in optional)
     assert wrong['test_15_optional_sliding_window_mask'] == 'FAIL'
 
 
@@ -182,8 +187,8 @@ def test_only_optional_parts_missing_exits_0(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
     env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1')
     skipped = []
-    for command, counted in ((['test_model.py'], r'0 failed, 0 not implemented yet, 0 errors, (\d+) optional not '
-                                                 r'implemented'),
+    for command, counted in ((['test_model.py'], r'0 failed, 0 not implemented yet, 0 errors, (\d+) not attempted '
+                                                 r'\(optional\)'),
                              (['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_model.py'], r'(\d+) skipped')):
         proc = subprocess.run([sys.executable] + command, cwd=folder, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)

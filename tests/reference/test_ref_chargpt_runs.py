@@ -107,3 +107,32 @@ def test_ctrl_c_leaves_usable_train_logs(tmp_path):
     # a tiny model falls well below ln(73) ~ 4.3 within 20 iterations at lr 5e-4
     assert logs['train_losses'][-1] < logs['train_losses'][0] - 0.3
     assert not [name for name in os.listdir(tmp_path) if name.endswith('.tmp')], 'temporary file left behind'
+
+
+def test_training_threads_leave_busy_cores_to_others(monkeypatch):
+    # the rule of chargpt.torch_threads: torch's default less the load average, at least 1; a GPU run
+    # or an OMP_NUM_THREADS the user set keeps torch's choice
+    monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
+    monkeypatch.setattr(chargpt.torch, 'get_num_threads', lambda: 8)
+    monkeypatch.setattr(os, 'cpu_count', lambda: 8)
+    for load, threads in ((0.2, 8), (3.4, 5), (7.6, 1), (40.0, 1)):
+        monkeypatch.setattr(os, 'getloadavg', lambda load=load: (load, load, load))
+        assert chargpt.torch_threads('cpu') == threads, load
+    assert chargpt.torch_threads('cuda') == 8
+    monkeypatch.setenv('OMP_NUM_THREADS', '3')
+    monkeypatch.setattr(os, 'getloadavg', lambda: (40.0, 40.0, 40.0))
+    assert chargpt.torch_threads('cpu') == 8
+
+
+@pytest.mark.parametrize('text, value', [('True', True), ('true', True), ('1', True), ('False', False),
+                                         ('false', False), ('0', False)])
+def test_boolean_flags_take_the_usual_spellings(text, value):
+    config = chargpt.get_config()
+    config.merge_from_args(['--model.rope=%s' % text])
+    assert config.model.rope is value
+
+
+def test_a_boolean_flag_names_the_spellings_it_takes():
+    with pytest.raises(chargpt.ConfigError, match="value 'yes' for --model.rope is not a boolean: write True or "
+                                                  "False \\(also accepted: true, 1, false, 0\\)"):
+        chargpt.get_config().merge_from_args(['--model.rope=yes'])

@@ -204,7 +204,7 @@ def test_forward_sends_the_real_allocators_answers(monkeypatch):
 
 
 def test_the_shared_modules_are_self_contained_for_the_public_tests():
-    # build-template copies these sources into test_model.py: no import of the package, nothing but torch/stdlib
+    # build-template copies their code into memory_check.py: no import of the package, nothing but torch/stdlib
     import ast
     allowed = {'child/cuda_view.py': {'contextlib', 'time', 'torch', 'weakref'},
                'contract/memory_readings.py': {'ctypes', 'gc'}, 'contract/memory_rules.py': {'math'}}

@@ -23,7 +23,7 @@ import time
 from autograder import REFERENCE_DIR
 
 CHARGPT = os.path.join(REFERENCE_DIR, 'chargpt.py')
-REFERENCE_CODE = ('chargpt.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')
+REFERENCE_CODE = ('chargpt.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py', 'mingpt/utils.py')
 
 
 def reference_code_hash():

@@ -6,10 +6,12 @@ The student handout as a build product of the staff reference.
 
 build-template turns reference/ into student_template/hw1/: solution markers are stripped
 (see strip_markers), the hand-written files of student_template/templates/ are added, and
-the public tests get their expected values computed from the reference in a subprocess, so
-that the reference's `mingpt` package never meets the template's, and the signatures of the
-grader's known bugs on the same public inputs (public_known_bugs.py). --check regenerates into
-a temporary folder and fails if the committed template differs.
+the public tests (test_model.py) get their expected values, computed from the reference in a
+subprocess so that the reference's `mingpt` package never meets the template's, and the
+signatures of the grader's known bugs on the same public inputs (public_known_bugs.py), in the data
+file test_model_expected.json beside them. grader_rules.py and memory_check.py (handout_memory.py)
+receive the grader's own code for the upload rules, the layer matching and the memory contract.
+--check regenerates into a temporary folder and fails if the committed template differs.
 
 build-handout zips the generated template plus the corpus into dist/hw1_handout.zip.
 """
@@ -26,36 +28,26 @@ import tempfile
 import zipfile
 
 from autograder import DATA_FILE, GRADING_YAML, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
-from autograder.staff.handout import public_known_bugs
+from autograder.staff.handout import handout_memory, public_known_bugs
 
 TEMPLATES_DIR = os.path.join(REPO_ROOT, 'student_template', 'templates')
 HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
 
 # reference files shipped to students, processed for markers (copied verbatim if they have none)
-REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py']
+REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py',
+                   'mingpt/utils.py']
 # hand-written files of student_template/templates/, also processed for markers
-TEMPLATE_FILES = ['README.md', 'plot_logs.py', 'requirements.txt', 'test_model.py']
+TEMPLATE_FILES = ['README.md', 'grader_rules.py', 'plot_logs.py', 'requirements.txt', 'test_model.py']
+# what students read, kept free of the grader's words (handout_memory.GRADER_WORDS)
+STUDENT_READS = ('README.md', 'test_model.py', 'grader_rules.py', 'memory_check.py', 'test_model_expected.json')
 # optional parts known to the markers; grading.yaml handout.optional_parts switches them
 OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 
-# the placeholders in templates/test_model.py that the generator fills in
-EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
-PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
-PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
-BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
-SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
+# the placeholders in templates/grader_rules.py that the generator fills in with the grader's own code
+PLAN_PLACEHOLDER = "PROJECTION_PLAN = None  # filled in by build-template: the grader's layer matching\n"
 RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
-# the grader's own memory code (test 9.1), shipped beside test_model.py so that the public tests judge the
-# memory figure exactly as the grader does: {handout path: the grader module it is copied from}
-MEMORY_MODULES = {'grader_memory/cuda_view.py': 'autograder/child/cuda_view.py',
-                  'grader_memory/memory_readings.py': 'autograder/contract/memory_readings.py',
-                  'grader_memory/memory_rules.py': 'autograder/contract/memory_rules.py'}
-MEMORY_PACKAGE_DOC = (
-    '"""\n'
-    "The autograder's own code for test 9.1 (attention memory), copied here by the course staff's\n"
-    "build-template so that `python test_model.py` judges your memory figure exactly as the grader\n"
-    "does. Do not edit: it is regenerated, and it is not uploaded.\n"
-    '"""\n')
+# the public tests' reference values, written beside test_model.py
+EXPECTED_FILE = 'test_model_expected.json'
 
 
 def _upload_rules_source():
@@ -64,7 +56,7 @@ def _upload_rules_source():
     size and decoding (submission.py), the handout interface and 'nothing to grade' (interface_check.py).
     """
     from autograder.judge import interface_check, submission
-    parts = ['# copied by build-template from autograder/judge/submission.py and interface_check.py: do not edit here',
+    parts = ["# copied by build-template from the grader's submission.py and interface_check.py: do not edit here",
              'MAX_MODEL_BYTES = %d' % submission.MAX_MODEL_BYTES,
              'INTERFACE = %r' % (interface_check.INTERFACE,),
              '_MODULE_BASES = frozenset(%r)' % sorted(interface_check._MODULE_BASES)]
@@ -101,6 +93,62 @@ def has_markers(text):
     return bool(_MARKER_WORDS.search(text) or any(_LINE_SOLUTION.search(l) for l in text.splitlines()))
 
 
+class _Stripper:
+    """The state of strip_markers while it reads one file: the open blocks and what is being dropped."""
+
+    def __init__(self, filename, optional_parts):
+        self.filename, self.optional_parts = filename, optional_parts
+        self.stack = []      # open blocks: (block, lineno, indent, name)
+        self.dropping = 0    # > 0 while inside a removed region (SOLUTION, or a switched-off OPTIONAL)
+
+    def error(self, lineno, message):
+        return MarkerError(self.filename, lineno, message)
+
+    def kept(self, name):
+        # `# BEGIN OPTIONAL !part`: kept only when the part is OFF, for the code the part replaces (the
+        # course starter's generate without a KV cache); its lines are PROMPT comments in the reference
+        return self.optional_parts[name.lstrip('!')] != name.startswith('!')
+
+    def removes(self, block, name):
+        return block == 'SOLUTION' or (block == 'OPTIONAL' and not self.kept(name))
+
+    def begin(self, lineno, block, name, indent):
+        stack = self.stack
+        if stack and (stack[-1][0] != 'OPTIONAL' or block == 'OPTIONAL'):
+            raise self.error(lineno, 'BEGIN %s inside %s opened at line %d: these blocks do not nest'
+                             % (block, stack[-1][0], stack[-1][1]))
+        if block == 'OPTIONAL':
+            if name is None or name.lstrip('!') not in self.optional_parts:
+                raise self.error(lineno, 'unknown optional part %r (known: %s)'
+                                 % (name, ', '.join(sorted(self.optional_parts))))
+        elif name is not None:
+            raise self.error(lineno, 'BEGIN %s takes no name' % block)
+        stack.append((block, lineno, indent, name))
+        self.dropping += self.removes(block, name)
+
+    def end(self, lineno, block, name):
+        stack = self.stack
+        if not stack or stack[-1][0] != block:
+            where = 'no block is open' if not stack else '%s opened at line %d is still open' % stack[-1][:2]
+            raise self.error(lineno, 'END %s without BEGIN %s: %s' % (block, block, where))
+        if name is not None:
+            raise self.error(lineno, 'END %s takes no name' % block)
+        opened = stack.pop()
+        self.dropping -= self.removes(block, opened[3])
+
+    def prompt_line(self, lineno, line):
+        """A line of a PROMPT block: `<indent># text` becomes `<indent>text`."""
+        indent = self.stack[-1][2]
+        body = line.rstrip('\r\n')
+        ending = line[len(body):]
+        if body.strip() == '' or body == indent + '#':
+            return ending
+        if body.startswith(indent + '# '):
+            return indent + body[len(indent) + 2:] + ending
+        raise self.error(lineno, 'line in a PROMPT block must be a comment "%s# ..." at the indentation of its '
+                         'BEGIN PROMPT' % indent)
+
+
 def strip_markers(text, filename='<text>', optional_parts=None):
     """
     The student version of `text`:
@@ -114,79 +162,32 @@ def strip_markers(text, filename='<text>', optional_parts=None):
     SOLUTION and PROMPT blocks may sit inside an OPTIONAL one; no other nesting is allowed.
     Blank lines around a removed region are collapsed to at most two.
     """
-    optional_parts = dict.fromkeys(OPTIONAL_PARTS, True) if optional_parts is None else optional_parts
-
-    def kept(name):
-        # `# BEGIN OPTIONAL !part`: kept only when the part is OFF, for the code the part replaces
-        # (the original starter's generate without a KV cache); its lines are PROMPT comments in the reference
-        return optional_parts[name.lstrip('!')] != name.startswith('!')
-    out = []
-    removed_at = []       # indices into `out` where something was dropped
-    stack = []            # open blocks: (block, lineno, indent, name)
-    dropping = 0          # > 0 while inside a removed region (SOLUTION, or a switched-off OPTIONAL)
-
-    def open_blocks():
-        return [b for b, _, _, _ in stack]
-
+    state = _Stripper(filename, dict.fromkeys(OPTIONAL_PARTS, True) if optional_parts is None else optional_parts)
+    out, removed_at = [], []   # removed_at: indices into `out` where something was dropped
     for lineno, line in enumerate(text.splitlines(keepends=True), 1):
         m = _MARKER.match(line.rstrip('\r\n'))
         if m is None and _MARKER_WORDS.search(line):
-            raise MarkerError(filename, lineno, 'malformed marker %r: a marker is alone on its line, '
-                              'as "# BEGIN SOLUTION", "# END PROMPT" or "# BEGIN OPTIONAL <name>"' % line.strip())
+            raise state.error(lineno, 'malformed marker %r: a marker is alone on its line, as "# BEGIN SOLUTION", '
+                              '"# END PROMPT" or "# BEGIN OPTIONAL <name>"' % line.strip())
         if m is not None:
-            kind, block, name, indent = m.group('kind'), m.group('block'), m.group('name'), m.group('indent')
-            if kind == 'BEGIN':
-                if stack and (stack[-1][0] != 'OPTIONAL' or block == 'OPTIONAL'):
-                    raise MarkerError(filename, lineno, 'BEGIN %s inside %s opened at line %d: these blocks do not nest'
-                                      % (block, stack[-1][0], stack[-1][1]))
-                if block == 'OPTIONAL':
-                    if name is None or name.lstrip('!') not in optional_parts:
-                        raise MarkerError(filename, lineno, 'unknown optional part %r (known: %s)'
-                                          % (name, ', '.join(sorted(optional_parts))))
-                elif name is not None:
-                    raise MarkerError(filename, lineno, 'BEGIN %s takes no name' % block)
-                stack.append((block, lineno, indent, name))
-                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(name)):
-                    dropping += 1
+            if m.group('kind') == 'BEGIN':
+                state.begin(lineno, m.group('block'), m.group('name'), m.group('indent'))
             else:
-                if not stack or stack[-1][0] != block:
-                    where = 'no block is open' if not stack else '%s opened at line %d is still open' % (stack[-1][0], stack[-1][1])
-                    raise MarkerError(filename, lineno, 'END %s without BEGIN %s: %s' % (block, block, where))
-                if name is not None:
-                    raise MarkerError(filename, lineno, 'END %s takes no name' % block)
-                opened = stack.pop()
-                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(opened[3])):
-                    dropping -= 1
+                state.end(lineno, m.group('block'), m.group('name'))
             removed_at.append(len(out))
             continue
-
         if _LINE_SOLUTION.search(line):
-            if 'PROMPT' in open_blocks():
-                raise MarkerError(filename, lineno, '"# SOLUTION" line inside the PROMPT block opened at line %d'
-                                  % stack[-1][1])
+            if any(b == 'PROMPT' for b, _, _, _ in state.stack):
+                raise state.error(lineno, '"# SOLUTION" line inside the PROMPT block opened at line %d'
+                                  % state.stack[-1][1])
             removed_at.append(len(out))
-            continue
-        if dropping:
+        elif state.dropping:
             removed_at.append(len(out))
-            continue
-        if stack and stack[-1][0] == 'PROMPT':
-            indent = stack[-1][2]
-            body = line.rstrip('\r\n')
-            ending = line[len(body):]
-            if body.strip() == '':
-                line = ending
-            elif body == indent + '#':
-                line = ending
-            elif body.startswith(indent + '# '):
-                line = indent + body[len(indent) + 2:] + ending
-            else:
-                raise MarkerError(filename, lineno, 'line in a PROMPT block must be a comment "%s# ..." '
-                                  'at the indentation of its BEGIN PROMPT' % indent)
-        out.append(line)
-
-    if stack:
-        block, lineno, _, _ = stack[-1]
-        raise MarkerError(filename, lineno, 'BEGIN %s is never closed (END %s missing before the end of the file)'
+        else:
+            out.append(state.prompt_line(lineno, line) if state.stack and state.stack[-1][0] == 'PROMPT' else line)
+    if state.stack:
+        block, lineno, _, _ = state.stack[-1]
+        raise state.error(lineno, 'BEGIN %s is never closed (END %s missing before the end of the file)'
                           % (block, block))
     return ''.join(_collapse_blank_runs(out, set(removed_at)))
 
@@ -239,28 +240,25 @@ def _read(path):
         return f.read()
 
 
-def _format_floats(values, indent, per_line=8):
-    # 7 significant digits of float64 results: far below the tests' 1e-5 tolerance, and
-    # float64 noise (~1e-16) practically never crosses a rounding boundary, so the file is
-    # the same on every CPU
-    items = ['%.7g' % v for v in values]
-    rows = [', '.join(items[i:i + per_line]) + ',' for i in range(0, len(items), per_line)]
-    return ''.join('%s%s\n' % (indent, row) for row in rows)
+def _rounded(values):
+    # 7 significant digits of float64 results: far below the tests' 1e-5 tolerance, and float64
+    # noise (~1e-16) practically never crosses a rounding boundary, so the file is the same on every CPU
+    return [float('%.7g' % v) for v in values]
 
 
-def _expected_literal(expected):
-    parts = ['EXPECTED = {\n']
-    for name, (shape, values) in expected.items():
-        parts.append('    %r: (%r, [\n' % (name, tuple(shape)))
-        parts.append(_format_floats(values, ' ' * 8))
-        parts.append('    ]),\n')
-    parts.append('}\n')
-    return ''.join(parts)
-
-
-def _parameters_literal(parameters):
-    rows = ''.join('    (%r, %r),\n' % (name, tuple(shape)) for name, shape in parameters)
-    return 'GPT_PARAMETERS = [\n%s]\n' % rows
+def expected_data(computed, likely, signatures):
+    """test_model_expected.json: one line per case, parameter and known bug, so that a change reads as a small diff."""
+    sections = {'expected': [(name, [shape, _rounded(values)]) for name, (shape, values) in computed['expected'].items()],
+                'gpt_parameters': None, 'likely_bugs': list(likely.items()), 'bug_signatures': list(signatures.items())}
+    parts = []
+    for key, items in sections.items():
+        if items is None:
+            rows = ',\n'.join('  ' + json.dumps(row) for row in computed['parameters'])
+            parts.append(' %s: [\n%s\n ]' % (json.dumps(key), rows))
+        else:
+            rows = ',\n'.join('  %s: %s' % (json.dumps(k), json.dumps(v)) for k, v in items)
+            parts.append(' %s: {\n%s\n }' % (json.dumps(key), rows))
+    return '{\n' + ',\n'.join(parts) + '\n}\n'
 
 
 _EXPECTED_SCRIPT = '''
@@ -279,7 +277,7 @@ def compute_expected(test_source, reference_dir=REFERENCE_DIR, beside=None):
     """
     Run the public tests' cases on the reference in a fresh interpreter (float64) and return
     {'expected': {name: (shape, values)}, 'parameters': [(name, shape)]}. `beside`: {relative
-    path: text} of the files the tests import from their own folder (grader_memory/).
+    path: text} of the files the tests import from their own folder (grader_rules.py, memory_check.py).
     """
     with tempfile.TemporaryDirectory(prefix='hw1_expected_') as tmp:
         write_tree(beside or {}, tmp)
@@ -310,25 +308,22 @@ def generate(optional_parts=None):
         text = _read(os.path.join(TEMPLATES_DIR, rel))
         files[rel] = strip_markers(text, 'student_template/templates/' + rel, optional_parts)
 
-    files['grader_memory/__init__.py'] = MEMORY_PACKAGE_DOC
-    for rel, origin in MEMORY_MODULES.items():
-        files[rel] = ('# copied by build-template from %s: do not edit here\n' % origin) + _read(os.path.join(REPO_ROOT, origin))
-
-    source = files['test_model.py']
-    for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER, BUGS_PLACEHOLDER,
-                        SIGNATURES_PLACEHOLDER, RULES_PLACEHOLDER):
-        if source.count(placeholder) != 1:
-            raise ValueError('student_template/templates/test_model.py must contain the line %r exactly once'
+    rules = files['grader_rules.py']
+    for placeholder in (PLAN_PLACEHOLDER, RULES_PLACEHOLDER):
+        if rules.count(placeholder) != 1:
+            raise ValueError('student_template/templates/grader_rules.py must contain the line %r exactly once'
                              % placeholder.strip())
-    source = source.replace(PLAN_PLACEHOLDER, _projection_plan_source())
-    source = source.replace(RULES_PLACEHOLDER, _upload_rules_source())
-    beside = {rel: text for rel, text in files.items() if rel.startswith('grader_memory/')}
-    computed = compute_expected(source, beside=beside)
-    likely, signatures = public_known_bugs.bug_signatures(source, computed['expected'], beside=beside)
-    source = source.replace(BUGS_PLACEHOLDER, public_known_bugs.descriptions_literal(likely))
-    source = source.replace(SIGNATURES_PLACEHOLDER, public_known_bugs.signatures_literal(signatures))
-    source = source.replace(EXPECTED_PLACEHOLDER, _expected_literal(computed['expected']))
-    files['test_model.py'] = source.replace(PARAMETERS_PLACEHOLDER, _parameters_literal(computed['parameters']))
+    rules = rules.replace(PLAN_PLACEHOLDER, _projection_plan_source())
+    files['grader_rules.py'] = rules.replace(RULES_PLACEHOLDER, _upload_rules_source())
+    files['memory_check.py'] = handout_memory.memory_module(_read(os.path.join(TEMPLATES_DIR, 'memory_check.py')))
+    beside = {rel: files[rel] for rel in ('grader_rules.py', 'memory_check.py')}
+    computed = compute_expected(files['test_model.py'], beside=beside)
+    likely, signatures = public_known_bugs.bug_signatures(files['test_model.py'], computed['expected'], beside=beside)
+    files[EXPECTED_FILE] = expected_data(computed, likely, signatures)
+    for rel in STUDENT_READS:
+        found = sorted({m.group(0).lower() for m in handout_memory.GRADER_WORDS.finditer(files[rel])})
+        if found:
+            raise ValueError('the handout\'s %s would show students the grader words %s' % (rel, ', '.join(found)))
     return files
 
 
