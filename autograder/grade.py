@@ -365,7 +365,8 @@ def main(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('path', help='a model.py, a folder holding one, or a zip')
     ap.add_argument('--profile', default='cpu', help='cpu (default, Gradescope) or gpu (the handout sizes)')
-    ap.add_argument('--results', default=DEFAULT_RESULTS, help='where to write results.json')
+    ap.add_argument('--out', '--results', dest='results', metavar='FILE', default=DEFAULT_RESULTS,
+                    help='where to write results.json (default results/results.json)')
     ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
     ap.add_argument('--png', metavar='FILE', help='also draw the loss curve over the reference band (needs matplotlib)')
     ap.add_argument('--autograder-root', metavar='DIR', help="Gradescope's /autograder: locked down before grading "

@@ -203,12 +203,26 @@ def backup_name(out, previous):
     return '%s.%s%s' % (stem, when.replace(':', '').replace('-', ''), ext or '.csv')
 
 
-def keep_previous(out, previous):
-    """Copy the previous CSV (and its meta) aside before anything is graded; returns the copy's path."""
+def keep_previous(out, previous, folder, submissions):
+    """
+    Copy the previous CSV (and its meta) aside before anything is graded, and each submission's
+    results.json (and loss_curve.png) with it, into grades.<date>.results/<submission>/: the
+    feedback students saw before the regrade. The kept meta names that folder (`results`), so
+    that `diff` shows both generations. Returns the kept CSV's path.
+    """
     target = backup_name(out, previous)
     for src, dst in ((out, target), (gradebook.meta_path(out), gradebook.meta_path(target))):
         if os.path.isfile(src):
             shutil.copy2(src, dst)
+    kept = os.path.splitext(target)[0] + gradebook.RESULTS_SUFFIX
+    for sub in submissions:
+        for name in (RESULTS, PNG):
+            src = os.path.join(folder, sub, name)
+            if os.path.isfile(src):
+                os.makedirs(os.path.join(kept, sub), exist_ok=True)
+                shutil.copy2(src, os.path.join(kept, sub, name))
+    if previous.meta is not None and os.path.isdir(kept):
+        gradebook.write_meta(gradebook.meta_path(target), dict(previous.meta, results=os.path.abspath(kept)))
     return target
 
 
@@ -259,8 +273,9 @@ def main(argv):
         print('batch: refused, nothing graded: %s' % problem, file=sys.stderr)
         return 2
     if old is not None and previous is not None and os.path.realpath(args.compare) == os.path.realpath(out):
-        old.path = keep_previous(out, previous)
-        print('batch: the previous %s is kept as %s' % (out, old.path), file=sys.stderr)
+        old = gradebook.read(keep_previous(out, previous, batch.folder, batch.export.submissions))
+        print('batch: the previous %s is kept as %s (each submission\'s results.json of it in %s)'
+              % (out, old.path, os.path.splitext(old.path)[0] + gradebook.RESULTS_SUFFIX), file=sys.stderr)
     started = time.time()
     if not batch.run():
         return 130

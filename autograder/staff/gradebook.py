@@ -31,6 +31,7 @@ LEADING = ['name', 'email', 'sid', 'submission', 'created_at', 'status']
 TRAILING = ['total', 'max', 'gradescope_score', 'bugs', 'seconds', 'note']
 STATUSES = ('graded', 'not graded', 'error', 'missing')
 META_SUFFIX = '.meta.json'
+RESULTS_SUFFIX = '.results'   # grades.<date>.results/<submission>/results.json: the feedback of a kept regrade
 INPUT_KEYS = ('profile', 'grading_yaml_sha256', 'fixtures_sha256', 'grader_sha256')
 # the judges' wording when a failing case matches a known bug (autograder/checks/values.py); a unit test
 # runs that judge on a fingerprint's own outputs and holds this pattern to what it prints
@@ -127,6 +128,15 @@ def write(csv_path, header_row, rows, meta):
         os.replace(tmp, path)
 
 
+def write_meta(path, meta):
+    """One meta file, written atomically."""
+    tmp = path + '.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        json.dump(meta, f, indent=2, sort_keys=True)
+        f.write('\n')
+    os.replace(tmp, path)
+
+
 def _write_rows(f, header_row, rows):
     w = csv.writer(f)
     w.writerow(header_row)
@@ -163,6 +173,12 @@ class Gradebook:
 
     def submission_record(self, sub):
         return ((self.meta or {}).get('submissions') or {}).get(sub) or {}
+
+    def results_path(self, sub):
+        """Where this regrade's results.json of `sub` is (its kept folder, else the export), or None."""
+        folder = (self.meta or {}).get('results') or (self.meta or {}).get('export')
+        path = os.path.join(folder, sub, 'results.json') if folder and sub else None
+        return path if path and os.path.isfile(path) else None
 
     def by_student(self):
         """{(submission, name, email, sid): row}: one key per student row."""

@@ -176,6 +176,27 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert 'scores: 1 of 8 students changed' in stdout and 'NOT REPRODUCIBLE' not in stdout
     kept = [p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.csv', p)]
     assert len(kept) == 1 and (inner / kept[0]).read_bytes() == before, os.listdir(inner)
+    # the students' earlier feedback is kept beside it, and the diff names both results.json
+    first_kept = inner / (kept[0][:-len('.csv')] + '.results')
+    assert sorted(os.listdir(first_kept)) == HAS_FOLDER
+    assert (first_kept / 'submission_1000001' / 'results.json').read_bytes() == results_bytes_1
+    assert batch.engine.load(str(first_kept / 'submission_1000004' / 'results.json')).total == 100
+    assert batch.engine.load(str(inner / 'submission_1000004' / 'results.json')).total == 110
+    assert '    feedback before: %s; now: %s' % (first_kept / 'submission_1000004' / 'results.json',
+                                                 inner / 'submission_1000004' / 'results.json') in stdout, stdout
+
+    # 7. --compare again, with the grader as it was: Dan moves back, and the three generations all exist
+    time.sleep(1.1)   # the kept copies are named by the second their CSV was written
+    proc = _batch(inner, '--compare', str(csv_path))
+    stdout, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    moved = re.findall(r'^  (.+ \(submission_\d+\)): (.*)$', stdout, re.M)
+    assert moved == [('Dan Dummy (submission_1000004)', '110 -> 100; 2.1 rope 10 -> 0')], stdout
+    kept = sorted(p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.results', p))
+    assert len(kept) == 2 and kept[0] == first_kept.name, os.listdir(inner)
+    totals = [batch.engine.load(str(inner / k / 'submission_1000004' / 'results.json')).total for k in kept]
+    assert totals + [batch.engine.load(str(inner / 'submission_1000004' / 'results.json')).total] == [100, 110, 100]
+    assert 'feedback before: %s' % (inner / kept[1] / 'submission_1000004' / 'results.json') in stdout
 
 
 def test_a_grader_crash_costs_one_error_row_and_exits_1(tmp_path):
