@@ -143,6 +143,10 @@ class Batch:
             path = os.path.join(self.folder, sub, PNG)
             if out is None or (os.path.isfile(path) and self.outcomes.get(sub, ('',))[0] == 'skipped'):
                 continue
+            if gradebook.classify(out, os.path.join(self.folder, sub))[0] == 'not graded':
+                if os.path.isfile(path):   # no model ran (no model.py, code that does not parse): no curve to show
+                    os.remove(path)
+                continue
             meta = self.export.metadata.get(sub)
             names = ', '.join(p.name for p in meta.submitters) if meta else ''
             plots.loss_curve_png(out.to_json(), path, self.profile, title='%s %s' % (sub, names), grading=self.grading)
@@ -160,7 +164,7 @@ class Batch:
             out = engine.load(os.path.join(sub_dir, RESULTS)) if status in ('graded', 'skipped') else None
             if out is not None:
                 status, note = gradebook.classify(out, sub_dir)
-                records[sub] = dict(out.extra_data.get('batch') or {})
+                records[sub] = dict(out.extra_data.get('batch') or {}, not_attempted=gradebook.not_attempted(out))
             elif status == 'error':
                 note = message or 'the grader failed'
             else:

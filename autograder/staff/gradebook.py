@@ -92,6 +92,13 @@ def classify(out, sub_dir=None):
     return 'graded', ''
 
 
+def not_attempted(out):
+    """The optional tests this Results left untouched (their TODO still raises NotImplementedError)."""
+    from autograder.results import NOT_ATTEMPTED
+    lead = NOT_ATTEMPTED.split(':')[0] + ':'
+    return sorted(tid for tid, t in out.tests.items() if (t.output or '').startswith(lead))
+
+
 def row_cells(specs, out, status, note):
     """The cells after LEADING for one submission: points per test, total, then bugs, seconds and note."""
     if out is None:
