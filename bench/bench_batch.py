@@ -85,8 +85,10 @@ def check_report(csv_path, planted, not_graded):
 
 def measure(jobs, kind, copies, size=50, repo=REPO):
     with tempfile.TemporaryDirectory(prefix='hw1-bench-batch-') as tmp:
-        if kind == 'corpus':
-            export, planted, not_graded = class_export.build(tmp)
+        if kind == 'corpus':   # --size: every k-th of the corpus class, its mix kept
+            chosen = class_export.submissions()
+            step = max(1, len(chosen) // size) if size else 1
+            export, planted, not_graded = class_export.build(tmp, chosen[::step][:size] if size else None)
         elif kind == 'realistic':
             export, planted, not_graded = class_export.build_realistic(tmp, size)
         else:
@@ -143,31 +145,36 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--jobs', type=int, nargs='+', default=[2])
     ap.add_argument('--repeat', type=int, default=1)
-    ap.add_argument('--class', '--export', dest='kind', choices=('realistic', 'corpus', 'synthetic'), default='realistic')
-    ap.add_argument('--size', type=int, default=50, help='realistic only: submissions in the class (default 50)')
+    ap.add_argument('--class', '--export', dest='kinds', nargs='+', choices=('realistic', 'corpus', 'synthetic'),
+                    default=['realistic'], help='the class(es) to grade, interleaved (default realistic)')
+    ap.add_argument('--size', type=int, default=None,
+                    help='submissions in the class (realistic: default 50; corpus: every k-th of its 102, mix kept)')
     ap.add_argument('--copies', type=int, default=1, help='synthetic only: replicate its 6 submissions K times')
     ap.add_argument('--against', metavar='REF', help='also grade with the code of git revision REF; print the CPU ratio')
     args = ap.parse_args()
     print('machine: %s, nproc %d, %s; python %s; class %s%s' % (
-        platform.node() or '?', os.cpu_count() or 0, cpu_model(), platform.python_version(), args.kind,
-        ' (%d)' % args.size if args.kind == 'realistic' else ''))
+        platform.node() or '?', os.cpu_count() or 0, cpu_model(), platform.python_version(), ' '.join(args.kinds),
+        ' (size %s)' % args.size if args.size else ''))
     rows, failed = [], False
     tmp = tempfile.mkdtemp(prefix='hw1-bench-against-') if args.against else None
     codes = [('this checkout', REPO)] + ([(args.against, worktree(args.against, tmp))] if args.against else [])
     cpu_by_code = collections.defaultdict(list)
     try:
         for r in range(args.repeat):
-            for jobs in args.jobs:
+            for jobs, kind in [(j, k) for j in args.jobs for k in args.kinds]:
+                size = args.size or (50 if kind == 'realistic' else None)
                 for label, repo in codes:
-                    n, wall, load, seconds, problems, cpu = measure(jobs, args.kind, args.copies, args.size, repo)
+                    if len(args.kinds) > 1:
+                        label = '%s, %s class' % (label.split(',')[0], kind)
+                    n, wall, load, seconds, problems, cpu = measure(jobs, kind, args.copies, size, repo)
                     median = seconds[len(seconds) // 2] if seconds else float('nan')
                     rows.append((label, jobs, r + 1, n, wall, load, median, cpu))
-                    cpu_by_code[label].append(cpu / n)
+                    cpu_by_code[label.split(',')[0]].append(cpu / n)
                     print('  %s --jobs %d run %d: %d submissions in %.1f s (%.2f / min; 1,000 would take %.0f min), '
                           'CPU %.2f s per submission, median grading %.1f s, load average at start %.1f'
                           % (label, jobs, r + 1, n, wall, 60 * n / wall, 1000 * wall / n / 60, cpu / n, median, load),
                           flush=True)
-                    if args.kind != 'synthetic':
+                    if kind != 'synthetic':
                         print('    class report vs planted bugs: %s' % ('every planted bug named with its true count'
                                                                         if not problems else 'DIFFERS'))
                         for p in problems:
