@@ -84,7 +84,8 @@ def test_table(book, subs):
         weight = tests.get(tid, {}).get('weight')
         if weight is None:   # an older CSV without meta: the best score seen stands in for the weight
             weight = graded[col].max()
-        tried = graded[[tid not in book.submission_record(sub).get('not_attempted', ()) for sub in graded.index]]
+        attempted = [tid not in book.submission_record(sub).get('not_attempted', ()) for sub in graded.index]
+        tried = graded.loc[pd.Series(attempted, index=graded.index, dtype=bool)]
         scores = tried[col]
         passed = (scores >= weight).astype(float) if weight else pd.Series(float('nan'), index=scores.index)
         rest = tried['total'] - scores.fillna(0)

@@ -157,6 +157,11 @@ def test_the_report_counts_submissions_in_integers_and_sets_untried_optional_tes
     table = md.split('## Tests')[1].split(report.FORMULA)[0]
     assert column[nobody] not in table and column[some] in table and 'no one passes' not in md
     assert 'Optional tests no graded submission attempted: %s.' % column[nobody] in md
+    # a class where nothing could be graded still has its report
+    path = _class(tmp_path, 'none.csv', {'submission_1': {}}, status={'submission_1': 'not graded'})
+    md, _, tests, _ = report.render(gradebook.read(path))
+    assert 'of the submissions: 1 not graded.' in md and 'Totals of the 0 graded submissions' in md
+    assert set(tests['note']) <= {'no graded submission', 'no points'}
 
 
 def test_diff_lists_exactly_the_students_whose_scores_moved(tmp_path):
