@@ -28,9 +28,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from autograder import config, grade  # noqa: E402
+from autograder.judge import config, grade  # noqa: E402
 from autograder.sandbox import Sandbox, cgroups  # noqa: E402
-from autograder.sandbox import core  # noqa: E402
+from autograder.sandbox import grading  # noqa: E402
 
 
 def _proc_cpu(pid):
@@ -48,7 +48,7 @@ class Recorder:
 
     def __init__(self):
         self.runs, self.cgroup_cpu = [], []
-        run, remove = core.Sandbox.run, cgroups.Cgroup.remove
+        run, remove = grading.Sandbox.run, cgroups.Cgroup.remove
         recorder = self
 
         def recorded_run(sandbox, *args, **kwargs):
@@ -59,7 +59,7 @@ class Recorder:
         def recorded_remove(cgroup):
             recorder.cgroup_cpu.append(cgroup.cpu_seconds() or 0.0)
             return remove(cgroup)
-        core.Sandbox.run, cgroups.Cgroup.remove = recorded_run, recorded_remove
+        grading.Sandbox.run, cgroups.Cgroup.remove = recorded_run, recorded_remove
 
 
 def grade_once(path, box, recorder, profiler):

@@ -20,7 +20,7 @@ import zipfile
 import pytest
 
 from autograder import FIXTURES_DIR, REPO_ROOT, TEMPLATE_DIR
-from autograder.staff.regenerate import cuda_problem
+from autograder.staff.fixtures.regenerate import cuda_problem
 
 
 def _run(*args, timeout=300):
