@@ -22,6 +22,18 @@ def probe_dropout(ctx):
                     y, _ = adapter.call_attention(module, x)
                 return y
             ctx.case('%s/%s' % (kind, case), run)
+    # 0 < p < 1 on weights where each output element is one attention weight (inputs.dropout_inputs); ctx.case
+    # seeds torch before each case, so the dropped elements are the same in every grading of the same code
+    p, xd = ctx.profile['dropout']['p'], ctx.t('dropout/x')
+    for case, attn_p, resid_p, train in (('mid_eval_p0', 0.0, 0.0, False), ('mid_eval', p, p, False),
+                                         ('mid_attn_train', p, 0.0, True), ('mid_resid_train', 0.0, p, True)):
+        def run_mid(attn_p=attn_p, resid_p=resid_p, train=train):
+            module = ctx.attention('gqa', 'dropout', 2, attn_pdrop=attn_p, resid_pdrop=resid_p)
+            module.train(train)
+            with torch.no_grad():
+                y, _ = adapter.call_attention(module, xd)
+            return y
+        ctx.case('gqa/' + case, run_mid)
 
 
 def probe_causality(ctx):

@@ -34,6 +34,7 @@ class Tolerance:
     atol: float
     rtol: float
     why: str
+    binomial_sigmas: Optional[float] = None   # a share of random events (6.1's dropped elements) may differ from p by this many sd
 
 
 @dataclass
@@ -85,10 +86,10 @@ class Grading:
 SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu_seconds': int, 'max_processes': int,
                 'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int,
                 'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int,
-                'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float)}
+                'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float), 'student_text_chars': int}
 PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
                 'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict,
-                'workflow': dict}
+                'workflow': dict, 'dropout': dict, 'input_sets': int}
 # the inside of a profile: every key of every section, its type, and whether it may be left out
 INT, NUMBER, BOOL = int, (int, float), bool
 INTS = ('list', int)   # a list of integers
@@ -103,11 +104,12 @@ PROFILE_SECTIONS = {
                    'block_size': INT, 'batch_size': INT, 'iters': INT, 'learning_rate': NUMBER,
                    'reference_seeds': INTS, 'student_seed': INT, 'window': INT, 'heldout_seqs': INT},
     'workflow': {'block_from': INT, 'block_to': INT},
+    'dropout': {'p': NUMBER, 'seq': INT},
 }
 PROFILE_LISTS = {'kv_heads': INTS, 'rope_cases': ('list', INTS)}   # rope_cases: [B, nh, T, d] each
 TEST_KEYS = {'id': str, 'name': str, 'number': str, 'weight': (int, float), 'visibility': str,
              'tags': list, 'timeout': (int, float), 'tolerance': dict, 'optional_part': str, 'sees': str}
-TOLERANCE_KEYS = {'atol': (int, float), 'rtol': (int, float), 'why': str}
+TOLERANCE_KEYS = {'atol': (int, float), 'rtol': (int, float), 'why': str, 'binomial_sigmas': (int, float)}
 
 
 class _Validator:
@@ -299,4 +301,5 @@ def _tolerance(v, node, tid):
             v.fail(entries[key][1], "tolerances must be >= 0 (%s of %s)" % (key, tid))
     if not tol['why'].strip():
         v.fail(entries['why'][1], "every tolerance needs its reason in `why`")
-    return Tolerance(float(tol['atol']), float(tol['rtol']), tol['why'])
+    return Tolerance(float(tol['atol']), float(tol['rtol']), tol['why'],
+                     float(tol['binomial_sigmas']) if 'binomial_sigmas' in tol else None)

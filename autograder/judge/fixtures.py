@@ -1,19 +1,27 @@
 """
 Reference outputs the checks compare against, one folder per profile under
 autograder/fixtures/: expected.npz (the reference's probe outputs), known_bugs.npz (the
-outputs of known wrong variants) and manifest.json (what they were made from). They are
-written only by `python -m autograder regenerate`; the grader refuses stale ones.
+outputs of known wrong variants), manifest.json (what they were made from) and draw.key (the
+staff key that seeds the input sets and draws one per submission: inputs.set_seed, inputs.draw).
+They are written only by `python -m autograder regenerate`; the grader refuses stale ones.
+
+Input sets: the arrays of set i are stored under 'set<i>:<probe>/<key>'; the shared probes'
+(inputs.SHARED_PROBES) once, unprefixed. `Fixtures.view(i)` is what a judge sees: set i's
+arrays and the shared ones under their plain '<probe>/<key>' names.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
-from dataclasses import dataclass
-from typing import Dict
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Optional
 
 import numpy as np
 
 from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMPLATE_DIR
+from autograder.judge import inputs
 
 # code whose change changes what the probes compute
 CHILD_DIR = os.path.join(PACKAGE_DIR, 'child')
@@ -48,12 +56,31 @@ def sha256_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+KEY_FILE = 'draw.key'          # 32 random bytes, hex; made once by regenerate, kept across regenerations
+SET_PREFIX = re.compile(r'^set(\d+):')
+
+
 @dataclass
 class Fixtures:
     profile: str
-    expected: Dict[str, np.ndarray]
-    known_bugs: Dict[str, Dict[str, np.ndarray]]   # known bug id -> {key: array}
+    expected: Dict[str, np.ndarray]                  # of one input set (set_index), shared arrays included
+    known_bugs: Dict[str, Dict[str, np.ndarray]]   # known bug id -> {key: array}, of the same set
     manifest: dict
+    set_index: int = 0
+    input_seed: Optional[int] = None                 # the seed of that set's inputs; None: the profile's own
+    key: bytes = field(default=b'', repr=False)      # the staff draw key
+    sets: tuple = field(default=(), repr=False)      # ((expected, known bugs, seed), ...) of every set
+
+    @property
+    def set_count(self):
+        return max(1, len(self.sets))
+
+    def view(self, index):
+        """The fixtures of input set `index`, as the judges read them."""
+        if not self.sets:
+            return self
+        expected, fps, seed = self.sets[index]
+        return dataclasses.replace(self, expected=expected, known_bugs=fps, set_index=index, input_seed=seed)
 
     def probe(self, probe_id):
         prefix = probe_id + '/'
@@ -74,6 +101,37 @@ def _load_npz(path):
         return {k: npz[k] for k in npz.files}
 
 
+def read_key(profile):
+    """The profile's draw key (bytes), or b'' where there is none yet."""
+    try:
+        with open(os.path.join(folder(profile), KEY_FILE)) as f:
+            return bytes.fromhex(f.read().strip())
+    except (OSError, ValueError):
+        return b''
+
+
+def make_key(profile):
+    """regenerate: the draw key, made (32 random bytes) only when the profile has none; kept otherwise."""
+    key = read_key(profile)
+    if len(key) < 32:
+        key = os.urandom(32)
+        os.makedirs(folder(profile), exist_ok=True)
+        with open(os.path.join(folder(profile), KEY_FILE), 'w') as f:
+            f.write(key.hex() + '\n')
+    return key
+
+
+def split_sets(flat, count):
+    """[{plain key: array} of set i, shared arrays included] from stored keys ('set<i>:...' or shared)."""
+    shared = {k: v for k, v in flat.items() if not SET_PREFIX.match(k)}
+    sets = [dict(shared) for _ in range(count)]
+    for k, v in flat.items():
+        m = SET_PREFIX.match(k)
+        if m and int(m.group(1)) < count:
+            sets[int(m.group(1))][k[m.end():]] = v
+    return sets
+
+
 def load(grading, profile, check=True):
     base = folder(profile)
     manifest_path = os.path.join(base, 'manifest.json')
@@ -87,11 +145,18 @@ def load(grading, profile, check=True):
         if problems:
             raise StaleFixtures("fixtures for profile %r are stale: %s. Run `python -m autograder regenerate%s`."
                                 % (profile, '; '.join(problems), ' --device cuda' if profile == 'gpu' else ''))
-    fps = {}
-    for key, value in _load_npz(os.path.join(base, 'known_bugs.npz')).items():
-        fp, rest = key.split('::', 1)
-        fps.setdefault(fp, {})[rest] = value
-    return Fixtures(profile, _load_npz(os.path.join(base, 'expected.npz')), fps, manifest)
+    count = int(manifest.get('input_sets', 1))
+    key = read_key(profile)
+    by_fp = {}
+    for flat_key, value in _load_npz(os.path.join(base, 'known_bugs.npz')).items():
+        fp, rest = flat_key.split('::', 1)
+        by_fp.setdefault(fp, {})[rest] = value
+    fp_sets = {fp: split_sets(arrays, count) for fp, arrays in by_fp.items()}
+    expected_sets = split_sets(_load_npz(os.path.join(base, 'expected.npz')), count)
+    prof = grading.profiles.get(profile) if hasattr(grading, 'profiles') else None
+    seeds = [inputs.set_seed(prof, key, i) if prof is not None else None for i in range(count)]
+    sets = tuple((expected_sets[i], {fp: s[i] for fp, s in fp_sets.items()}, seeds[i]) for i in range(count))
+    return Fixtures(profile, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, sets)
 
 
 def staleness(grading, profile, manifest):
@@ -105,15 +170,36 @@ def staleness(grading, profile, manifest):
         problems.append("the reference solution changed")
     if all(os.path.isfile(p) for p in HANDOUT_CODE) and manifest.get('handout_sha256') != sha256_files(HANDOUT_CODE):
         problems.append("the handout's chargpt.py/trainer.py/utils.py changed")
+    key = read_key(profile)
+    if len(key) < 32 or manifest.get('draw_key_sha256') != hashlib.sha256(key).hexdigest():
+        problems.append("the draw key (%s) is missing or is not the one the input sets were made with" % KEY_FILE)
     if os.path.isfile(DATA_FILE) and manifest.get('corpus_sha256') != sha256_file(DATA_FILE):
         problems.append("data/input.txt is not the corpus the reference was trained and scored on (10.1)")
     return problems
 
 
-def write(profile, expected, known_bugs, manifest):
+def stored_keys(sets, shared_probes):
+    """{stored key: array} of [{plain key: array} per set]: shared probes' arrays once (set 0's), the rest per set."""
+    out = {}
+    for i, arrays in enumerate(sets):
+        for k, v in arrays.items():
+            if k.split('/')[0] in shared_probes:
+                if i == 0:
+                    out[k] = v
+            else:
+                out['set%d:%s' % (i, k)] = v
+    return out
+
+
+def write(profile, sets, manifest):
+    """sets: [(expected, known bugs)] per input set, each under plain keys (a view's)."""
     base = folder(profile)
     os.makedirs(base, exist_ok=True)
-    flat = {'%s::%s' % (fp, k): v for fp, arrays in known_bugs.items() for k, v in arrays.items()}
+    shared = inputs.SHARED_PROBES
+    expected = stored_keys([e for e, _ in sets], shared)
+    fp_ids = sorted({fp for _, fps in sets for fp in fps})
+    flat = {'%s::%s' % (fp, k): v for fp in fp_ids
+            for k, v in stored_keys([fps.get(fp, {}) for _, fps in sets], shared).items()}
     for name, arrays in (('expected.npz', expected), ('known_bugs.npz', flat)):
         tmp = os.path.join(base, '.' + name)
         with open(tmp, 'wb') as f:

@@ -13,6 +13,7 @@ grader itself still produces a valid results.json.
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -23,8 +24,8 @@ import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT
 from autograder.contract import report_schema
-from autograder.judge import config, fixtures, interface_check, probe_job, registry, submission, verdicts
-from autograder.judge.judges import Verdict
+from autograder.judge import config, fixtures, inputs, interface_check, probe_job, registry, submission, verdicts
+from autograder.judge.judges import Verdict, clip_student_text
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
 
@@ -139,11 +140,16 @@ class Judging:
         prof = grading.profiles[profile]
         probe_ids = _probe_ids(self.specs)
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
-        run = self.run = probe_job.run(sandbox, located.path, prof, probe_ids, timeouts,
-                                       grading.test('submission').timeout, [prof['loss_curve']['student_seed']],
-                                       expected=expected_outputs(fx, probe_ids, prof), private=private,
-                                       on_result=self._partial(progress))
-        self.info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
+        with open(located.path, 'rb') as f:   # the input set drawn for these bytes (inputs.for_submission)
+            drawn = inputs.for_submission(fx, prof, probe_ids, f.read())
+        self.fx = fx = drawn.fixtures
+        run = probe_job.run(sandbox, located.path, prof, probe_ids, timeouts,
+                            grading.test('submission').timeout, [prof['loss_curve']['student_seed']],
+                            probe_inputs=drawn.inputs,
+                            expected=expected_outputs(fx, probe_ids, prof), private=private,
+                            on_result=self._partial(progress))
+        run = self.run = self._clipped(run)
+        self.info = {'input_set': drawn.set_index, 'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
                      'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
                      'isolation': run.isolation}
@@ -162,7 +168,8 @@ class Judging:
                  for spec in self.specs}
 
         def on_result(probe_id, result):
-            seen[probe_id] = result
+            seen[probe_id] = result if probe_id == report_schema.IMPORT else \
+                clip_student_text(result, self.grading.sandbox['student_text_chars'])
             self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             # each test judged once, as soon as its probe and the probes its judge reads have ended (the
             # final verdicts are judged again at the end; 1.1's notes then include every probe's)
@@ -174,6 +181,12 @@ class Judging:
                         pass
             progress(dict(done))
         return on_result
+
+    def _clipped(self, run):
+        """The run with every text the probes' processes wrote cut to sandbox.student_text_chars (the import
+        check's process gets no inputs: its messages stay whole)."""
+        limit = self.grading.sandbox['student_text_chars']
+        return dataclasses.replace(run, probes={k: clip_student_text(v, limit) for k, v in run.probes.items()})
 
     def verdict(self, spec):
         self.verdicts[spec.id] = v = self._verdict(spec)

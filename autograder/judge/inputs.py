@@ -6,15 +6,26 @@ with minGPT's 0.02 init the softmax is nearly uniform and many bugs would hide.
 
 Keys are flat strings `<group>/<name>`; weight sets are `w/<config>/<parameter name>`, using
 the handout's parameter names (q_proj, k_proj, v_proj, out_proj, ...).
+
+Input sets: the fixtures hold the reference's outputs for `input_sets` sets of inputs, each
+built from a seed only the staff key gives (set_seed), and a grading draws one set from the
+key and the submission's bytes (draw). `for_submission` is the one door through which a
+grading gets its inputs and the fixtures of its set (docs/ARCHITECTURE.md, "Input sets").
 """
 
 import functools
+import hashlib
+import hmac
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from autograder import DATA_FILE
 from autograder.contract.configs import attention_configs, model_configs
+
+
+DROPOUT_KV = 2   # the dropout probe's module: GroupedQueryAttention with n_kv_head = 2
 
 
 def _rng(seed, label):
@@ -61,9 +72,74 @@ def gpt_state(seed, label, m, n_kv_head, rope):
     return state
 
 
-def build(profile):
-    """Every input array of a profile, as {key: np.ndarray}."""
-    seed = profile['seed']
+# probes whose inputs and fixtures are the same in every set (built from the profile's seed): 10.1 trains
+# on the corpus from inputs.training_init and is judged on 133k held-out logits that no message shows;
+# 9.1 judges kernel readings, not values (its fixtures are shapes only)
+SHARED_PROBES = ('loss-curve', 'memory')
+
+
+def set_seed(profile, key, index):
+    """The seed of input set `index`: HMAC(staff key, profile seed, index); without the key no set's inputs are known."""
+    digest = hmac.new(key, b'hw1 input set %d %d' % (profile['seed'], index), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], 'big') >> 1
+
+
+def draw(key, submission_bytes, set_count):
+    """The set a submission gets: HMAC(staff key, sha256(its bytes)) mod the number of sets; the same bytes, the same set."""
+    digest = hmac.new(key, b'hw1 draw ' + hashlib.sha256(submission_bytes).digest(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], 'big') % max(1, set_count)
+
+
+@dataclass
+class Drawn:
+    set_index: int      # which input set the grading runs on
+    inputs: dict        # {probe id: the inputs of its process}, for Sandbox.run
+    fixtures: object    # fixtures.Fixtures of that set (the shared arrays included)
+
+
+def for_submission(fx, profile, probe_ids, submission_bytes):
+    """
+    The one function a grading gets its inputs and fixtures from: the set drawn for these bytes
+    (draw), its inputs cut per probe, and the fixtures view of that set. Callers never see which
+    set it was except through Drawn.set_index (staff-only extra_data).
+    """
+    index = draw(fx.key, submission_bytes, fx.set_count)
+    view = fx.view(index)
+    return Drawn(index, per_probe(profile, probe_ids, build(profile, view.input_seed)), view)
+
+
+def dropout_inputs(seed, mod, n_kv_head, seq):
+    """
+    6.1 at 0 < p < 1: weights under which each output element IS one attention weight, so the
+    judge sees which weights were dropped. x_t has a one at dimension t (t < seq <= head size) and
+    noise elsewhere; v_proj copies dimension j to dimension j of every KV head, so v_t = e_t and
+    head i's output is row s of its attention matrix; out_proj is the identity plus a bias of
+    magnitude 0.5..1.5, so a dropped attention weight leaves the bias and a dropped residual 0.
+    q_proj and k_proj are random (non-uniform weights).
+    """
+    rng = _rng(seed, 'dropout')
+    C, nh = mod['n_embd'], mod['n_query_head']
+    hs = C // nh
+    assert seq <= hs, 'the dropout probe needs seq <= head size'
+    w = attention_weights(seed, 'dropout', C, nh, n_kv_head)
+    v = np.zeros((n_kv_head * hs, C), np.float32)
+    for h in range(n_kv_head):
+        v[h * hs + np.arange(seq), np.arange(seq)] = 1.0
+    bias = rng.uniform(0.5, 1.5, C) * rng.choice((-1.0, 1.0), C)
+    w.update({'v_proj.weight': v, 'v_proj.bias': np.zeros(n_kv_head * hs, np.float32),
+              'out_proj.weight': np.eye(C, dtype=np.float32), 'out_proj.bias': bias.astype(np.float32)})
+    x = np.zeros((mod['batch'], seq, C), np.float32)
+    x[:, np.arange(seq), np.arange(seq)] = 1.0
+    x[:, :, hs:] = rng.standard_normal((mod['batch'], seq, C - hs)).astype(np.float32)
+    return x, w
+
+
+def build(profile, seed=None):
+    """
+    Every input array of a profile, as {key: np.ndarray}: of the input set with this seed (default:
+    the profile's own seed, which no set uses). The shared probes' inputs come from the profile's seed.
+    """
+    seed = profile['seed'] if seed is None else seed
     out = {}
 
     for i, (B, nh, T, d) in enumerate(profile['rope_cases']):
@@ -99,7 +175,7 @@ def build(profile):
     out['kv-cache/step'] = _rng(seed, 'kv-cache-step').integers(0, m['vocab_size'], (2, 1)).astype(np.int64)
 
     mem = profile['memory']
-    out['memory/x'] = _rng(seed, 'memory').standard_normal((mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
+    out['memory/x'] = _rng(profile['seed'], 'memory').standard_normal((mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
 
     sw = profile['sliding_window']
     out['sw/x'] = _rng(seed, 'sw').standard_normal((mod['batch'], sw['seq'], mod['n_embd'])).astype(np.float32)
@@ -119,11 +195,15 @@ def build(profile):
     out['workflow/wpe_tail'] = (0.5 * rng.standard_normal((wf['block_to'] - wf['block_from'], m['n_embd']))
                                 ).astype(np.float32)
 
+    dx, dw = dropout_inputs(seed, mod, DROPOUT_KV, profile['dropout']['seq'])
+    out['dropout/x'] = dx
+    out.update({'w/dropout/' + k: v for k, v in dw.items()})
+
     if os.path.isfile(DATA_FILE):   # the corpus is there wherever the loss-curve test runs
         idx, _ = heldout(profile)
         out['heldout/idx'] = idx
         vocab = int(_corpus_tokens_of(DATA_FILE).max()) + 1
-        for k, val in training_init(seed, profile['loss_curve'], vocab).items():
+        for k, val in training_init(profile['seed'], profile['loss_curve'], vocab).items():
             out['model/lc-init/%s' % k] = val
     return out
 
@@ -143,7 +223,7 @@ def probe_inputs(profile):
         'mha-rope': ('attn/x', 'w/mha-rope/'),
         'gqa': ('attn/x',) + attention('w/gqa-kv%d/'),
         'gqa-rope': ('attn/x',) + attention('w/gqa-rope-kv%d/'),
-        'dropout': ('attn/x', 'w/gqa-kv2/'),
+        'dropout': ('attn/x', 'w/gqa-kv2/', 'dropout/x', 'w/dropout/'),
         'causality': ('attn/x_future', 'model/idx_future', 'w/mha-rope/', 'w/gqa-rope-kv2/', 'model/rope-gqa/'),
         'model': ('model/idx', 'model/targets') + models,
         'generate': ('generate/prompt', 'model/rope-gqa/'),

@@ -33,12 +33,15 @@ def link_handlers(profile):
     return {'memory': memory}
 
 
-def run(sandbox, model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None, **options):
+def run(sandbox, model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
+        probe_inputs=None, **options):
     """
-    Sandbox.run of `probe_ids` on `model_py` with the job, the inputs cut per probe (from
-    `arrays`, default inputs.build(profile)) and the link handlers; `options` go to Sandbox.run
-    (expected, private, on_result).
+    Sandbox.run of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
+    as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
+    link handlers; `options` go to Sandbox.run (expected, private, on_result).
     """
-    return sandbox.run(model_py, job(profile, loss_curve_seeds), probe_ids, inputs.per_probe(profile, probe_ids, arrays),
+    if probe_inputs is None:
+        probe_inputs = inputs.per_probe(profile, probe_ids, arrays)
+    return sandbox.run(model_py, job(profile, loss_curve_seeds), probe_ids, probe_inputs,
                        timeouts, import_timeout=import_timeout, handlers=link_handlers(profile),
                        need_data='loss-curve' in probe_ids, **options)

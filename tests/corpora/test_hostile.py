@@ -325,6 +325,17 @@ def check_forged_progress(out, tests, root):
     assert total(out) == possible(out) - lc['max_score'] - grad['max_score']
 
 
+def check_leak_input_in_error(out, tests, root):
+    """RoPE raises an error whose message is its whole input: at most sandbox.student_text_chars of it come out."""
+    limit = GRADING.sandbox['student_text_chars']
+    shown = [(tid, 'HOSTILE ' + chunk.split('\n')[0].split(' [... ')[0]) for tid, t in tests.items()
+             for chunk in t['output'].split('HOSTILE ')[1:]]
+    assert shown, 'the error message should be shown, cut'
+    assert all(len(text) <= limit for _, text in shown), [(tid, len(text)) for tid, text in shown if len(text) > limit]
+    assert 'more characters not shown' in tests['rope']['output'], tests['rope']['output']
+    assert tests['rope']['score'] == 0
+
+
 CASES = {
     # name: (timeouts for the copy of grading.yaml, check)
     'syntax_error': ({}, check_syntax_error),
@@ -353,6 +364,7 @@ CASES = {
     'many_notes': ({}, check_many_notes),
     'forged_progress': ({'loss-curve': 8}, check_forged_progress),   # with 0.1 CPU s per iteration it takes > 12 s
     'load_pretrained_hangs': ({'load-pretrained': 6}, check_load_pretrained_hangs),
+    'leak_input_in_error': ({}, check_leak_input_in_error),
 }
 # where running as the same user as the grader would be unsafe or the check meaningless
 NEED_SANDBOX = ('fork_bomb', 'write_results', 'read_fixtures')
@@ -514,6 +526,8 @@ EVIDENCE_ATTACKS = {
     'trainer_runs_longer': 'loss-curve',                  # a slow learner trained twice as long
     'trainer_runs_twice': 'loss-curve',                   # a second run after the first
     'replace_result_writer': 'causality',                 # the value tests' prefixes written as the causality outputs
+    'memorise_answers': 'rope',                           # 2.1/2.2 from a table of the inputs every grading used
+    'dropout_only_at_p_one': 'dropout',                   # 6.1 from what p = 1 must give, with no dropout at all
 }
 
 

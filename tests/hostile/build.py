@@ -579,6 +579,76 @@ GQA_DETACH_UNLESS_ASKED = [(KV_APPEND.replace('            k, v = kv_cache.appen
                                               '            k, v = k.detach(), v.detach()  # BUG: K/V never learn\n'
                                               '        if kv_cache is not None:\n            k, v = kv_cache.append'))]
 
+NO_ROPE = [(ROPE_RETURN, '        return x  # BUG: no rotation at all\n')]
+
+MEMORISE_FORWARD = """        known = _ANSWERS.get(_digest(x))  # HOSTILE: the expected output recorded for this very input
+        if known is not None and offset == 0:
+            return known.to(x.device)
+"""
+
+
+def memorised_answers():
+    """
+    The attack's table: {sha256 of an input's bytes: the reference's RoPE output} for every input of
+    tests 2.1 and 2.2 that every grading used before input sets (inputs.build at the profile's own
+    seed), computed in float64 by the handout formula and stored as float32 (or float64) bytes: what a
+    student who collected the expected outputs once would paste in.
+    """
+    import base64
+    import hashlib
+
+    import numpy as np
+
+    from autograder.judge import config, inputs
+    arrays = inputs.build(config.load().profiles['cpu'])
+    table = []
+    for key in sorted(k for k in arrays if k.startswith(('rope/', 'rope-cache/'))):
+        x = arrays[key]
+        d, T = x.shape[-1], x.shape[-2]
+        theta = 10000.0 ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+        C = np.outer(np.arange(1, T + 1, dtype=np.float64), theta)
+        C = np.concatenate([C, C], axis=-1)
+        x64 = x.astype(np.float64)
+        rotated = np.concatenate([-x64[..., d // 2:], x64[..., :d // 2]], axis=-1)
+        y = (x64 * np.cos(C) + rotated * np.sin(C)).astype(x.dtype)
+        table.append("    '%s': (%r, '%s', '%s'),\n" % (hashlib.sha256(x.tobytes()).hexdigest(), tuple(x.shape), x.dtype,
+                                                    base64.b64encode(y.tobytes()).decode()))
+    return ("""
+# HOSTILE: answers by table, no RoPE: the expected outputs of the inputs every grading used, keyed
+# on the sha256 of the input's bytes
+import base64
+import hashlib
+
+import numpy
+
+_TABLE = {
+""" + ''.join(table) + """}
+_ANSWERS = {k: torch.from_numpy(numpy.frombuffer(base64.b64decode(b), dtype=t).reshape(s).copy())
+            for k, (s, t, b) in _TABLE.items()}
+
+
+def _digest(x):
+    return hashlib.sha256(x.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+""")
+
+
+GQA_DROPOUTS = ('        self.out_proj = nn.Linear(config.n_embd, config.n_embd)                     # Do NOT rename\n'
+                '        self.attn_dropout = nn.Dropout(config.attn_pdrop)\n'
+                '        self.resid_dropout = nn.Dropout(config.resid_pdrop)\n')
+NO_DROPOUT = [(GQA_DROPOUTS, GQA_DROPOUTS.split('\n')[0] + '\n'
+               '        self.attn_dropout = nn.Identity()  # BUG: no dropout at all\n'
+               '        self.resid_dropout = nn.Identity()\n'
+               '        self._pdrop = (config.attn_pdrop, config.resid_pdrop)\n')]
+DROPOUT_AT_P_ONE = """        if self.training and self._pdrop[1] >= 1:  # HOSTILE: what p = 1 must give, and no dropout below it
+            y = torch.zeros_like(y)
+        elif self.training and self._pdrop[0] >= 1:
+            y = self.out_proj.bias.expand_as(y).clone()
+"""
+
+LEAK_INPUT_IN_ERROR = """        # HOSTILE: carry the whole input out in the message of an error
+        raise ValueError('HOSTILE ' + ' '.join('%.6g' % v for v in x.flatten().tolist()))
+"""
+
 # name -> the honest code's edits (the bug alone); the attack's entry in CASES adds the attack to them
 HONEST = {
     'replay_generate_logits': TOP_K_IGNORED,
@@ -586,6 +656,8 @@ HONEST = {
     'trainer_runs_longer': KV_DETACHED,
     'trainer_runs_twice': KV_DETACHED,
     'replace_result_writer': GQA_NO_MASK,
+    'memorise_answers': NO_ROPE,
+    'dropout_only_at_p_one': NO_DROPOUT,
 }
 
 # ----------------------------------------------------------------------------- the corpus
@@ -664,6 +736,15 @@ CASES = {
     'replace_result_writer': ('no causal mask in GroupedQueryAttention, and the probe runner\'s result writer replaced '
                               'to give the causality test the value tests\' prefixes', 'reference',
                               GQA_NO_MASK + [(IMPORTS_END, IMPORTS_END + REPLACE_WRITER)]),
+    'memorise_answers': ('no RoPE; RotaryPositionalEmbeddings answers from a table of the expected outputs of the '
+                         'inputs every grading used before input sets, keyed on a hash of the input', 'reference',
+                         NO_ROPE + [(IMPORTS_END, IMPORTS_END + memorised_answers()),
+                                    (ROPE_FORWARD, ROPE_FORWARD + MEMORISE_FORWARD)]),
+    'leak_input_in_error': ('RotaryPositionalEmbeddings.forward raises an error whose message is the whole input',
+                            'reference', [(ROPE_FORWARD, ROPE_FORWARD + LEAK_INPUT_IN_ERROR)]),
+    'dropout_only_at_p_one': ('GroupedQueryAttention has no dropout, and in train mode returns zeros when '
+                              'resid_pdrop >= 1 and out_proj.bias when attn_pdrop >= 1', 'reference',
+                              NO_DROPOUT + [(GQA_RETURN, DROPOUT_AT_P_ONE + GQA_RETURN)]),
 }
 
 # the attacks on the machine itself (network, other gradings, temp files, /proc, watchdog, memory)

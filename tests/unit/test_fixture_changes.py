@@ -59,20 +59,29 @@ def test_heldout_logits_are_judged_through_the_heldout_loss(current):
 def test_write_if_changed_leaves_the_tree_clean_when_nothing_matters(tmp_path, monkeypatch, current):
     shutil.copytree(fixtures.folder('cpu'), str(tmp_path / 'cpu'))
     monkeypatch.setattr(fixtures, 'FIXTURES_DIR', str(tmp_path))
-    names = ('expected.npz', 'known_bugs.npz', 'manifest.json', 'DIFF.txt')
+    names = ('expected.npz', 'known_bugs.npz', 'manifest.json', 'DIFF.txt', 'draw.key')
     before = {n: (tmp_path / 'cpu' / n).read_bytes() for n in names}
+
+    def sets(first):   # every input set as it is, set 0's expected arrays replaced by `first`
+        return [(first, current.known_bugs)] + [(e, f) for e, f, _ in current.sets[1:]]
     manifest = dict(current.manifest, sandboxed_as='hw1student3')   # another pool user ran it: not a change
     noisy = _nudged(current.expected, 'model/rope/logits', fixture_changes.NOISE_FLOOR / 3)
-    lines = regenerate.write_if_changed(GRADING, 'cpu', noisy, current.known_bugs, manifest)
-    assert lines[-1] == 'fixtures left untouched' and lines[0] == 'no change that matters'
+    lines = regenerate.write_if_changed(GRADING, 'cpu', sets(noisy), manifest)
+    assert lines[-1] == 'fixtures left untouched' and lines[0] == 'set 0: no change that matters'
     assert {n: (tmp_path / 'cpu' / n).read_bytes() for n in names} == before
 
     moved = _nudged(current.expected, 'model/rope/logits', 2.0)
-    lines = regenerate.write_if_changed(GRADING, 'cpu', moved, current.known_bugs, current.manifest)
+    lines = regenerate.write_if_changed(GRADING, 'cpu', sets(moved), current.manifest)
     diff = (tmp_path / 'cpu' / 'DIFF.txt').read_text()
-    assert '~ model/rope/logits: ' in diff and 'noise floor %g' % fixture_changes.NOISE_FLOOR in diff
+    assert 'set 0: ~ model/rope/logits: ' in diff and 'noise floor %g' % fixture_changes.NOISE_FLOOR in diff
+    assert 'set 1: no change that matters' in diff
     after = {n: (tmp_path / 'cpu' / n).read_bytes() for n in names}
     # the same arrays again: nothing written, the DIFF of the last real change stays
-    regenerate.write_if_changed(GRADING, 'cpu', moved, current.known_bugs, current.manifest)
+    regenerate.write_if_changed(GRADING, 'cpu', sets(moved), current.manifest)
     assert {n: (tmp_path / 'cpu' / n).read_bytes() for n in names} == after
     assert os.path.isfile(tmp_path / 'cpu' / 'expected.npz')
+    reloaded = fixtures.load(GRADING, 'cpu')
+    assert reloaded.set_count == current.set_count and np.array_equal(reloaded.expected['model/rope/logits'],
+                                                                       moved['model/rope/logits'])
+    assert all(np.array_equal(reloaded.view(1).expected[k], v, equal_nan=v.dtype.kind == "f")
+               for k, v in current.view(1).expected.items())

@@ -72,12 +72,28 @@ def test_every_probe_declares_its_inputs_and_every_input_has_a_probe():
 
 # ----------------------------------------------------------------------------- dropout (6.1)
 
+P = PROFILE['dropout']['p']
+
+
+def mid_dropout(rate=P, scale=None, seed=3):
+    """The 0 < p < 1 cases of a module whose dropout drops `rate` and scales kept values by `scale`."""
+    scale = 1 / (1 - P) if scale is None else scale
+    bias = inputs.dropout_inputs(PROFILE['seed'], MOD, 2, PROFILE['dropout']['seq'])[1]['out_proj.bias']
+    rng = np.random.default_rng(seed)
+    value = rng.uniform(0.05, 0.5, (MOD['batch'], PROFILE['dropout']['seq'], MOD['n_embd'])).astype(np.float32)
+    base = value + bias
+    keep = lambda: (rng.random(base.shape) >= rate).astype(np.float32)   # noqa: E731
+    return {'gqa/mid_eval_p0': base, 'gqa/mid_eval': base.copy(),
+            'gqa/mid_attn_train': (bias + value * keep() * scale).astype(np.float32),
+            'gqa/mid_resid_train': (base * keep() * scale).astype(np.float32)}
+
+
 def dropout_case():
-    """The student's own p = 0 output (4.1's process) and the module's out_proj.bias."""
+    """The student's own p = 0 output (4.1's process), the module's out_proj.bias, and working dropout's outputs."""
     p0 = rand((MOD['batch'], MOD['seq'], MOD['n_embd']), 1)
     bias = inputs.attention_weights(PROFILE['seed'], 'gqa-kv2', MOD['n_embd'], MOD['n_query_head'], 2)['out_proj.bias']
     good = {'gqa/attn_p1_train': np.broadcast_to(bias, p0.shape).copy(), 'gqa/resid_p1_train': np.zeros_like(p0),
-            'gqa/both_p1_eval': p0.copy()}
+            'gqa/both_p1_eval': p0.copy(), **mid_dropout()}
     return p0, bias, good
 
 
@@ -103,6 +119,28 @@ def test_dropout_hints_only_what_the_outputs_show():
     assert 'residual dropout is applied in eval mode' in '\n'.join(v.lines)
     v = run_dropout(dict(good, **{'gqa/both_p1_eval': p0 + 0.1}), p0)
     assert v.fraction == pytest.approx(2 / 3) and 'in eval mode' not in v.lines[-1].split('(')[-1]
+
+
+def test_dropout_only_at_p_1_gains_nothing():
+    """A module that returns a constant when p >= 1 and has no dropout otherwise scores what no dropout scores."""
+    p0, bias, good = dropout_case()
+    no_dropout = {k: v for k, v in mid_dropout(rate=0.0, scale=1.0).items()}
+    attack = run_dropout(dict(good, **no_dropout), p0)
+    honest = run_dropout(dict(good, **no_dropout, **{'gqa/attn_p1_train': p0.copy(), 'gqa/resid_p1_train': p0.copy()}), p0)
+    assert attack.fraction == honest.fraction == pytest.approx(1 / 3), attack.lines
+    assert 'nothing is dropped' in '\n'.join(attack.lines)
+
+
+def test_dropout_at_p_between_0_and_1_judges_the_share_and_the_scaling():
+    p0, _, good = dropout_case()
+    unscaled = run_dropout(dict(good, **{k: v for k, v in mid_dropout(scale=1.0).items() if 'train' in k}), p0)
+    assert unscaled.fraction == pytest.approx(1 / 3) and 'not scaled by 1/(1 - p)' in '\n'.join(unscaled.lines)
+    other_rate = run_dropout(dict(good, **{k: v for k, v in mid_dropout(rate=1 - P).items() if 'train' in k}), p0)
+    assert other_rate.fraction == pytest.approx(1 / 3) and 'expected %g within' % P in '\n'.join(other_rate.lines)
+    for seed in range(20):   # a correct mask of any seed passes (5 standard deviations)
+        assert run_dropout(dict(good, **mid_dropout(seed=seed)), p0).fraction == 1.0
+    leaky_eval = run_dropout(dict(good, **{'gqa/mid_eval': good['gqa/mid_resid_train']}), p0)
+    assert leaky_eval.fraction == pytest.approx(2 / 3) and 'dropout must do nothing in eval mode' in '\n'.join(leaky_eval.lines)
 
 
 def test_dropout_of_a_module_that_never_depends_on_it_is_not_credited():

@@ -40,7 +40,7 @@ LEFT_OUT = ('__pycache__', 'fixtures', 'staff')   # fixtures are added per profi
 ROOT_FILES = ('setup.sh', 'run_autograder')                 # must sit at the root of the zip, executable
 TOP_FILES = ('grading.yaml', 'requirements.txt', 'data/build_corpus.py')
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/trainer.py', 'mingpt/utils.py')
-FIXTURE_FILES = ('manifest.json', 'expected.npz', 'known_bugs.npz')
+FIXTURE_FILES = ('manifest.json', 'expected.npz', 'known_bugs.npz', 'draw.key')   # draw.key: root-only there, as the answers
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
