@@ -90,13 +90,13 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     for sub, blob in done_before.items():
         assert _finished(inner)[sub] == blob, '%s was graded again' % sub
     results_bytes_1 = _finished(inner)['submission_1000001']
-    results = {s: batch.engine.load(str(inner / s / 'results.json')) for s in TOTALS}
+    results = {s: batch.worker_pool.load(str(inner / s / 'results.json')) for s in TOTALS}
     stamp = batch.stamp_for('cpu')
     for sub, res in results.items():
         assert res.total == TOTALS[sub] and res.extra_data['points']['required_max'] == 100, sub
         got = res.extra_data['batch']
         assert {k: got[k] for k in stamp} == stamp
-        assert got['submission_sha256'] == batch.export.submission_sha256(str(inner / sub))
+        assert got['submission_sha256'] == batch.gradescope_export.submission_sha256(str(inner / sub))
     assert 'syntax' in results['submission_1000003']['submission'].output.lower()
     assert 'hw1_submission.zip' in results['submission_1000005'].output
 
@@ -148,7 +148,7 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     proc = _batch(inner, '--png')
     stdout, err = proc.communicate(timeout=300)
     assert '1 to grade, %d already graded' % (N - 1) in err and 'graded 1, skipped %d' % (N - 1) in stdout, err
-    assert 'syntax' in batch.engine.load(str(inner / 'submission_1000002' / 'results.json'))['submission'].output
+    assert 'syntax' in batch.worker_pool.load(str(inner / 'submission_1000002' / 'results.json'))['submission'].output
     assert "Bob Placeholder (submission_1000002): 0 -> 0 [graded -> not graded] (the submission's files changed)" in stdout
     try:
         import matplotlib  # noqa: F401
@@ -183,8 +183,8 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     first_kept = inner / (kept[0][:-len('.csv')] + '.results')
     assert sorted(os.listdir(first_kept)) == HAS_FOLDER
     assert (first_kept / 'submission_1000001' / 'results.json').read_bytes() == results_bytes_1
-    assert batch.engine.load(str(first_kept / 'submission_1000004' / 'results.json')).total == 100
-    assert batch.engine.load(str(inner / 'submission_1000004' / 'results.json')).total == 110
+    assert batch.worker_pool.load(str(first_kept / 'submission_1000004' / 'results.json')).total == 100
+    assert batch.worker_pool.load(str(inner / 'submission_1000004' / 'results.json')).total == 110
     assert '    feedback before: %s; now: %s' % (first_kept / 'submission_1000004' / 'results.json',
                                                  inner / 'submission_1000004' / 'results.json') in stdout, stdout
 
@@ -197,8 +197,8 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert moved == [('Dan Dummy (submission_1000004)', '110 -> 100; 2.1 rope 10 -> 0')], stdout
     kept = sorted(p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.results', p))
     assert len(kept) == 2 and kept[0] == first_kept.name, os.listdir(inner)
-    totals = [batch.engine.load(str(inner / k / 'submission_1000004' / 'results.json')).total for k in kept]
-    assert totals + [batch.engine.load(str(inner / 'submission_1000004' / 'results.json')).total] == [100, 110, 100]
+    totals = [batch.worker_pool.load(str(inner / k / 'submission_1000004' / 'results.json')).total for k in kept]
+    assert totals + [batch.worker_pool.load(str(inner / 'submission_1000004' / 'results.json')).total] == [100, 110, 100]
     assert 'feedback before: %s' % (inner / kept[1] / 'submission_1000004' / 'results.json') in stdout
 
 
