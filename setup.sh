@@ -48,6 +48,8 @@ if [[ $on_gradescope == 0 ]]; then
     for extra in requirements-dev.txt requirements-staff.txt; do
         if [[ -f $extra ]]; then run "$PY" -m pip install -q -r "$extra"; fi
     done
+    # the `hw1-autograder` command, from any folder (editable: it grades with this checkout's files)
+    if [[ -f pyproject.toml ]]; then run "$PY" -m pip install -q --no-deps --no-build-isolation -e .; fi
 fi
 
 if [[ "${HW1_SKIP_DATA:-0}" != 1 ]]; then

@@ -1,5 +1,6 @@
 """
-Command line of the autograder: `python -m autograder COMMAND ...`.
+Command line of the autograder: `python -m autograder COMMAND ...`, or `hw1-autograder COMMAND ...`
+from any folder once installed (`pip install -e .`, which ./setup.sh runs).
 
     grade PATH            grade a model.py, a folder or a zip and print the table
     regenerate            rebuild fixtures from the reference (staff; --device cuda on the grader's GPU)

@@ -4,8 +4,10 @@ Unknown keys, missing tolerances and values of the wrong type are refused with t
 the file they are on, so a typo never silently changes a grade.
 """
 
+import copy
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -165,10 +167,21 @@ def _name(expected):
                         dict: 'a mapping', bool: 'true/false'}[t] for t in types)
 
 
+_LOADED = {}   # (path, text) -> Grading: a batch worker reads the same grading.yaml for every grading
+
+
 def load(path=GRADING_YAML):
-    """grading.yaml read and validated: a Grading, or GradingConfigError naming the file and line."""
+    """grading.yaml read and validated: a Grading, or GradingConfigError naming the file and line; a fresh copy on every call."""
     with open(path) as f:
         text = f.read()
+    key = (os.path.abspath(path), text)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = _parse(path, text)
+    return copy.deepcopy(_LOADED[key])
+
+
+def _parse(path, text):
     try:
         root = yaml.compose(text)
     except yaml.YAMLError as e:

@@ -12,6 +12,7 @@ grader itself still produces a valid results.json.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -236,10 +237,12 @@ def lockdown(sandbox, results_path, autograder_root=None):
     """
     Under root with a sandbox user: nothing of the grader is readable by student code. Gradescope's
     /autograder (AUTOGRADER_ROOT) is listable by nobody, and its submission_metadata.json (earlier
-    submissions' results), submission/, source/ and results/ are root-only.
+    submissions' results), submission/, source/ and results/ are root-only. Returns the context
+    that holds the lock for the grading (the paths get their earlier modes back when it ends;
+    Gradescope's own /autograder and its metadata stay locked: that container is thrown away).
     """
     if not sandbox.user:
-        return
+        return contextlib.nullcontext()
     paths = []
     if autograder_root and os.path.isdir(autograder_root):
         os.chmod(autograder_root, 0o711)
@@ -255,7 +258,7 @@ def lockdown(sandbox, results_path, autograder_root=None):
         paths.append(REPO_ROOT)
     else:  # a virtual environment inside the checkout must stay reachable: lock the secrets one by one
         paths += [fixtures.folder(''), os.path.join(REPO_ROOT, 'reference'), os.path.join(REPO_ROOT, 'tests')]
-    protect_source(paths)
+    return protect_source(paths)
 
 
 def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
@@ -271,6 +274,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     """
     started = time.time()
     own_sandbox = sandbox is None
+    held = contextlib.ExitStack()   # the grader's files locked for this grading only
     upload_scratch = tempfile.mkdtemp(prefix='hw1-upload-')
     UPLOAD_SCRATCH.add(upload_scratch)
     try:
@@ -280,7 +284,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
         if sandbox is None:
             sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
-        lockdown(sandbox, results_path, autograder_root)
+        held.enter_context(lockdown(sandbox, results_path, autograder_root))
         fx = fixtures.load(grading, profile)
         located = submission.locate(path, upload_scratch)
         judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
@@ -305,6 +309,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         message = ('Grading could not run: %s' % e) if known else 'The autograder failed internally (%s).' % type(e).__name__
         out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
     finally:
+        held.close()
         remove_upload_scratch(upload_scratch)
         if own_sandbox and sandbox is not None:
             sandbox.close()
@@ -355,7 +360,8 @@ def main(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('path', help='a model.py, a folder holding one, or a zip')
     ap.add_argument('--profile', default='cpu', help='cpu (default, Gradescope) or gpu (the handout sizes)')
-    ap.add_argument('--results', default=DEFAULT_RESULTS, help='where to write results.json')
+    ap.add_argument('--out', '--results', dest='results', metavar='FILE', default=DEFAULT_RESULTS,
+                    help='where to write results.json (default results/results.json)')
     ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
     ap.add_argument('--autograder-root', metavar='DIR', help="Gradescope's /autograder: locked down before grading "
                                                              "(run_autograder passes it)")

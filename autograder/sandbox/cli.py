@@ -1,7 +1,8 @@
 """
 python -m autograder sandbox check     the defences in force on this machine, proven by the self-test
-                                       (a process forked and walled exactly like a probe); exit 1 when
-                                       the grading would refuse to run student code
+                                       (a process forked and walled exactly like a probe), each figure
+                                       explained, and a last line "sandbox: verdict: ..."; exit 1 when
+                                       the grading would refuse to run student code (--json: the raw record)
 python -m autograder sandbox cleanup   sweep idle sandbox users: processes, files, keys, IPC, scratch
                                        folders and mounts, grading cgroups of dead graders
                                        (run_autograder runs it after its watchdog)
@@ -51,6 +52,9 @@ def cleanup_stale(sandbox_cfg):
     """Sweep every sandbox user of the pool that no grading holds right now, and dead graders' cgroups."""
     pool, _ = users.sandbox_pool(sandbox_cfg['user'], sandbox_cfg['pool_size'])
     removed = cgroups.sweep_stale() if os.geteuid() == 0 else 0
+    if os.geteuid() == 0:
+        from autograder.sandbox import release_stale_lockdowns
+        release_stale_lockdowns()   # a killed grading's hold on the grader's files
     for uid, gid in pool or []:
         lock = users.try_lock(uid, blocking=False)
         if lock is None and users.lock_path(uid) is not None:
@@ -73,6 +77,56 @@ def check(grading):
     return run.isolation
 
 
+# what each figure of `check` means, in the order printed (the self-test's probe, like any probe)
+FIGURES = {
+    'files_removed': 'files the self-test probe left in folders the sandbox user can write to, removed after it '
+                     '(0 is expected: the template writes nothing)',
+    'ipc_removed': 'SysV shared memory, semaphores and message queues of the sandbox user removed after it (0 expected)',
+    'keys_left': 'kernel keys the kernel still counts for the sandbox user (/proc/key-users) after its keyrings were '
+                 'emptied: the keyrings themselves (user, user-session, persistent: the kernel keeps them per user, '
+                 'empty) and the session keyring of the process just ended until the kernel collects it; what a probe '
+                 'put in them is gone. A few (up to about 4) is this; more would mean keys the clearing missed',
+    'cgroup.memory_mb': 'memory limit of the grading cgroup, MiB (all probes of one grading share it)',
+    'cgroup.pids': 'most processes and threads the grading cgroup may hold at once',
+    'cgroup.cpu_share': 'CPU weight of the grading against other gradings (equal shares)',
+    'cgroup.name': 'the grading cgroup (removed when the grading ends)',
+    'zygote.start_seconds': 'seconds the zygote (an interpreter with torch imported, never running student code) took '
+                            'to start; once per grading, or per batch worker',
+    'zygote.threads': 'threads of the zygote when it forks a probe (1: a fork copies no half-held lock)',
+    'zygote.executable': 'the interpreter probes run in',
+}
+
+
+def describe(isolation):
+    """The check's lines for a person: each defence, each figure with what it means, then the one-line verdict."""
+    lines = ['sandbox: the defences a grading gets on this machine (proven by a self-test probe):']
+    for key in ('network', 'proc', 'filesystem', 'tmp', 'processes', 'cpu'):
+        if key in isolation:
+            lines.append('  %-22s %s' % (key, isolation[key]))
+    on = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if isolation.get(k)]
+    off = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if k in isolation and not isolation[k]]
+    lines.append('  %-22s %s%s' % ('in force', ', '.join(on) or 'none', ('; not available: ' + ', '.join(off)) if off else ''))
+    test = isolation.get('selftest') or {}
+    lines.append('  %-22s %s' % ('self-test', ', '.join('%s %s' % (k, 'held' if v else 'FAILED') for k, v in test.items())
+                                 or 'not run'))
+    lines.append('  %-22s %s' % ('python', isolation.get('python')))
+    for name, meaning in FIGURES.items():
+        group, _, key = name.rpartition('.')
+        where = isolation.get(group) if group else isolation
+        if isinstance(where, dict) and key in where:
+            lines.append('  %-22s %-10s %s' % (name, where[key], meaning))
+    lacks = isolation.get('lacks') or []
+    failed = [k for k, v in test.items() if not v]
+    if failed:
+        verdict = 'NOT SAFE: the self-test found %s not holding' % ', '.join(failed)
+    elif lacks:
+        verdict = 'student code runs here, in a weaker mode (lacks: %s; grading.yaml sandbox.defences allows it)' % ', '.join(lacks)
+    else:
+        verdict = 'student code runs here with every defence in force'
+    lines.append('sandbox: verdict: %s' % verdict)
+    return lines, not failed
+
+
 def main(argv, grading):
     """`argv[1]` is the command; `grading` is grading.yaml as config.load reads it (the caller loads it)."""
     from autograder.sandbox.defences import SandboxRefused
@@ -90,11 +144,16 @@ def main(argv, grading):
         return 0
     if what == 'check':
         try:
-            print(json.dumps(check(grading), indent=2))
+            isolation = check(grading)
         except SandboxRefused as e:
-            print('sandbox: student code would NOT run here: %s' % e)
+            print('sandbox: verdict: student code would NOT run here: %s' % e)
             return 1
-        return 0
+        if '--json' in argv:
+            print(json.dumps(isolation, indent=2))
+            return 0
+        lines, safe = describe(isolation)
+        print('\n'.join(lines))
+        return 0 if safe else 1
     print(__doc__)
     return 2
 

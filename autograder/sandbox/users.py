@@ -48,8 +48,10 @@ def child_python(uid, gid, python_copy):
     exe = os.path.realpath(sys.executable)
     if user_can_access(uid, gid, [(exe, os.X_OK), (torch_dir, os.R_OK)]):
         return exe, {}
-    prefix = os.path.realpath(sys.prefix)
-    if python_copy and exe.startswith(prefix + os.sep) and torch_dir.startswith(prefix + os.sep):
+    # sys.base_prefix: a virtual environment made with --system-site-packages (the hw1-autograder command's)
+    for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
+        if not (python_copy and exe.startswith(prefix + os.sep) and torch_dir.startswith(prefix + os.sep)):
+            continue
         copy_exe = os.path.join(python_copy, os.path.relpath(exe, prefix))
         copy_torch = os.path.join(python_copy, os.path.relpath(torch_dir, prefix))
         if user_can_access(uid, gid, [(copy_exe, os.X_OK), (copy_torch, os.R_OK)]):

@@ -90,13 +90,13 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     for sub, blob in done_before.items():
         assert _finished(inner)[sub] == blob, '%s was graded again' % sub
     results_bytes_1 = _finished(inner)['submission_1000001']
-    results = {s: batch.engine.load(str(inner / s / 'results.json')) for s in TOTALS}
+    results = {s: batch.worker_pool.load(str(inner / s / 'results.json')) for s in TOTALS}
     stamp = batch.stamp_for('cpu')
     for sub, res in results.items():
         assert res.total == TOTALS[sub] and res.extra_data['points']['required_max'] == 100, sub
         got = res.extra_data['batch']
         assert {k: got[k] for k in stamp} == stamp
-        assert got['submission_sha256'] == batch.export.submission_sha256(str(inner / sub))
+        assert got['submission_sha256'] == batch.gradescope_export.submission_sha256(str(inner / sub))
     assert 'syntax' in results['submission_1000003']['submission'].output.lower()
     assert 'hw1_submission.zip' in results['submission_1000005'].output
 
@@ -148,16 +148,18 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     proc = _batch(inner, '--png')
     stdout, err = proc.communicate(timeout=300)
     assert '1 to grade, %d already graded' % (N - 1) in err and 'graded 1, skipped %d' % (N - 1) in stdout, err
-    assert 'syntax' in batch.engine.load(str(inner / 'submission_1000002' / 'results.json'))['submission'].output
+    assert 'syntax' in batch.worker_pool.load(str(inner / 'submission_1000002' / 'results.json'))['submission'].output
     assert "Bob Placeholder (submission_1000002): 0 -> 0 [graded -> not graded] (the submission's files changed)" in stdout
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         assert 'pip install matplotlib' in err
     else:
-        for sub in HAS_FOLDER:
-            with open(inner / sub / 'loss_curve.png', 'rb') as f:
-                assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+        for sub in HAS_FOLDER:   # a curve for every submission whose model ran; none where no model did (PDF, syntax)
+            ran = synthetic_export.STATUS.get(sub, ('graded',))[0] == 'graded' and sub != 'submission_1000002'
+            assert (inner / sub / 'loss_curve.png').is_file() == ran, sub
+            if ran:
+                assert (inner / sub / 'loss_curve.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
     # 6. a tolerance change (2.1's atol, far wider): the default regrade refuses to replace the CSV ...
     root = ag_root(grading_text(edit=lambda d: next(t for t in d['tests'] if t['id'] == 'rope')['tolerance']
@@ -177,6 +179,27 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert 'scores: 1 of 8 students changed' in stdout and 'NOT REPRODUCIBLE' not in stdout
     kept = [p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.csv', p)]
     assert len(kept) == 1 and (inner / kept[0]).read_bytes() == before, os.listdir(inner)
+    # the students' earlier feedback is kept beside it, and the diff names both results.json
+    first_kept = inner / (kept[0][:-len('.csv')] + '.results')
+    assert sorted(os.listdir(first_kept)) == HAS_FOLDER
+    assert (first_kept / 'submission_1000001' / 'results.json').read_bytes() == results_bytes_1
+    assert batch.worker_pool.load(str(first_kept / 'submission_1000004' / 'results.json')).total == 100
+    assert batch.worker_pool.load(str(inner / 'submission_1000004' / 'results.json')).total == 110
+    assert '    feedback before: %s; now: %s' % (first_kept / 'submission_1000004' / 'results.json',
+                                                 inner / 'submission_1000004' / 'results.json') in stdout, stdout
+
+    # 7. --compare again, with the grader as it was: Dan moves back, and the three generations all exist
+    time.sleep(1.1)   # the kept copies are named by the second their CSV was written
+    proc = _batch(inner, '--compare', str(csv_path))
+    stdout, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    moved = re.findall(r'^  (.+ \(submission_\d+\)): (.*)$', stdout, re.M)
+    assert moved == [('Dan Dummy (submission_1000004)', '110 -> 100; 2.1 rope 10 -> 0')], stdout
+    kept = sorted(p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.results', p))
+    assert len(kept) == 2 and kept[0] == first_kept.name, os.listdir(inner)
+    totals = [batch.worker_pool.load(str(inner / k / 'submission_1000004' / 'results.json')).total for k in kept]
+    assert totals + [batch.worker_pool.load(str(inner / 'submission_1000004' / 'results.json')).total] == [100, 110, 100]
+    assert 'feedback before: %s' % (inner / kept[1] / 'submission_1000004' / 'results.json') in stdout
 
 
 def test_a_grader_crash_costs_one_error_row_and_exits_1(tmp_path):

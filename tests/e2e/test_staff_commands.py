@@ -1,4 +1,7 @@
 """
+The installed `hw1-autograder` command works from another folder (a virtual environment of its
+own, `pip install -e`); `grade` and `batch` as root lock the grader's files only while they
+run and leave the checkout's permissions as they found them.
 Staff commands refuse bad requests with one sentence before doing anything (experiments
 --device cuda without a GPU, --seeds 0), and `regenerate` on an unchanged checkout leaves the
 tree clean (slow: it runs the reference and the 17 known bugs through every probe, about 1
@@ -6,12 +9,17 @@ minute of CPU on a quiet 2-core machine; the unit test test_fixture_changes.py h
 rule on fabricated changes in a second).
 """
 
+import json
+import os
+import stat
 import subprocess
 import sys
+import time
+import zipfile
 
 import pytest
 
-from autograder import REPO_ROOT
+from autograder import FIXTURES_DIR, REPO_ROOT, TEMPLATE_DIR
 from autograder.staff.fixtures.regenerate import cuda_problem
 
 
@@ -49,3 +57,73 @@ def test_regenerate_twice_leaves_the_tree_clean():
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert 'fixtures left untouched' in proc.stdout, proc.stdout[-3000:]
         assert _status(fixtures_dir) == '', 'run %d changed %s' % (run, _status(fixtures_dir))
+
+
+def test_the_installed_command_works_from_any_folder(tmp_path):
+    # `pip install -e .` into a virtual environment of its own (the machine's torch through --system-site-packages)
+    venv = tmp_path / 'venv'
+    # (without a pip of its own: this machine's pip installs into it, offline, with the machine's setuptools)
+    subprocess.run([sys.executable, '-m', 'venv', '--system-site-packages', '--without-pip', str(venv)], check=True,
+                   timeout=300)
+    proc = subprocess.run([sys.executable, '-m', 'pip', '--python', str(venv / 'bin' / 'python'), 'install', '-q',
+                           '--no-deps', '--no-build-isolation', '-e', REPO_ROOT], capture_output=True, text=True,
+                          timeout=600, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    command = str(venv / 'bin' / 'hw1-autograder')
+    for argv in ([command, '--help'], [str(venv / 'bin' / 'python'), '-m', 'autograder', '--help']):
+        proc = subprocess.run(argv, cwd=str(elsewhere), capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.startswith('Command line of the autograder'), proc.stderr
+        assert all(name in proc.stdout for name in ('grade PATH', 'batch EXPORT_DIR', 'diff OLD NEW', 'build-handout'))
+    # a real subcommand, relative paths taken from the folder it runs in; --out as everywhere else
+    (elsewhere / 'model.py').write_text('def broken(:\n    pass\n')
+    proc = subprocess.run([command, 'grade', 'model.py', '--out', 'out/results.json'], cwd=str(elsewhere),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((elsewhere / 'out' / 'results.json').read_text())['score'] == 0
+    assert 'syntax' in proc.stdout.lower()
+    proc = subprocess.run([command, 'build-handout', '--out', 'hw1.zip'], cwd=str(elsewhere), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and zipfile.is_zipfile(str(elsewhere / 'hw1.zip')), proc.stderr
+    assert not [n for n in os.listdir(REPO_ROOT) if n.endswith('.egg-info')]   # the install leaves the checkout as it was
+
+
+TEMPLATE = os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py')
+
+
+def _modes():
+    return {p: stat.S_IMODE(os.stat(p).st_mode) for p in
+            (REPO_ROOT, os.path.join(REPO_ROOT, 'reference'), os.path.join(REPO_ROOT, 'tests'), FIXTURES_DIR)}
+
+
+def test_grade_and_batch_as_root_give_the_checkout_its_permissions_back(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip('the lockdown runs only under root (with a sandbox user)')
+    earlier = _modes()
+    try:
+        for path in earlier:             # a checkout others can read, as a TA's clone is
+            os.chmod(path, 0o755)
+        before = _modes()
+        # while a grading runs the grader's files are root-only; afterwards, as they were
+        proc = subprocess.Popen([sys.executable, '-m', 'autograder', 'grade', TEMPLATE, '--out',
+                                 str(tmp_path / 'r' / 'results.json')], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        seen = set()
+        while proc.poll() is None:
+            seen.add(_modes()[REPO_ROOT])
+            time.sleep(0.05)
+        assert proc.returncode == 0, proc.communicate()[1]
+        assert 0o700 in seen, 'the checkout was never locked during the grading: %s' % sorted(map(oct, seen))
+        assert _modes() == before
+        export = tmp_path / 'export'
+        for sub, text in (('submission_1', open(TEMPLATE).read()), ('submission_2', 'def broken(:\n    pass\n')):
+            os.makedirs(export / sub)
+            (export / sub / 'model.py').write_text(text)
+        proc = subprocess.run([sys.executable, '-m', 'autograder', 'batch', str(export), '--jobs', '2', '--no-report'],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert _modes() == before
+    finally:
+        for path, mode in earlier.items():
+            os.chmod(path, mode)

@@ -5,6 +5,7 @@ the CSV header, the test table and the batch summary lines it shows are what the
 now; the grading times it quotes are those docs/BENCHMARKS.md measured.
 """
 
+import csv
 import os
 import re
 import subprocess
@@ -103,7 +104,8 @@ def test_batch_lines_have_the_current_format():
                 r'batch: \S+ is listed in submission_metadata.yml but has no folder in the export: reported as missing',
                 r'batch: \d+ submission\(s\) not graded \(\d+ errors, \d+ missing folders\): see the note column of \S+',
                 r'batch: class report written to \S+/grades-report/report\.html',
-                r'batch: the previous \S+ is kept as \S+\.\d{8}T\d{6}\.csv',
+                r'batch: the previous \S+ is kept as \S+\.\d{8}T\d{6}\.csv \(each submission\'s results\.json of it in '
+                r'\S+\.\d{8}T\d{6}\.results\)',
                 r'batch: refused, nothing graded: \S+ holds an earlier regrade \(graded with other grader inputs\) and '
                 r'would be replaced: give --compare \S+ to keep it as \S+ and list every score that changes, --out to '
                 r'write elsewhere, or --overwrite',
@@ -121,6 +123,29 @@ def test_quoted_grading_times_are_those_benchmarks_md_measured():
     assert quoted, 'STAFF.md must quote the grading time that docs/BENCHMARKS.md measured'
     assert quoted.groups() == (median, loaded), 'STAFF.md quotes %s; BENCHMARKS.md measured %s' % (quoted.groups(), (median, loaded))
     assert re.search(r'total: [\d.]+ / [\d.]+ (\(\+ [\d.]+ of [\d.]+ extra credit\) +)?\([\d.]+ s\)', TEXT)
+
+
+def test_the_documented_metadata_example_is_what_batch_reads(tmp_path):
+    section = TEXT.split('### What `batch` reads: the export layout and submission_metadata.yml')[1].split('\n### ')[0]
+    example = re.search(r'```yaml\n# submission_metadata.yml\n(.*?)```', section, re.S).group(1)
+    fields = re.findall(r'^\| `(:[a-z_]+:)` \|', section, re.M)
+    assert fields == [':submitters:', ':created_at:', ':score:'] and all(f in example for f in fields)
+    export = tmp_path / 'assignment_77_export'
+    for sub in ('submission_1', 'submission_2'):      # quick gradings: code that does not parse
+        os.makedirs(export / sub / 'mingpt')
+        (export / sub / 'mingpt' / 'model.py').write_text('def broken(:\n    pass\n')
+    (export / 'submission_metadata.yml').write_text(example, encoding='utf-8')
+    out = tmp_path / 'grades.csv'
+    proc = subprocess.run([sys.executable, '-m', 'autograder', 'batch', str(export), '--out', str(out), '--no-report'],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with open(out, newline='', encoding='utf-8') as f:
+        rows = {r['submission']: r for r in csv.DictReader(f)}
+    ada, ben = rows['submission_1'], rows['submission_2']
+    assert (ada['name'], ada['email'], ada['sid'], ada['gradescope_score']) == ('Ada Example', 'ada@example.edu', '1001', '0')
+    assert ada['created_at'].startswith('2024-09-30 20:01:12') and ada['status'] == 'not graded'
+    assert (ben['name'], ben['email'], ben['sid'], ben['created_at'], ben['gradescope_score']) == \
+        ('Ben Example', 'ben@example.edu', '', '', '')
 
 
 @pytest.mark.parametrize('name', ['grades.csv'])

@@ -1,6 +1,6 @@
 """
-A realistic class as a Gradescope export (the format of synthetic_export.py), with KNOWN,
-planted bugs, for bench/bench_batch.py and the slow report test:
+Classes as Gradescope exports (the format of synthetic_export.py), with KNOWN, planted bugs,
+for bench/bench_batch.py and the slow report test. `build()`, the corpus class:
 
 - every submission of the corpus tests/submissions (12 correct styles, 52 mutants with one
   bug each; expected.yaml names the known bug a mutant must be told, or none);
@@ -8,9 +8,14 @@ planted bugs, for bench/bench_batch.py and the slow report test:
   (so that the report has bugs with counts above one);
 - the untouched template, a syntax error and a PDF-only upload.
 
-Each submission has an invented student in submission_metadata.yml. `build()` returns the
-export folder and the truth: {submission: planted known bug id or None}, and the
-submissions expected `not graded`.
+`build_realistic(folder, n)`, a class as they come (bench_batch.py --class realistic): at least
+72% correct styles of tests/submissions/correct (each style submitted by several invented
+students), single-bug mutants of the corpus for the rest, and the template, a syntax error and a
+PDF-only upload.
+
+Each submission has an invented student in submission_metadata.yml. Both return the export
+folder and the truth: {submission: planted known bug id or None}, and the submissions
+expected `not graded`.
 """
 
 import os
@@ -54,11 +59,14 @@ def submissions():
     return out
 
 
-def build(folder):
-    """(the inner export folder, {submission: planted bug or None}, [submissions expected 'not graded'])."""
+def build(folder, chosen=None):
+    """
+    (the inner export folder, {submission: planted bug or None}, [submissions expected 'not graded']);
+    `chosen`: the [(model.py text or None, bug, what)] to write (default: submissions()).
+    """
     inner = os.path.join(str(folder), ASSIGNMENT)
     planted, not_graded, meta = {}, [], {}
-    for i, (source, bug, what) in enumerate(submissions()):
+    for i, (source, bug, what) in enumerate(submissions() if chosen is None else chosen):
         sub = 'submission_%d' % (3000001 + i)
         os.makedirs(os.path.join(inner, sub))
         if source is None:
@@ -76,3 +84,32 @@ def build(folder):
     with open(os.path.join(inner, 'submission_metadata.yml'), 'w') as f:
         yaml.safe_dump(meta, f, sort_keys=True)
     return inner, planted, not_graded
+
+
+# ----------------------------------------------------------------------------- a class that is mostly correct
+
+# the share of each kind in realistic(): a real class is mostly correct or nearly so
+CORRECT_SHARE, BROKEN = 0.72, ('untouched template', 'syntax error', 'PDF only')
+
+
+def realistic_submissions(n):
+    """
+    [(model.py text or None, planted bug id or None, what it is)] for a class of `n`: at least 72%
+    correct styles (tests/submissions/correct, each submitted by several invented students), then
+    single-bug mutants of the corpus (tests/submissions/buggy, one each in turn), then one each of
+    the template, a syntax error and a PDF-only upload.
+    """
+    corpus = submissions()
+    correct = [s for s in corpus if s[2].startswith('correct/')]
+    buggy = [s for s in corpus if s[2].startswith('buggy/')]
+    broken = [s for s in corpus if s[2] in BROKEN]
+    n_correct = max(int(round(CORRECT_SHARE * n)), n - len(broken) - len(buggy))
+    n_buggy = max(0, n - n_correct - len(broken))
+    out = [correct[i % len(correct)] for i in range(n_correct)]
+    out += [buggy[i % len(buggy)] for i in range(n_buggy)]
+    return out + broken[:max(0, n - n_correct - n_buggy)]
+
+
+def build_realistic(folder, n=50):
+    """build() for realistic_submissions(n): (inner export folder, {submission: planted bug or None}, not graded)."""
+    return build(folder, realistic_submissions(n))

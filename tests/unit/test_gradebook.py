@@ -8,6 +8,7 @@ identical grader on identical files gave another score; a CSV of another assignm
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -59,17 +60,20 @@ def test_a_pdf_only_upload_is_not_graded_with_its_reason():
 # ----------------------------------------------------------------------------- a fabricated class
 
 
-def _class(tmp_path, name, scores, bugs=None, inputs=INPUTS, sha=None, tests=None, assignment='assignment_4242_export'):
-    """A grades CSV + meta: scores {submission: {test id: points}} (missing tests: full points)."""
+def _class(tmp_path, name, scores, bugs=None, inputs=INPUTS, sha=None, tests=None, assignment='assignment_4242_export',
+           status=None, untried=None):
+    """A grades CSV + meta: scores {submission: {test id: points}} (missing tests: full points); status
+    {submission: CSV status} (default graded), untried {submission: [optional test ids not attempted]}."""
     header = gradebook.header(SPECS)
     rows, records = [], {}
     for i, (sub, given) in enumerate(sorted(scores.items())):
         cells = [given.get(s.id, s.weight) for s in SPECS]
         total = sum(cells)
-        rows.append(['Student %s' % sub, '%s@example.edu' % sub, str(i), sub, '', 'graded'] +
+        rows.append(['Student %s' % sub, '%s@example.edu' % sub, str(i), sub, '', (status or {}).get(sub, 'graded')] +
                     ['%g' % c for c in cells] + ['%g' % total, '100', '', (bugs or {}).get(sub, ''), '%.1f' % (10 + i),
                      ''])
-        records[sub] = dict(inputs, submission_sha256=(sha or {}).get(sub, 's' + sub))
+        records[sub] = dict(inputs, submission_sha256=(sha or {}).get(sub, 's' + sub),
+                            not_attempted=(untried or {}).get(sub, []))
     path = tmp_path / name
     meta = {'assignment': assignment, 'inputs': inputs, 'submissions': records, 'written_at': '2024-10-01T10:00:00',
             'tests': tests or gradebook.tests_snapshot(GRADING)}
@@ -130,6 +134,37 @@ def test_the_report_counts_planted_bugs_and_computes_the_corrected_point_biseria
     assert '<table>' in open(paths['html'], encoding='utf-8').read()
 
 
+def test_the_report_counts_submissions_in_integers_and_sets_untried_optional_tests_apart(tmp_path):
+    pytest.importorskip('pandas')
+    from autograder.staff.regrade import class_report
+    optional = [s.id for s in SPECS if GRADING.is_extra_credit(s)]
+    assert len(optional) >= 2
+    nobody, some = optional[0], optional[1]
+    scores = {'submission_%d' % i: {nobody: 0} for i in range(6)}
+    for i in range(4):                            # 4 of the 5 graded leave `some` untouched (0 points), 1 passes it
+        scores['submission_%d' % i][some] = 0
+    untried = {sub: [nobody] + ([some] if int(sub[-1]) < 4 else []) for sub in scores}
+    path = _class(tmp_path, 'grades.csv', scores, status={'submission_5': 'not graded'}, untried=untried)
+    md, subs, tests, _ = class_report.render(gradebook.read(path))
+    assert '6 students in 6 submissions; of the submissions: 5 graded, 1 not graded.' in md
+    assert 'Totals of the 5 graded submissions' in md
+    summary = md.split('Totals of the 5 graded submissions')[1].split('## Tests')[0]
+    assert re.search(r'^\| +5 \|', summary.split('\n')[4], re.M), summary         # the count reads 5, not 5.00
+    column = {s.id: gradebook.test_column(s) for s in SPECS}
+    rows = tests.set_index('test')
+    assert rows.loc[column[some], 'attempted'] == 1 and rows.loc[column[some], 'pass rate'] == 1.0
+    assert rows.loc[column[some], 'note'] == 'everyone who attempted it passes'
+    assert rows.loc[column[nobody], 'attempted'] == 0 and rows.loc[column[nobody], 'note'] == 'no one attempted it'
+    table = md.split('## Tests')[1].split(class_report.FORMULA)[0]
+    assert column[nobody] not in table and column[some] in table and 'no one passes' not in md
+    assert 'Optional tests no graded submission attempted: %s.' % column[nobody] in md
+    # a class where nothing could be graded still has its report
+    path = _class(tmp_path, 'none.csv', {'submission_1': {}}, status={'submission_1': 'not graded'})
+    md, _, tests, _ = class_report.render(gradebook.read(path))
+    assert 'of the submissions: 1 not graded.' in md and 'Totals of the 0 graded submissions' in md
+    assert set(tests['note']) <= {'no graded submission', 'no points'}
+
+
 def test_diff_lists_exactly_the_students_whose_scores_moved(tmp_path):
     before = {'submission_1': {}, 'submission_2': {'loss-curve': 0}, 'submission_3': {'rope': 0}}
     after = {'submission_1': {}, 'submission_2': {}, 'submission_3': {'rope': 0}}
@@ -185,3 +220,24 @@ def test_the_loss_curve_picture_reads_the_number_10_1_grades():
         assert plots.graded_heldout_loss(as_json) == pytest.approx(loss, abs=5e-4)
         expected, lo, hi = plots.heldout_band('cpu', GRADING)
         assert verdict.passed == (lo <= loss <= hi)
+
+
+def test_the_loss_curve_legend_never_hides_the_submissions_dot():
+    pytest.importorskip('matplotlib')
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from autograder.staff.regrade import plots
+    curves, band = plots.reference_curves('cpu', GRADING), plots.heldout_band('cpu', GRADING)
+    expected, lo, hi = band
+    # the dot inside the band, on its edges, and far outside on either side
+    for heldout in (expected, lo, hi, expected + 5 * (hi - lo), expected - 5 * (hi - lo)):
+        fig = plots.figure(plt, list(curves[0]), curves, band, heldout)
+        fig.canvas.draw()
+        right = fig.axes[1]
+        dot = right.transData.transform((0.5, heldout))
+        for ax in fig.axes:
+            box = ax.get_legend().get_window_extent()
+            assert not box.expanded(1.05, 1.05).contains(*dot), (heldout, box, dot)
+        assert right.get_window_extent().contains(*dot)      # and the dot is in its panel
+        plt.close(fig)

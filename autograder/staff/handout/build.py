@@ -1,8 +1,8 @@
 """
 The student handout as a build product of the staff reference.
 
-    python -m autograder build-template [--check] [--output DIR]
-    python -m autograder build-handout [--output ZIP]
+    python -m autograder build-template [--check] [--out DIR]
+    python -m autograder build-handout [--out ZIP]
 
 build-template turns reference/ into student_template/hw1/: solution markers are stripped
 (see strip_markers), the hand-written files of student_template/templates/ are added, and
@@ -415,7 +415,8 @@ def main(argv):
             parser.description = 'Regenerate student_template/hw1 from reference/ and student_template/templates/.'
             parser.add_argument('--check', action='store_true', help='regenerate into a temporary folder and '
                                 'exit 1 listing the files that differ from the committed template')
-            parser.add_argument('--output', default=TEMPLATE_DIR, help='folder to write (default: %(default)s)')
+            parser.add_argument('--out', '--output', dest='output', default=TEMPLATE_DIR,
+                                help='folder to write (default: %(default)s)')
             opts = parser.parse_args(args)
             if opts.check:
                 differing = check_template(opts.output)
@@ -432,7 +433,8 @@ def main(argv):
             return 0
         if command == 'build-handout':
             parser.description = 'Write the student handout zip (generated template plus input.txt).'
-            parser.add_argument('--output', default=HANDOUT_ZIP, help='zip to write (default: %(default)s)')
+            parser.add_argument('--out', '--output', dest='output', default=HANDOUT_ZIP,
+                                help='zip to write (default: %(default)s)')
             opts = parser.parse_args(args)
             names = build_handout(opts.output)
             print('wrote %s (%d files)' % (opts.output, len(names)))

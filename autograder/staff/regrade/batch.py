@@ -144,6 +144,10 @@ class Batch:
             path = os.path.join(self.folder, sub, PNG)
             if out is None or (os.path.isfile(path) and self.outcomes.get(sub, ('',))[0] == 'skipped'):
                 continue
+            if gradebook.classify(out, os.path.join(self.folder, sub))[0] == 'not graded':
+                if os.path.isfile(path):   # no model ran (no model.py, code that does not parse): no curve to show
+                    os.remove(path)
+                continue
             meta = self.export.metadata.get(sub)
             names = ', '.join(p.name for p in meta.submitters) if meta else ''
             plots.loss_curve_png(out.to_json(), path, self.profile, title='%s %s' % (sub, names), grading=self.grading)
@@ -161,7 +165,7 @@ class Batch:
             out = worker_pool.load(os.path.join(sub_dir, RESULTS)) if status in ('graded', 'skipped') else None
             if out is not None:
                 status, note = gradebook.classify(out, sub_dir)
-                records[sub] = dict(out.extra_data.get('batch') or {})
+                records[sub] = dict(out.extra_data.get('batch') or {}, not_attempted=gradebook.not_attempted(out))
             elif status == 'error':
                 note = message or 'the grader failed'
             else:
@@ -204,12 +208,26 @@ def backup_name(out, previous):
     return '%s.%s%s' % (stem, when.replace(':', '').replace('-', ''), ext or '.csv')
 
 
-def keep_previous(out, previous):
-    """Copy the previous CSV (and its meta) aside before anything is graded; returns the copy's path."""
+def keep_previous(out, previous, folder, submissions):
+    """
+    Copy the previous CSV (and its meta) aside before anything is graded, and each submission's
+    results.json (and loss_curve.png) with it, into grades.<date>.results/<submission>/: the
+    feedback students saw before the regrade. The kept meta names that folder (`results`), so
+    that `diff` shows both generations. Returns the kept CSV's path.
+    """
     target = backup_name(out, previous)
     for src, dst in ((out, target), (gradebook.meta_path(out), gradebook.meta_path(target))):
         if os.path.isfile(src):
             shutil.copy2(src, dst)
+    kept = os.path.splitext(target)[0] + gradebook.RESULTS_SUFFIX
+    for sub in submissions:
+        for name in (RESULTS, PNG):
+            src = os.path.join(folder, sub, name)
+            if os.path.isfile(src):
+                os.makedirs(os.path.join(kept, sub), exist_ok=True)
+                shutil.copy2(src, os.path.join(kept, sub, name))
+    if previous.meta is not None and os.path.isdir(kept):
+        gradebook.write_meta(gradebook.meta_path(target), dict(previous.meta, results=os.path.abspath(kept)))
     return target
 
 
@@ -260,8 +278,9 @@ def main(argv):
         print('batch: refused, nothing graded: %s' % problem, file=sys.stderr)
         return 2
     if old is not None and previous is not None and os.path.realpath(args.compare) == os.path.realpath(out):
-        old.path = keep_previous(out, previous)
-        print('batch: the previous %s is kept as %s' % (out, old.path), file=sys.stderr)
+        old = gradebook.read(keep_previous(out, previous, batch.folder, batch.export.submissions))
+        print('batch: the previous %s is kept as %s (each submission\'s results.json of it in %s)'
+              % (out, old.path, os.path.splitext(old.path)[0] + gradebook.RESULTS_SUFFIX), file=sys.stderr)
     started = time.time()
     if not batch.run():
         return 130

@@ -71,7 +71,11 @@ def frames(book):
 
 
 def test_table(book, subs):
-    """Per test: weight, mean points, pass rate and the corrected point-biserial discrimination."""
+    """
+    Per test: weight, the graded submissions that attempted it (an optional part left untouched
+    is not attempted), mean points, pass rate and the corrected point-biserial discrimination,
+    all over those that attempted it.
+    """
     pd, _, _ = _libs()
     graded = subs[subs['status'] == 'graded']
     tests = (book.meta or {}).get('tests') or {}
@@ -80,25 +84,28 @@ def test_table(book, subs):
         weight = tests.get(tid, {}).get('weight')
         if weight is None:   # an older CSV without meta: the best score seen stands in for the weight
             weight = graded[col].max()
-        scores = graded[col]
+        attempted = [tid not in book.submission_record(sub).get('not_attempted', ()) for sub in graded.index]
+        tried = graded.loc[pd.Series(attempted, index=graded.index, dtype=bool)]
+        scores = tried[col]
         passed = (scores >= weight).astype(float) if weight else pd.Series(float('nan'), index=scores.index)
-        rest = graded['total'] - scores.fillna(0)
+        rest = tried['total'] - scores.fillna(0)
         r = passed.corr(rest) if weight and 0 < passed.mean() < 1 else float('nan')
-        rows.append({'test': col, 'weight': weight, 'mean points': scores.mean(),
+        rows.append({'test': col, 'weight': '%g' % weight, 'optional': 'yes' if tests.get(tid, {}).get('extra_credit') else '',
+                     'attempted': len(tried), 'mean points': scores.mean(),
                      'pass rate': passed.mean() if weight else float('nan'),
                      'discrimination r_pb': r,
-                     'note': _test_note(weight, passed, r)})
+                     'note': _test_note(weight, passed, r, len(graded))})
     return pd.DataFrame(rows)
 
 
-def _test_note(weight, passed, r):
+def _test_note(weight, passed, r, graded):
     if not weight:
         return 'no points'
     rate = passed.mean()
     if rate != rate:
-        return 'no graded submission'
+        return 'no graded submission' if not graded else 'no one attempted it'
     if rate == 1:
-        return 'everyone passes'
+        return 'everyone who attempted it passes' if len(passed) < graded else 'everyone passes'
     if rate == 0:
         return 'no one passes'
     return 'separates weakly' if r < 0.2 else ''
@@ -154,10 +161,11 @@ def draw(subs, tests, folder, required_max):
     fig.tight_layout()
     fig.savefig(os.path.join(folder, 'scores.png'))
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(tests) + 1.2), dpi=100)
-    ax.barh(tests['test'][::-1], tests['pass rate'].fillna(0)[::-1], color='tab:green')
+    shown = tests[tests['attempted'] > 0]   # a test nobody attempted has no pass rate (listed apart)
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(shown) + 1.2), dpi=100)
+    ax.barh(shown['test'][::-1], shown['pass rate'].fillna(0)[::-1], color='tab:green')
     ax.set_xlim(0, 1)
-    ax.set_xlabel('pass rate (full points), graded submissions')
+    ax.set_xlabel('pass rate (full points), graded submissions that attempted the test')
     fig.tight_layout()
     fig.savefig(os.path.join(folder, 'tests.png'))
     plt.close(fig)
@@ -170,24 +178,37 @@ def _md(df, floatfmt='.2f'):
     return df.astype(object).where(df.notna(), None).to_markdown(index=False, floatfmt=floatfmt, missingval='-')
 
 
+def _summary(totals):
+    """describe() of the totals, its count an integer (a number of submissions)."""
+    pd, _, _ = _libs()
+    d = totals.describe()
+    return pd.DataFrame([dict({'submissions': int(d['count'])}, **{k: d[k] for k in d.index if k != 'count'})])
+
+
 def render(book):
     """(markdown text, submissions frame, tests frame, required maximum)."""
     students, subs = frames(book)
     tests = test_table(book, subs)
     graded = subs[subs['status'] == 'graded']
     required_max = float(subs['max'].dropna().iloc[0]) if subs['max'].notna().any() else 0.0
-    counts = students['status'].value_counts()
+    counts = subs['status'].value_counts()
+    untried = tests[tests['attempted'] == 0] if len(graded) else tests.iloc[0:0]
     inputs = book.inputs or {}
     md = ['# Class report: %s' % (book.assignment or os.path.basename(os.path.dirname(book.path))), '',
-          'From `%s`%s. %d students in %d submissions: %s.' % (
+          'From `%s`%s. %d students in %d submissions; of the submissions: %s.' % (
               book.path, ' (written %s)' % book.meta['written_at'] if book.meta else '', len(students), len(subs),
               ', '.join('%d %s' % (n, s) for s, n in counts.items())),
           'Grader inputs: %s.' % (', '.join('%s %s' % (k, str(v)[:12]) for k, v in sorted(inputs.items()))
                                   if inputs else 'unknown (no meta file beside the CSV)'), '',
           '## Score distribution', '', '![score histogram](scores.png)', '',
           'Totals of the %d graded submissions (required maximum %g; extra credit counts on top):' % (len(graded), required_max),
-          '', _md(graded['total'].describe().to_frame('total').T.reset_index(drop=True)), '',
-          '## Tests', '', '![pass rate per test](tests.png)', '', _md(tests, '.2f'), '', FORMULA + '.', '',
+          '', _md(_summary(graded['total'])), '',
+          '## Tests', '', '![pass rate per test](tests.png)', '',
+          'Over the graded submissions that attempted each test (an optional part whose TODO still raises '
+          'NotImplementedError is not attempted: it costs nothing and is counted apart).', '',
+          _md(tests[~tests.index.isin(untried.index)], '.2f'), '', FORMULA + '.', '',
+          'Optional tests no graded submission attempted: %s.' % (', '.join(untried['test']) if len(untried) else 'none'),
+          '',
           '## Named bugs', '', 'Known bugs (autograder/judge/known_bugs.py) that a judge named in a test output, by '
           'number of submissions (each counted once, under the bug its earliest test named):', '',
           _md(bug_table(subs)), '', 'Submissions whose tests named several known bugs (in test order):', '',

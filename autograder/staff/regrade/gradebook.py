@@ -31,6 +31,7 @@ LEADING = ['name', 'email', 'sid', 'submission', 'created_at', 'status']
 TRAILING = ['total', 'max', 'gradescope_score', 'bugs', 'seconds', 'note']
 STATUSES = ('graded', 'not graded', 'error', 'missing')
 META_SUFFIX = '.meta.json'
+RESULTS_SUFFIX = '.results'   # grades.<date>.results/<submission>/results.json: the feedback of a kept regrade
 INPUT_KEYS = ('profile', 'grading_yaml_sha256', 'fixtures_sha256', 'grader_sha256')
 # the judges' wording when a failing case matches a known bug (autograder/judge/judges/values.py); a unit test
 # runs that judge on a known bug's own outputs and holds this pattern to what it prints
@@ -91,6 +92,13 @@ def classify(out, sub_dir=None):
     return 'graded', ''
 
 
+def not_attempted(out):
+    """The optional tests this Results left untouched (their TODO still raises NotImplementedError)."""
+    from autograder.judge.results import NOT_ATTEMPTED
+    lead = NOT_ATTEMPTED.split(':')[0] + ':'
+    return sorted(tid for tid, t in out.tests.items() if (t.output or '').startswith(lead))
+
+
 def row_cells(specs, out, status, note):
     """The cells after LEADING for one submission: points per test, total, then bugs, seconds and note."""
     if out is None:
@@ -125,6 +133,15 @@ def write(csv_path, header_row, rows, meta):
         with open(tmp, 'w', newline='', encoding='utf-8') as f:
             dump(f)
         os.replace(tmp, path)
+
+
+def write_meta(path, meta):
+    """One meta file, written atomically."""
+    tmp = path + '.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        json.dump(meta, f, indent=2, sort_keys=True)
+        f.write('\n')
+    os.replace(tmp, path)
 
 
 def _write_rows(f, header_row, rows):
@@ -163,6 +180,12 @@ class Gradebook:
 
     def submission_record(self, sub):
         return ((self.meta or {}).get('submissions') or {}).get(sub) or {}
+
+    def results_path(self, sub):
+        """Where this regrade's results.json of `sub` is (its kept folder, else the export), or None."""
+        folder = (self.meta or {}).get('results') or (self.meta or {}).get('export')
+        path = os.path.join(folder, sub, 'results.json') if folder and sub else None
+        return path if path and os.path.isfile(path) else None
 
     def by_student(self):
         """{(submission, name, email, sid): row}: one key per student row."""

@@ -67,6 +67,15 @@ def draw(path, losses, curves, band, heldout=None, title=''):
     except ImportError:
         print(MISSING)
         return False
+    fig = figure(plt, losses, curves, band, heldout, title)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, bbox_inches='tight')   # the legends sit below the panels: keep them in the picture
+    plt.close(fig)
+    return True
+
+
+def figure(plt, losses, curves, band, heldout=None, title=''):
+    """The two panels (a matplotlib Figure). Each legend sits below its panel, so it hides no point of it."""
     expected, lo, hi = band
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5), dpi=100, gridspec_kw={'width_ratios': [3, 1]})
     iters = np.arange(1, curves.shape[1] + 1)
@@ -82,7 +91,7 @@ def draw(path, losses, curves, band, heldout=None, title=''):
     left.set_ylabel('training loss (nats)')
     left.set_title('training loss the process reported: context, NOT graded', fontsize=9)
     left.grid(alpha=0.3)
-    left.legend(fontsize=8, loc='upper right')
+    left.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.14), ncol=2)
 
     right.axhspan(lo, hi, color='tab:green', alpha=0.25, label='10.1 band [%.3f, %.3f]' % (lo, hi))
     right.axhline(expected, color='tab:green', linestyle='--', linewidth=1, label='reference %.3f' % expected)
@@ -100,13 +109,10 @@ def draw(path, losses, curves, band, heldout=None, title=''):
     right.set_xticks([])
     right.set_ylabel('held-out loss (nats), computed by the grader')
     right.set_title('what 10.1 grades', fontsize=9)
-    right.legend(fontsize=7, loc='upper center')
+    right.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.02))
     fig.suptitle('%s10.1: %s' % (title + ': ' if title else '', verdict), fontsize=10)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return fig
 
 
 def loss_curve_png(results, path, profile='cpu', title='', grading=None):

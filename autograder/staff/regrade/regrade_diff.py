@@ -14,6 +14,7 @@ two are not regrades of the same assignment (no submission in common, or other a
 """
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import List, Optional
@@ -34,6 +35,7 @@ class Change:
     new_status: str = ''
     same_submission: Optional[bool] = None   # None: a hash is missing on one side
     same_inputs: Optional[bool] = None
+    feedback: tuple = ()          # (earlier results.json, current results.json) when the two are kept apart
 
     @property
     def unreproducible(self):
@@ -69,7 +71,10 @@ class Diff:
                'grader inputs:'] + ['  ' + l for l in self.inputs]
         out.append('scores: %d of %d students changed' % (len(self.changes), self.students) if self.changes
                    else 'scores: no score changed (%d students in both)' % self.students)
-        out += ['  ' + c.line() for c in self.changes]
+        for c in self.changes:
+            out.append('  ' + c.line())
+            if c.feedback:
+                out.append('    feedback before: %s; now: %s' % c.feedback)
         if self.only_old:
             out.append('only in %s (%d): %s' % (self.old.path, len(self.only_old), '; '.join(self.only_old)))
         if self.only_new:
@@ -171,8 +176,12 @@ def compare(old, new):
             same_inp = gradebook.grader_inputs(ro) == gradebook.grader_inputs(rn)
         elif same_inputs_global and same_sub:
             same_inp = True
-        d.changes.append(Change(_who(n), o.get('total', ''), n.get('total', ''), moved, o.get('status', ''),
-                                n.get('status', ''), same_sub, same_inp))
+        change = Change(_who(n), o.get('total', ''), n.get('total', ''), moved, o.get('status', ''),
+                        n.get('status', ''), same_sub, same_inp)
+        before, now = old.results_path(o['submission']), new.results_path(n['submission'])
+        if before and now and os.path.realpath(before) != os.path.realpath(now):
+            change.feedback = (before, now)
+        d.changes.append(change)
     return d
 
 
