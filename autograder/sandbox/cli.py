@@ -157,6 +157,3 @@ def main(argv, grading):
     print(__doc__)
     return 2
 
-
-if __name__ == '__main__':
-    sys.exit(main(sys.argv))
