@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import stat
-import sys
 
 from autograder.sandbox import cgroups, leftovers, scratch, users, wall
 
