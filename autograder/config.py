@@ -55,6 +55,7 @@ class Grading:
     sandbox: dict
     profiles: Dict[str, dict]
     tests: List[TestSpec] = field(default_factory=list)
+    cascade: str = 'insulate'   # 'insulate': a later test builds on stand-ins for failed parts; 'charge': on the student's
 
     def test(self, test_id):
         for t in self.tests:
@@ -171,8 +172,11 @@ def load(path=GRADING_YAML):
         raise GradingConfigError("%s: not valid YAML: %s" % (path, e))
     v = _Validator(path)
     top = v.mapping(root, 'grading.yaml')
-    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests'}, 'grading.yaml',
+    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests', 'cascade'}, 'grading.yaml',
                  required=('version', 'handout', 'sandbox', 'profiles', 'tests'))
+    cascade = v.typed(top['cascade'][1], str, 'cascade') if 'cascade' in top else 'insulate'
+    if cascade not in ('insulate', 'charge'):
+        v.fail(top['cascade'][1], "cascade %r is not one of insulate, charge" % cascade)
 
     version = v.typed(top['version'][1], int, 'version')
     if version != 1:
@@ -267,4 +271,4 @@ def load(path=GRADING_YAML):
                               optional_part=values.get('optional_part'), sees=values.get('sees')))
     return Grading(path=path, version=version, handout={'optional_parts': parts, 'extra_credit': extra_credit},
                    sandbox=sandbox,
-                   profiles=profiles, tests=tests)
+                   profiles=profiles, tests=tests, cascade=cascade)

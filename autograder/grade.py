@@ -20,7 +20,7 @@ import tempfile
 import time
 import traceback
 
-from autograder import GRADING_YAML, REPO_ROOT, config, fixtures, inputs, interface, registry, submission
+from autograder import GRADING_YAML, REPO_ROOT, cascade, config, fixtures, inputs, interface, registry, submission
 from autograder.checks import Verdict, judge, resources
 from autograder.child import wire
 from autograder.results import Results, add_points, partial, points
@@ -148,6 +148,7 @@ class Judging:
         self.run = None
         self.problems = upload_problems(located.path) if located.path else []
         self.info = {'sandbox': 'not run'}
+        self.cascade = None
         if located.problem or self.problems:
             return
         prof = grading.profiles[profile]
@@ -155,11 +156,14 @@ class Judging:
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']],
                'limits': resources.probe_limits(prof)}
+        source, _ = submission.read_source(located.path)
+        self.cascade = cascade.Cascade(grading, fx, source, self.specs)
+        extra = {'skip': self.cascade.skip} if sandbox_skips(sandbox) else {}
         run = self.run = sandbox.run(located.path, job, probe_ids, inputs.per_probe(prof, probe_ids), timeouts, import_timeout=grading.test('submission').timeout,
                                      handlers=probe_handlers(prof),
                                      need_data='loss-curve' in probe_ids,
                                      expected=expected_outputs(fx, probe_ids, prof), private=private,
-                                     on_result=self._partial(progress))
+                                     on_result=self._on_result(job, probe_ids, progress), **extra)
         self.info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
                      'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
@@ -170,16 +174,23 @@ class Judging:
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
 
-    def _partial(self, progress):
-        """The callback that judges each test as its probe ends and hands the verdicts so far to `progress`."""
-        if progress is None:
-            return None
+    def _on_result(self, job, probe_ids, progress):
+        """
+        The callback called as each probe ends: the cascade learns which parts failed or hung and the
+        job of the NEXT probe names its stand-ins (the sandbox reads `job` afresh for each probe); with
+        `progress`, each test is also judged as its probes end and the verdicts so far handed to it.
+        """
         seen, done = {}, {}
         needs = {spec.id: ((wire.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
                  for spec in self.specs}
 
         def on_result(probe_id, result):
             seen[probe_id] = result
+            self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != wire.IMPORT})
+            following = [p for p in probe_ids if p not in seen]
+            job['stand_ins'] = self.cascade.stand_ins(following[0]) if following else {}
+            if progress is None:
+                return
             self.run = RunResult(seen.get(wire.IMPORT), {k: v for k, v in seen.items() if k != wire.IMPORT})
             # each test judged once, as soon as its probe and the probes its judge reads have ended (the
             # final verdicts are judged again at the end; 1.1's notes then include every probe's)
@@ -203,11 +214,50 @@ class Judging:
         if located.problem or self.problems:
             return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
         if run.import_result.status != 'ok':
+            if self.cascade is not None and self.cascade.import_hang:
+                return Verdict(0.0, ['not run: %s (see test 1.1)' % self.cascade.import_hang])
             return Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
                                  % run.import_result.message])
-        if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
-            return Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message], not_implemented=True)
-        return judge(spec, run.probes[spec.id], self.fx, self.grading, run.probes)
+        result = run.probes[spec.id]
+        if spec.optional_part:
+            return self._optional_verdict(spec, result)
+        if result.status == 'skipped':
+            return Verdict(0.0, [result.message])
+        verdict = judge(spec, result, self.fx, self.grading, run.probes)
+        verdict.lines[:0] = self.cascade.lines(spec.id, result)
+        return verdict
+
+    def _optional_verdict(self, spec, result):
+        """An optional test: "Not attempted" when untouched, "not judged" (0 / 0, not red) when a required part it
+        builds on fails, did not finish or hung; otherwise judged as any test."""
+        if result.status == 'not_implemented':
+            return Verdict(0.0, ['not implemented (optional): %s' % result.message], not_implemented=True)
+        verdict = None if result.status in ('skipped', 'timeout') else \
+            judge(spec, result, self.fx, self.grading, self.run.probes)
+        if verdict is not None and (verdict.not_implemented or verdict.passed):
+            if not verdict.not_implemented:
+                verdict.lines[:0] = self.cascade.lines(spec.id, result)
+            return verdict
+        reason = self.cascade.blocked(spec)
+        if result.status == 'skipped':
+            reason = reason or result.message
+        elif result.status == 'timeout' and reason is None:
+            failed = [s for s in self.specs if not s.optional_part and s.id in self.run.probes
+                      and self.run.probes[s.id].status == 'timeout']
+            if failed:
+                reason = 'not judged: test %s did not finish in time either' % failed[0].number
+        if reason:
+            return Verdict(0.0, [reason[0].upper() + reason[1:] + '.'], not_judged=True)
+        return verdict if verdict is not None else judge(spec, result, self.fx, self.grading, self.run.probes)
+
+
+def sandbox_skips(sandbox):
+    """Whether this Sandbox.run takes the `skip` hook (the hang interface; a sandbox without it runs every probe)."""
+    import inspect
+    try:
+        return 'skip' in inspect.signature(sandbox.run).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _peak_rss_mb():

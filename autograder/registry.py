@@ -29,6 +29,8 @@ class GradedTest:
     fingerprinted: bool = False     # its outputs are compared against the known bugs of fingerprints.py
     values_in_fixtures: bool = True  # False: the judge reads only the keys and shapes of the reference's outputs
     evidence: Tuple[str, ...] = ()  # other probes whose results its judge reads: judge(..., evidence={id: result})
+    calls: Tuple[str, ...] = ()     # the parts of model.py (PARTS) its probe runs: a part that hung is not run again
+    owns: Tuple[str, ...] = ()      # the parts it judges as the student's own: never replaced by a stand-in here
 
     @property
     def probe(self):
@@ -36,26 +38,37 @@ class GradedTest:
         return None if self.judge is None else 'probe_' + self.id.replace('-', '_')
 
 
+# The parts of model.py a probe can run, as the student reads them (hang messages and stand-ins name them):
+# a stand-in exists for the first three (child/standins.py).
+PARTS = {'rope': 'RotaryPositionalEmbeddings', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention',
+         'gpt': 'GPT', 'banded': 'banded_attention'}
+GPT_PARTS = ('gpt', 'mha', 'gqa', 'rope')
+# The order matters: the tests that decide whether a part fails (PART_TESTS) run before any probe that builds on it.
 TESTS = (
     GradedTest('submission', None, needs_tolerance=False),
-    GradedTest('rope', values.judge_values, fingerprinted=True),
-    GradedTest('rope-cache', values.judge_rope_cache, fingerprinted=True),
-    GradedTest('mha-rope', values.judge_values, fingerprinted=True),
-    GradedTest('gqa', values.judge_values, fingerprinted=True),
-    GradedTest('gqa-rope', values.judge_values, fingerprinted=True),
-    GradedTest('dropout', behaviour.judge_dropout, evidence=('gqa',)),
-    GradedTest('causality', behaviour.judge_causality, evidence=('mha-rope', 'gqa-rope', 'model')),
-    GradedTest('model', values.judge_model, fingerprinted=True),
-    GradedTest('generate', generation.judge_generate, needs_tolerance=False, fingerprinted=True, evidence=('model',)),
+    GradedTest('rope', values.judge_values, fingerprinted=True, calls=('rope',), owns=('rope',)),
+    GradedTest('rope-cache', values.judge_rope_cache, fingerprinted=True, calls=('rope',), owns=('rope',)),
+    GradedTest('mha-rope', values.judge_values, fingerprinted=True, calls=('mha', 'rope'), owns=('mha',)),
+    GradedTest('gqa', values.judge_values, fingerprinted=True, calls=('gqa',), owns=('gqa',)),
+    GradedTest('gqa-rope', values.judge_values, fingerprinted=True, calls=('gqa', 'rope'), owns=('gqa',)),
+    GradedTest('dropout', behaviour.judge_dropout, evidence=('gqa',), calls=('gqa',), owns=('gqa',)),
+    # the attention cases run the student's modules (never replaced: their masks are judged), the GPT case the
+    # same stand-ins as 8.1, whose outputs it is compared with
+    GradedTest('causality', behaviour.judge_causality, evidence=('mha-rope', 'gqa-rope', 'model'), calls=GPT_PARTS),
+    GradedTest('model', values.judge_model, fingerprinted=True, calls=GPT_PARTS),
+    GradedTest('generate', generation.judge_generate, needs_tolerance=False, fingerprinted=True, evidence=('model',),
+               calls=('gpt', 'gqa', 'rope')),
     # 9.1 judges the harness's kernel readings, never the reference's figures (which move by kilobytes between runs)
-    GradedTest('memory', resources.judge_memory, values_in_fixtures=False),
-    GradedTest('loss-curve', training.judge_loss_curve),
-    GradedTest('gradients', training.judge_gradients, evidence=('loss-curve',)),
-    GradedTest('load-pretrained', workflow.judge_load_pretrained),
-    GradedTest('sliding-window', optional.judge_sliding_window),
-    GradedTest('sliding-window-memory', resources.judge_window_memory),
-    GradedTest('kv-cache', generation.judge_kv_cache),
+    GradedTest('memory', resources.judge_memory, values_in_fixtures=False, calls=('gqa',), owns=('gqa',)),
+    GradedTest('loss-curve', training.judge_loss_curve, calls=('gpt', 'gqa', 'rope')),
+    GradedTest('gradients', training.judge_gradients, evidence=('loss-curve',), calls=GPT_PARTS),
+    GradedTest('load-pretrained', workflow.judge_load_pretrained, calls=GPT_PARTS),
+    GradedTest('sliding-window', optional.judge_sliding_window, calls=('mha', 'gqa', 'rope', 'banded')),
+    GradedTest('sliding-window-memory', resources.judge_window_memory, calls=('banded',)),
+    GradedTest('kv-cache', generation.judge_kv_cache, calls=('gpt', 'gqa', 'rope')),
 )
+# part -> the tests that judge it as the student's own: failing one of them makes it a failed part
+PART_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope')}
 
 BY_ID = {t.id: t for t in TESTS}
 IDS = tuple(t.id for t in TESTS)
