@@ -64,6 +64,10 @@ def _submission_verdict(located, problems, run):
     if lacks:
         return Verdict(0.0, lines + ['model.py does not define the handout interface: %s is missing. Keep the '
                                      "handout's class and method names." % ', '.join(lacks)])
+    if 'NOT graded' in (located.note or ''):   # another model.py with other content: red, so that it is read
+        return Verdict(0.0, lines + ['model.py imports and exposes the handout interface. This test is marked failed '
+                                     '(it is worth no points) only so that you read the line above: the upload holds '
+                                     'more than one model.py and only the first one named was graded.'])
     return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
 
 
@@ -78,11 +82,16 @@ def first_line(text):
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-def top_output(located, problems, profile):
-    """results.json's top-level message: what was graded, or in one sentence why nothing was."""
+def top_output(located, problems, judging=None):
+    """results.json's top-level message: what was graded, or in one sentence why nothing was (no internal words:
+    the profile is in extra_data)."""
     if located.problem or problems:
-        return 'Not graded: %s. Profile %s.' % (first_line(located.problem or problems[0]).rstrip('.'), profile)
-    return '%s. Profile %s.' % (located.note, profile)
+        return 'Not graded: %s.' % first_line(located.problem or problems[0]).rstrip('.')
+    run = judging.run if judging is not None else None
+    if run is not None and run.import_result is not None and run.import_result.status != 'ok':
+        hang = judging.cascade.import_hang if judging.cascade is not None else None
+        return 'Not graded: %s (see test 1.1).' % (hang or 'your model.py could not be imported')
+    return ('%s.' % (located.note[0].upper() + located.note[1:])) if located.note else ''
 
 
 def expected_outputs(fx, probe_ids, prof):
@@ -343,7 +352,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
         out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
-        out.output = top_output(located, judging.problems, profile)
+        out.output = top_output(located, judging.problems, judging)
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:
             out.output += ' ' + summary.summary + '.'
