@@ -75,6 +75,7 @@ class Cascade:
         self.failed = {}     # part -> number of the first test of it that failed
         self.hung = {}       # part -> the sentence a skipped test reads
         self.sent = {}       # probe id -> {part: number} of the stand-ins it was told to use
+        self.stopped = {}    # probe id -> where its process was stopped at the deadline, in words
         self.import_hang = None
 
     def number(self, test_id):
@@ -107,6 +108,10 @@ class Cascade:
             return
         found = where_hung(result.harness.get('hang'), self.functions)
         calls = registry.BY_ID[probe_id].calls
+        if found:
+            self.stopped[probe_id] = 'Your code was stopped in %s (model.py line %d): a loop that never ends?' % (
+                found[1], found[2]) if found[1] != 'model.py' else \
+                'Your code was stopped at model.py line %d: a loop that never ends?' % found[2]
         if found and found[0]:
             part, name, line = found
         elif len(calls) == 1:   # no dump: a probe that runs one part of model.py can only have hung there
@@ -146,7 +151,7 @@ class Cascade:
         report = result.info.get('stand_ins') if isinstance(result.info.get('stand_ins'), dict) else {}
         built = {p for p in report.get('built', []) if p in sent}
         kept = {p for p in report.get('kept', []) if p in sent}
-        out = []
+        out = [self.stopped[probe_id]] if probe_id in self.stopped else []
         for part, number in sorted(sent.items()):
             name = STAND_IN_NAMES[part]
             if part in kept:

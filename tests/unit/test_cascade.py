@@ -121,6 +121,8 @@ def test_a_hang_in_gqa_skips_the_probes_that_run_it_again_and_only_those(grading
         c.observe(pid, ok(), {})
     c.observe('gqa', hung, {})
     sentence = 'not run: GroupedQueryAttention.forward did not return in test 4.1 (model.py line %d)' % loop_line
+    assert c.lines('gqa', hung) == ['Your code was stopped in GroupedQueryAttention.forward (model.py line %d): '
+                                    'a loop that never ends?' % loop_line]
     assert {pid: c.skip(pid, {}) for pid in ('gqa-rope', 'dropout', 'causality', 'memory', 'sliding-window')} == \
         dict.fromkeys(('gqa-rope', 'dropout', 'causality', 'memory', 'sliding-window'), sentence)
     # the GPT-level probes build the stand-in GQA in its place; tests that never call GQA run
