@@ -11,8 +11,10 @@ which harness code runs and which words the student reads.
 
 import ast
 
+import inspect
+
 from autograder import registry
-from autograder.checks import judge
+from autograder.checks import Verdict, judge
 
 STAND_IN_NAMES = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}
 # probes that also run these parts outside a GPT (the student's modules are judged there): never replaced
@@ -169,3 +171,33 @@ class Cascade:
             if part in entry.calls:
                 return 'not judged: it builds on your %s, which fails %s' % (registry.PARTS[part], number)
         return None
+
+    def optional_verdict(self, spec, result, probes, specs):
+        """An optional test: "Not attempted" when untouched, "not judged" (0 / 0, not red) when a required part it
+        builds on fails, hung, or a required test did not finish either; otherwise judged as any test."""
+        if result.status == 'not_implemented':
+            return Verdict(0.0, ['not implemented (optional): %s' % result.message], not_implemented=True)
+        verdict = None if result.status in ('skipped', 'timeout') else judge(spec, result, self.fx, self.grading, probes)
+        if verdict is not None and (verdict.not_implemented or verdict.passed):
+            if not verdict.not_implemented:
+                verdict.lines[:0] = self.lines(spec.id, result)
+            return verdict
+        reason = self.blocked(spec)
+        if result.status == 'skipped':
+            reason = reason or result.message
+        elif result.status == 'timeout' and reason is None:
+            late = [s for s in specs if not s.optional_part and s.id in probes and probes[s.id].status == 'timeout']
+            if late:
+                reason = 'not judged: test %s did not finish in time, so this one could not finish either' \
+                         % late[0].number
+        if reason:
+            return Verdict(0.0, [reason[0].upper() + reason[1:] + '.'], not_judged=True)
+        return verdict if verdict is not None else judge(spec, result, self.fx, self.grading, probes)
+
+
+def sandbox_skips(sandbox):
+    """Whether this Sandbox.run takes the `skip` hook (the hang interface; a sandbox without it runs every probe)."""
+    try:
+        return 'skip' in inspect.signature(sandbox.run).parameters
+    except (TypeError, ValueError):
+        return False

@@ -167,7 +167,7 @@ class Judging:
                'limits': resources.probe_limits(prof)}
         source, _ = submission.read_source(located.path)
         self.cascade = cascade.Cascade(grading, fx, source, self.specs)
-        extra = {'skip': self.cascade.skip} if sandbox_skips(sandbox) else {}
+        extra = {'skip': self.cascade.skip} if cascade.sandbox_skips(sandbox) else {}
         run = self.run = sandbox.run(located.path, job, probe_ids, inputs.per_probe(prof, probe_ids), timeouts, import_timeout=grading.test('submission').timeout,
                                      handlers=probe_handlers(prof),
                                      need_data='loss-curve' in probe_ids,
@@ -229,45 +229,12 @@ class Judging:
                                  % run.import_result.message])
         result = run.probes[spec.id]
         if spec.optional_part:
-            return self._optional_verdict(spec, result)
+            return self.cascade.optional_verdict(spec, result, self.run.probes, self.specs)
         if result.status == 'skipped':
             return Verdict(0.0, [result.message])
         verdict = judge(spec, result, self.fx, self.grading, run.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
         return verdict
-
-    def _optional_verdict(self, spec, result):
-        """An optional test: "Not attempted" when untouched, "not judged" (0 / 0, not red) when a required part it
-        builds on fails, did not finish or hung; otherwise judged as any test."""
-        if result.status == 'not_implemented':
-            return Verdict(0.0, ['not implemented (optional): %s' % result.message], not_implemented=True)
-        verdict = None if result.status in ('skipped', 'timeout') else \
-            judge(spec, result, self.fx, self.grading, self.run.probes)
-        if verdict is not None and (verdict.not_implemented or verdict.passed):
-            if not verdict.not_implemented:
-                verdict.lines[:0] = self.cascade.lines(spec.id, result)
-            return verdict
-        reason = self.cascade.blocked(spec)
-        if result.status == 'skipped':
-            reason = reason or result.message
-        elif result.status == 'timeout' and reason is None:
-            failed = [s for s in self.specs if not s.optional_part and s.id in self.run.probes
-                      and self.run.probes[s.id].status == 'timeout']
-            if failed:
-                reason = 'not judged: test %s did not finish in time either' % failed[0].number
-        if reason:
-            return Verdict(0.0, [reason[0].upper() + reason[1:] + '.'], not_judged=True)
-        return verdict if verdict is not None else judge(spec, result, self.fx, self.grading, self.run.probes)
-
-
-def sandbox_skips(sandbox):
-    """Whether this Sandbox.run takes the `skip` hook (the hang interface; a sandbox without it runs every probe)."""
-    import inspect
-    try:
-        return 'skip' in inspect.signature(sandbox.run).parameters
-    except (TypeError, ValueError):
-        return False
-
 
 def _peak_rss_mb():
     """The grader process's own peak resident memory (Linux reports ru_maxrss in KB); children excluded."""

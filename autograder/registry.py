@@ -10,6 +10,10 @@ model's answers given in another process, e.g. 7.1 compares the prefix outputs o
 with the outputs 3.1, 5.1 and 8.1 produced for the original input. Those probes then run
 whenever the judge runs, even if their own tests are skipped or switched off.
 
+Each probe also declares the parts of model.py it runs (`calls`) and those it judges as the
+student's own (`owns`): the cascade (autograder/cascade.py) builds a failed part it calls but does
+not own from a stand-in, and skips a probe that would run a part that already hung.
+
 Adding a graded test: an entry here, a probe in child/probes*.py, a judge in checks/, the
 inputs it needs in inputs.py (build and its PROBE_INPUTS declaration), its entry in
 grading.yaml, then `python -m autograder regenerate`.

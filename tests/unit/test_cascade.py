@@ -189,3 +189,19 @@ def test_the_stand_ins_compute_the_reference_modules():
         assert module.GroupedQueryAttention is standins.StandInGroupedQueryAttention
         assert not hasattr(module, 'RotaryPositionalEmbeddings')
     assert module.GroupedQueryAttention == 'theirs'
+
+
+def test_an_optional_test_is_never_red_for_a_required_part(grading):
+    c = make(grading, passes=('rope', 'rope-cache', 'mha-rope'))
+    c.observe('gqa', ProbeResult('timeout', 'timed out'), {})
+    skipped = ProbeResult('skipped', c.skip('sliding-window', {}))
+    v = c.optional_verdict(grading.test('sliding-window'), skipped, {'sliding-window': skipped}, grading.enabled_tests())
+    assert (v.fraction, v.not_judged, v.lines) == (
+        0.0, True, ['Not judged: it builds on your GroupedQueryAttention, which fails 4.1.'])
+    late = ProbeResult('timeout', 'not run: the grading time budget was used up')
+    probes = {'model': ProbeResult('timeout', 'timed out'), 'kv-cache': late}
+    v = make(grading).optional_verdict(grading.test('kv-cache'), late, probes, grading.enabled_tests())
+    assert v.not_judged and v.lines == ['Not judged: test 8.1 did not finish in time, so this one could not finish '
+                                        'either.']
+    untouched = ProbeResult('not_implemented', 'NotImplementedError: TODO (optional)')
+    assert make(grading).optional_verdict(grading.test('kv-cache'), untouched, {}, []).not_implemented
