@@ -42,14 +42,16 @@ def _probe_ids(specs):
     return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
-def _submission_verdict(located, problems, run):
+def _submission_verdict(located, problems, run, import_hang=None):
     lines = [located.note] if located.note else []
     if located.problem or problems:
         return Verdict(0.0, lines + (problems or [located.problem]))
     imp = run.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
-        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail
+        where = ['%s: code at the top level of model.py runs when it is imported (a loop, a sleep, a training '
+                 'run?); put it under `if __name__ == "__main__":` or remove it.' % import_hang] if import_hang else []
+        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + where + detail
                        + submission.import_warnings(located.path))
     notes = {}  # distinct notes in order (a dict: each probe brings at most wire.MAX_NOTES)
     for r in run.probes.values():
@@ -219,7 +221,8 @@ class Judging:
     def _verdict(self, spec):
         located, run = self.located, self.run
         if spec.id == 'submission':
-            return _submission_verdict(located, self.problems, run)
+            return _submission_verdict(located, self.problems, run,
+                                       self.cascade.import_hang if self.cascade is not None else None)
         if located.problem or self.problems:
             return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
         if run.import_result.status != 'ok':
