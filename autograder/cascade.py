@@ -178,11 +178,12 @@ class Cascade:
         if result.status == 'not_implemented':
             return Verdict(0.0, ['not implemented (optional): %s' % result.message], not_implemented=True)
         verdict = None if result.status in ('skipped', 'timeout') else judge(spec, result, self.fx, self.grading, probes)
-        if verdict is not None and (verdict.not_implemented or verdict.passed):
+        reason = self.blocked(spec)
+        # a stand-in keeps no KV cache and has no window: "not implemented" there is the stand-in's, not the student's
+        if verdict is not None and (verdict.passed or (verdict.not_implemented and not (reason and self.sent.get(spec.id)))):
             if not verdict.not_implemented:
                 verdict.lines[:0] = self.lines(spec.id, result)
             return verdict
-        reason = self.blocked(spec)
         if result.status == 'skipped':
             reason = reason or result.message
         elif result.status == 'timeout' and reason is None:
