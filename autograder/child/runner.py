@@ -2,7 +2,7 @@
 Runs INSIDE the sandbox, in a fresh process per probe (forked by child/zygote.py behind the
 wall): applies the probe's own limits, imports the student's mingpt/model.py, runs ONE probe
 (or only the import, for the import check) on the inputs the harness wrote for it, and hands
-back plain arrays (.npz) and small JSON in the format of wire.py. It judges nothing: every
+back plain arrays (.npz) and small JSON in the format of report_schema.py. It judges nothing: every
 comparison happens in the harness, after every process of the probe has ended.
 
 JOB_DIR/job.json names the probe and the paths as this process sees them: `code` (the
@@ -20,14 +20,15 @@ import traceback
 import numpy as np
 import torch
 
-from . import adapter, wire
+from . import adapter
+from autograder.contract import report_schema
 
 JOB_DIR = OUT = None   # set by run(): the job folder and the probe's out/
 _PROBES = {}            # test id -> probe function (load_probes)
 
 
 class CappedStream(io.TextIOBase):
-    """Keeps the first wire.STDOUT_CAP characters of what student code prints; drops the rest."""
+    """Keeps the first report_schema.STDOUT_CAP characters of what student code prints; drops the rest."""
 
     def __init__(self):
         self.parts, self.size, self.dropped = [], 0, 0
@@ -37,7 +38,7 @@ class CappedStream(io.TextIOBase):
 
     def write(self, s):
         s = str(s)
-        keep = max(0, wire.STDOUT_CAP - self.size)
+        keep = max(0, report_schema.STDOUT_CAP - self.size)
         self.parts.append(s[:keep])
         self.size += min(len(s), keep)
         self.dropped += len(s) - min(len(s), keep)
@@ -108,7 +109,7 @@ class Context:
     def note(self, *notes):
         for n in notes:
             kept = self.info.setdefault('notes', [])
-            if n and n not in kept and len(kept) < wire.MAX_NOTES:
+            if n and n not in kept and len(kept) < report_schema.MAX_NOTES:
                 kept.append(n)
 
     def attention(self, kind, label, n_kv_head, **fields):
@@ -159,10 +160,10 @@ def write_result(probe_id, arrays, info):
     tmp = os.path.join(OUT, '.%s.tmp' % probe_id)
     with open(tmp + '.npz', 'wb') as f:
         np.savez(f, **arrays)
-    os.replace(tmp + '.npz', os.path.join(OUT, wire.arrays_name(probe_id)))
+    os.replace(tmp + '.npz', os.path.join(OUT, report_schema.arrays_name(probe_id)))
     with open(tmp, 'w') as f:
-        json.dump(wire.clip_report(info), f, allow_nan=False)
-    os.replace(tmp, os.path.join(OUT, wire.report_name(probe_id)))
+        json.dump(report_schema.clip_report(info), f, allow_nan=False)
+    os.replace(tmp, os.path.join(OUT, report_schema.report_name(probe_id)))
 
 
 def apply_limits(limits):
@@ -175,7 +176,7 @@ def apply_limits(limits):
     if margin is None:
         return
     import resource
-    from .memory_readings import proc_status
+    from autograder.contract.memory_readings import proc_status
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = proc_status(os.getpid())['VmSize'] + int(margin) * 1024 * 1024
     if hard != resource.RLIM_INFINITY:
@@ -211,10 +212,10 @@ def run(job_dir):
         if isinstance(e, ModuleNotFoundError):
             message = "model.py imports %r, which the autograder does not provide (only torch, einops, numpy " \
                       "and the standard library are available)" % (e.name,)
-        if probe_id != wire.IMPORT:
+        if probe_id != report_schema.IMPORT:
             message = 'model.py could not be imported in this test\'s process: ' + message
         info = {'status': 'error', 'message': message, 'where': frames}
-    if probe_id == wire.IMPORT or info['status'] != 'ok':
+    if probe_id == report_schema.IMPORT or info['status'] != 'ok':
         info.update(seconds=time.time() - t0, stdout=captured.take())
         write_result(probe_id, {}, info)
         return 0

@@ -24,7 +24,7 @@ import time
 from autograder.sandbox import wall
 from autograder.sandbox.zygote import ZygoteFailed
 
-MAX_MESSAGE = 1 << 16            # bytes of one link message (child/link.py's cap)
+MAX_MESSAGE = 1 << 16            # bytes of one link message (child/socket_link.py's cap)
 MAX_LINK_MESSAGES = 100_000      # per probe: the memory probe asks a few hundred; past this the link is closed
 TICK = 0.05                      # seconds between deadline checks (and the longest a reply waits for one)
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine

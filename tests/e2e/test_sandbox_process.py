@@ -12,8 +12,9 @@ import os
 import pytest
 
 from ag_helpers import SANDBOXED, sandbox_processes
-from autograder import GRADING_YAML, config
-from autograder.child import wire
+from autograder import GRADING_YAML
+from autograder.judge import config
+from autograder.contract import report_schema
 from autograder.sandbox import Sandbox
 
 GRADING = config.load(GRADING_YAML)
@@ -50,8 +51,8 @@ def test_the_link_serves_a_handler_with_the_senders_pid_from_the_kernel(sandbox,
         seen.append(pid)
         return b'echo:' + payload, {'pid': pid, 'payload': payload.decode()}
 
-    r = run(sandbox, tmp_path, "import child.link as link\nprint('GOT', link.ask(b'hello').decode(), "
-                               "link.ask(b'').decode() or 'empty')\n", handlers={wire.IMPORT: echo})
+    r = run(sandbox, tmp_path, "import autograder.child.socket_link as link\nprint('GOT', link.ask(b'hello').decode(), "
+                               "link.ask(b'').decode() or 'empty')\n", handlers={report_schema.IMPORT: echo})
     imp = r.import_result
     assert imp.status == 'ok', imp.message
     assert 'GOT echo:hello echo:' in imp.info['stdout']
@@ -70,7 +71,7 @@ try:
     print('FORGED sent')
 except OSError as e:
     print('FORGED refused', e.errno)
-""", handlers={wire.IMPORT: lambda payload, pid: got.append((payload, pid)) or b''})
+""", handlers={report_schema.IMPORT: lambda payload, pid: got.append((payload, pid)) or b''})
     assert 'FORGED refused 1' in r.import_result.info['stdout'], r.import_result.info['stdout']
     assert got == []
 
@@ -79,7 +80,7 @@ def test_per_probe_limits_apply_before_model_py_is_imported(sandbox, tmp_path):
     code = "import torch\n_X = torch.ones(50_000_000)   # 200 MB at import\nprint('ALLOCATED')\n"
     free = run(sandbox, tmp_path, code)
     assert free.import_result.status == 'ok' and 'ALLOCATED' in free.import_result.info['stdout']
-    capped = run(sandbox, tmp_path, code, job={'limits': {wire.IMPORT: {'address_space_margin_mb': 100}}})
+    capped = run(sandbox, tmp_path, code, job={'limits': {report_schema.IMPORT: {'address_space_margin_mb': 100}}})
     assert capped.import_result.status == 'error' and 'allocate' in capped.import_result.message
 
 

@@ -1,5 +1,5 @@
 """
-The cascade (autograder/cascade.py) on fake probe results: which parts a grading sets aside,
+The cascade (autograder/judge/cascade.py) on fake probe results: which parts a grading sets aside,
 what each later probe is told, which probes a hang skips and the words the student reads.
 The stand-ins themselves (child/standins.py) are checked against the reference's classes.
 """
@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from autograder import cascade, config, registry
+from autograder.judge import cascade, config, registry
 from autograder.sandbox.readback import ProbeResult
 
 MODEL_PY = '''import torch
