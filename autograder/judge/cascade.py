@@ -132,6 +132,10 @@ class Cascade:
             return {}
         entry = registry.BY_ID[probe_id]
         out = {p: n for p, n in self.failed.items() if p in entry.calls and p not in entry.owns}
+        # stand-ins never earn points alone: a probe whose every part with a stand-in would be one would judge
+        # only the given code (the untouched template would pass 8.1-10.3), so it runs the student's code as is
+        if out and all(p in out for p in entry.calls if p in STAND_IN_NAMES):
+            out = {}
         self.sent[probe_id] = out
         return out
 

@@ -71,6 +71,23 @@ def test_a_failed_gqa_is_replaced_in_the_gpt_but_its_own_tests_keep_it(grading):
         assert c.stand_ins(pid) == {'gqa': '4.1'}, pid
 
 
+def test_stand_ins_never_stand_for_every_part_a_probe_runs(grading):
+    # the untouched template fails 2.1, 3.1 and 4.1: its GPT tests would otherwise judge stand-ins and given code only
+    c = make(grading, passes=())
+    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'):
+        c.observe(pid, ok(), {})
+    assert c.failed == {'rope': '2.1', 'mha': '3.1', 'gqa': '4.1'}
+    for pid in ('causality', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained', 'kv-cache'):
+        assert c.stand_ins(pid) == {}, pid
+    assert c.stand_ins('mha-rope') == {'rope': '2.1'}   # 3.1 still judges the student's MHA with the reference RoPE
+    # a RoPE and a GQA that fail, an MHA that passes: the GPT tests that run the MHA keep both stand-ins
+    c = make(grading, passes=('mha-rope',))
+    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'):
+        c.observe(pid, ok(), {})
+    assert c.stand_ins('model') == {'rope': '2.1', 'gqa': '4.1'}
+    assert c.stand_ins('generate') == {}   # it runs only the GQA and RoPE (and the given GPT)
+
+
 def test_charge_replaces_nothing(grading):
     c = make(grading, policy='charge')
     for pid in ('rope', 'gqa'):
