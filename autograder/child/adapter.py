@@ -13,6 +13,8 @@ import re
 import torch
 import torch.nn as nn
 
+from . import standins
+
 HANDOUT_PROJECTIONS = ('q_proj', 'k_proj', 'v_proj', 'out_proj')
 
 
@@ -48,16 +50,46 @@ def _class(name):
     return cls
 
 
+# {part: number of the test it fails}: the parts this probe builds with stand-ins (runner.py sets it from the job)
+STAND_INS = {}
+
+
 def rope(d):
-    return _class('RotaryPositionalEmbeddings')(d)
+    return _class('RotaryPositionalEmbeddings')(d)   # the RoPE tests judge the student's own, always
+
+
+KEPT = set()   # parts asked for a stand-in that the student's code still used (built another way, or inlined)
+
+
+def _build(cls, cfg, parts):
+    """cls(cfg) with the stand-ins of `parts`; a part whose own class is still in the result, or a RoPE that no
+    class provides (written inside the attention), is recorded in KEPT: the harness then says it could not be set aside."""
+    module = model_module()
+    own = {p: getattr(module, standins.CLASS_OF[p], None) for p in parts}
+    built_before = set(standins.BUILT)
+    standins.BUILT.clear()
+    try:
+        with standins.swapped(module, parts):
+            obj = cls(cfg)
+        for p, c in own.items():
+            if isinstance(c, type) and any(isinstance(m, c) for m in obj.modules()):
+                KEPT.add(p)
+        if 'rope' in parts and getattr(cfg, 'rope', False) and 'rope' not in standins.BUILT:
+            KEPT.add('rope')
+    finally:
+        standins.BUILT.update(built_before)
+    return obj
 
 
 def attention(kind, cfg):
-    return _class({'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}[kind])(cfg)
+    """The student's attention module of `kind`; a failed RoPE inside it is a stand-in (child/standins.py)."""
+    cls = _class({'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}[kind])
+    return _build(cls, cfg, [p for p in STAND_INS if p == 'rope'])
 
 
 def gpt(cfg):
-    return _class('GPT')(cfg)
+    """The student's GPT; each failed part it builds (RoPE, an attention module) is a stand-in."""
+    return _build(_class('GPT'), cfg, list(STAND_INS))
 
 
 # ----------------------------------------------------------------------------- weights

@@ -221,6 +221,7 @@ def run(job_dir):
         return 0
 
     ctx = Context(job)
+    adapter.STAND_INS = dict(job.get('stand_ins') or {})
     t0 = time.time()
     try:
         probe_table()[probe_id](ctx)
@@ -230,6 +231,10 @@ def run(job_dir):
             raise
         kind, message, frames = describe_exception(e)
         ctx.info.update(status=kind, message=message, where=frames)
+    if adapter.STAND_INS:   # which stand-ins were really built (the harness words it; see child/standins.py)
+        from .standins import BUILT
+        ctx.info['stand_ins'] = {'built': sorted(p for p in BUILT if p in adapter.STAND_INS),
+                                 'kept': sorted(p for p in adapter.KEPT if p in adapter.STAND_INS)}
     ctx.info.update(seconds=time.time() - t0, stdout=captured.take())
     write_result(probe_id, ctx.arrays, ctx.info)
     return 0

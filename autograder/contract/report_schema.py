@@ -85,6 +85,9 @@ REPORT_FIELDS = {
     # per case, what the probe observed about the student's objects (names, shapes), in words: judges
     # print these in failure messages only; no grade rests on them
     'facts': _map(MAX_KEYS, _texts(MAX_FACTS, MAX_FACT_CHARS)),
+    # which of the stand-ins the job named were built, and which parts the student's code kept anyway
+    # (child/standins.py): words only; the harness reads only the part names it named itself
+    'stand_ins': _map(2, _texts(8, MAX_KEY_CHARS)),
 }
 
 

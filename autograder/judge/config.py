@@ -59,6 +59,7 @@ class Grading:
     sandbox: dict
     profiles: Dict[str, dict]
     tests: List[TestSpec] = field(default_factory=list)
+    cascade: str = 'insulate'   # 'insulate': a later test builds on stand-ins for failed parts; 'charge': on the student's
 
     def test(self, test_id):
         for t in self.tests:
@@ -188,8 +189,12 @@ def _parse(path, text):
         raise GradingConfigError("%s: not valid YAML: %s" % (path, e))
     v = _Validator(path)
     top = v.mapping(root, 'grading.yaml')
-    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests'}, 'grading.yaml',
+    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests', 'cascade'}, 'grading.yaml',
                  required=('version', 'handout', 'sandbox', 'profiles', 'tests'))
+    cascade = v.typed(top['cascade'][1], str, 'cascade') if 'cascade' in top else 'insulate'
+    if cascade not in ('insulate', 'charge'):
+        v.fail(top['cascade'][1], "cascade %r is not one of insulate, charge" % cascade)
+
     version = v.typed(top['version'][1], int, 'version')
     if version != 1:
         v.fail(top['version'][1], "version %d is not supported (expected 1)" % version)
@@ -204,7 +209,8 @@ def _parse(path, text):
             v.fail(node, "test id %r appears twice" % spec.id)
         seen.add(spec.id)
         tests.append(spec)
-    return Grading(path=path, version=version, handout=handout, sandbox=sandbox, profiles=profiles, tests=tests)
+    return Grading(path=path, version=version, handout=handout, sandbox=sandbox, profiles=profiles, tests=tests,
+                   cascade=cascade)
 
 
 def _handout(v, node):

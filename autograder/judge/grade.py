@@ -24,7 +24,7 @@ import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT
 from autograder.contract import report_schema
-from autograder.judge import config, fixtures, inputs, interface_check, probe_job, registry, submission, verdicts
+from autograder.judge import cascade, config, fixtures, inputs, interface_check, probe_job, registry, submission, verdicts
 from autograder.judge.judges import Verdict, clip_student_text
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
@@ -45,14 +45,16 @@ def _probe_ids(specs):
     return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
-def _submission_verdict(located, problems, run):
+def _submission_verdict(located, problems, run, import_hang=None):
     lines = [located.note] if located.note else []
     if located.problem or problems:
         return Verdict(0.0, lines + (problems or [located.problem]))
     imp = run.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
-        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail
+        where = ['%s: code at the top level of model.py runs when it is imported (a loop, a sleep, a training '
+                 'run?); put it under `if __name__ == "__main__":` or remove it.' % import_hang] if import_hang else []
+        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + where + detail
                        + submission.import_warnings(located.path))
     notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
     for r in run.probes.values():
@@ -67,6 +69,10 @@ def _submission_verdict(located, problems, run):
     if lacks:
         return Verdict(0.0, lines + ['model.py does not define the handout interface: %s is missing. Keep the '
                                      "handout's class and method names." % ', '.join(lacks)])
+    if 'NOT graded' in (located.note or ''):   # another model.py with other content: red, so that it is read
+        return Verdict(0.0, lines + ['model.py imports and exposes the handout interface. This test is marked failed '
+                                     '(it is worth no points) only so that you read the line above: the upload holds '
+                                     'more than one model.py and only the first one named was graded.'])
     return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
 
 
@@ -81,11 +87,16 @@ def first_line(text):
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-def top_output(located, problems, profile):
-    """results.json's top-level message: what was graded, or in one sentence why nothing was."""
+def top_output(located, problems, judging=None):
+    """results.json's top-level message: what was graded, or in one sentence why nothing was (no internal words:
+    the profile is in extra_data)."""
     if located.problem or problems:
-        return 'Not graded: %s. Profile %s.' % (first_line(located.problem or problems[0]).rstrip('.'), profile)
-    return '%s. Profile %s.' % (located.note, profile)
+        return 'Not graded: %s.' % first_line(located.problem or problems[0]).rstrip('.')
+    run = judging.run if judging is not None else None
+    if run is not None and run.import_result is not None and run.import_result.status != 'ok':
+        hang = judging.cascade.import_hang if judging.cascade is not None else None
+        return 'Not graded: %s (see test 1.1).' % (hang or 'your model.py could not be imported')
+    return ('%s.' % (located.note[0].upper() + located.note[1:])) if located.note else ''
 
 
 def expected_outputs(fx, probe_ids, prof):
@@ -135,6 +146,7 @@ class Judging:
         self.run = None
         self.problems = upload_problems(located.path) if located.path else []
         self.info = {'sandbox': 'not run'}
+        self.cascade = None
         if located.problem or self.problems:
             return
         prof = grading.profiles[profile]
@@ -143,11 +155,15 @@ class Judging:
         with open(located.path, 'rb') as f:   # the input set drawn for these bytes (inputs.for_submission)
             drawn = inputs.for_submission(fx, prof, probe_ids, f.read())
         self.fx = fx = drawn.fixtures
+        source, _ = submission.read_source(located.path)
+        self.cascade = cascade.Cascade(grading, fx, source, self.specs)
+        # the job is read afresh by each probe process: on_result names the next probe's stand-ins in it
+        job = probe_job.job(prof, [prof['loss_curve']['student_seed']])
+        extra = {'skip': self.cascade.skip} if cascade.sandbox_skips(sandbox) else {}
         run = probe_job.run(sandbox, located.path, prof, probe_ids, timeouts,
-                            grading.test('submission').timeout, [prof['loss_curve']['student_seed']],
-                            probe_inputs=drawn.inputs,
+                            grading.test('submission').timeout, probe_inputs=drawn.inputs, shared_job=job,
                             expected=expected_outputs(fx, probe_ids, prof), private=private,
-                            on_result=self._partial(progress))
+                            on_result=self._on_result(job, probe_ids, progress), **extra)
         run = self.run = self._clipped(run)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
@@ -159,10 +175,12 @@ class Judging:
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
 
-    def _partial(self, progress):
-        """The callback that judges each test as its probe ends and hands the verdicts so far to `progress`."""
-        if progress is None:
-            return None
+    def _on_result(self, job, probe_ids, progress):
+        """
+        The callback called as each probe ends: the cascade learns which parts failed or hung and the
+        job of the NEXT probe names its stand-ins (the sandbox reads `job` afresh for each probe); with
+        `progress`, each test is also judged as its probes end and the verdicts so far handed to it.
+        """
         seen, done = {}, {}
         needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
                  for spec in self.specs}
@@ -170,6 +188,11 @@ class Judging:
         def on_result(probe_id, result):
             seen[probe_id] = result if probe_id == report_schema.IMPORT else \
                 clip_student_text(result, self.grading.sandbox['student_text_chars'])
+            self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            following = [p for p in probe_ids if p not in seen]
+            job['stand_ins'] = self.cascade.stand_ins(following[0]) if following else {}
+            if progress is None:
+                return
             self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             # each test judged once, as soon as its probe and the probes its judge reads have ended (the
             # final verdicts are judged again at the end; 1.1's notes then include every probe's)
@@ -195,15 +218,23 @@ class Judging:
     def _verdict(self, spec):
         located, run = self.located, self.run
         if spec.id == 'submission':
-            return _submission_verdict(located, self.problems, run)
+            return _submission_verdict(located, self.problems, run,
+                                       self.cascade.import_hang if self.cascade is not None else None)
         if located.problem or self.problems:
             return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
         if run.import_result.status != 'ok':
+            if self.cascade is not None and self.cascade.import_hang:
+                return Verdict(0.0, ['not run: %s (see test 1.1)' % self.cascade.import_hang])
             return Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
                                  % run.import_result.message])
-        if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
-            return Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message], not_implemented=True)
-        return verdicts.judge(spec, run.probes[spec.id], self.fx, self.grading, run.probes)
+        result = run.probes[spec.id]
+        if spec.optional_part:
+            return self.cascade.optional_verdict(spec, result, self.run.probes, self.specs)
+        if result.status == 'skipped':
+            return Verdict(0.0, [result.message])
+        verdict = verdicts.judge(spec, result, self.fx, self.grading, run.probes)
+        verdict.lines[:0] = self.cascade.lines(spec.id, result)
+        return verdict
 
 
 def _peak_rss_mb():
@@ -292,7 +323,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
         out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
-        out.output = top_output(located, judging.problems, profile)
+        out.output = top_output(located, judging.problems, judging)
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:
             out.output += ' ' + summary.summary + '.'

@@ -34,14 +34,17 @@ def link_handlers(profile):
 
 
 def run(sandbox, model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
-        probe_inputs=None, **options):
+        probe_inputs=None, shared_job=None, **options):
     """
     Sandbox.run of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
-    link handlers; `options` go to Sandbox.run (expected, private, on_result).
+    link handlers; `options` go to Sandbox.run (expected, private, on_result, skip). The job is
+    job(profile, loss_curve_seeds), or `shared_job`, one the caller built with job() and keeps: the
+    sandbox reads it afresh for each probe, so a grading names each next probe's stand-ins in it
+    (job['stand_ins'], judge/cascade.py) from on_result.
     """
     if probe_inputs is None:
         probe_inputs = inputs.per_probe(profile, probe_ids, arrays)
-    return sandbox.run(model_py, job(profile, loss_curve_seeds), probe_ids, probe_inputs,
-                       timeouts, import_timeout=import_timeout, handlers=link_handlers(profile),
-                       need_data='loss-curve' in probe_ids, **options)
+    the_job = shared_job if shared_job is not None else job(profile, loss_curve_seeds)
+    return sandbox.run(model_py, the_job, probe_ids, probe_inputs, timeouts, import_timeout=import_timeout,
+                       handlers=link_handlers(profile), need_data='loss-curve' in probe_ids, **options)

@@ -12,6 +12,10 @@ model's answers given in another process, e.g. 7.1 compares the prefix outputs o
 with the outputs 3.1, 5.1 and 8.1 produced for the original input. Those probes then run
 whenever the judge runs, even if their own tests are skipped or switched off.
 
+Each probe also declares the parts of model.py it runs (`calls`) and those it judges as the
+student's own (`owns`): the cascade (judge/cascade.py) builds a failed part it calls but does
+not own from a stand-in, and skips a probe that would run a part that already hung.
+
 Adding a graded test: an entry here, a probe in child/probes_<area>.py, a judge in judges/<area>.py named in verdicts.py, the
 inputs it needs in inputs.py (build and its probe_inputs entry), its entry in
 grading.yaml, then `python -m autograder regenerate`.
@@ -29,6 +33,8 @@ class GradedTest:
     compares_known_bugs: bool = False     # its outputs are compared against the known bugs of known_bugs.py
     values_in_fixtures: bool = True  # False: the judge reads only the keys and shapes of the reference's outputs
     evidence: Tuple[str, ...] = ()  # other probes whose results its judge reads: judge(..., evidence={id: result})
+    calls: Tuple[str, ...] = ()     # the parts of model.py (PARTS) its probe runs: a part that hung is not run again
+    owns: Tuple[str, ...] = ()      # the parts it judges as the student's own: never replaced by a stand-in here
 
     @property
     def probe(self):
@@ -36,26 +42,37 @@ class GradedTest:
         return 'probe_' + self.id.replace('-', '_') if self.probed else None
 
 
+# The parts of model.py a probe can run, as the student reads them (hang messages and stand-ins name them):
+# a stand-in exists for the first three (child/standins.py).
+PARTS = {'rope': 'RotaryPositionalEmbeddings', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention',
+         'gpt': 'GPT', 'banded': 'banded_attention'}
+GPT_PARTS = ('gpt', 'mha', 'gqa', 'rope')
+# The order matters: the tests that decide whether a part fails (PART_TESTS) run before any probe that builds on it.
 TESTS = (
     GradedTest('submission', probed=False, needs_tolerance=False),
-    GradedTest('rope', compares_known_bugs=True),
-    GradedTest('rope-cache', compares_known_bugs=True),
-    GradedTest('mha-rope', compares_known_bugs=True),
-    GradedTest('gqa', compares_known_bugs=True),
-    GradedTest('gqa-rope', compares_known_bugs=True),
-    GradedTest('dropout', evidence=('gqa',)),
-    GradedTest('causality', evidence=('mha-rope', 'gqa-rope', 'model')),
-    GradedTest('model', compares_known_bugs=True),
-    GradedTest('generate', needs_tolerance=False, compares_known_bugs=True, evidence=('model',)),
+    GradedTest('rope', compares_known_bugs=True, calls=('rope',), owns=('rope',)),
+    GradedTest('rope-cache', compares_known_bugs=True, calls=('rope',), owns=('rope',)),
+    GradedTest('mha-rope', compares_known_bugs=True, calls=('mha', 'rope'), owns=('mha',)),
+    GradedTest('gqa', compares_known_bugs=True, calls=('gqa',), owns=('gqa',)),
+    GradedTest('gqa-rope', compares_known_bugs=True, calls=('gqa', 'rope'), owns=('gqa',)),
+    GradedTest('dropout', evidence=('gqa',), calls=('gqa',), owns=('gqa',)),
+    # the attention cases run the student's modules (never replaced: their masks are judged), the GPT case the
+    # same stand-ins as 8.1, whose outputs it is compared with
+    GradedTest('causality', evidence=('mha-rope', 'gqa-rope', 'model'), calls=GPT_PARTS),
+    GradedTest('model', compares_known_bugs=True, calls=GPT_PARTS),
+    GradedTest('generate', needs_tolerance=False, compares_known_bugs=True, evidence=('model',),
+               calls=('gpt', 'gqa', 'rope')),
     # 9.1 judges the harness's kernel readings, never the reference's figures (which move by kilobytes between runs)
-    GradedTest('memory', values_in_fixtures=False),
-    GradedTest('loss-curve'),
-    GradedTest('gradients', evidence=('loss-curve',)),
-    GradedTest('load-pretrained'),
-    GradedTest('sliding-window'),
-    GradedTest('sliding-window-memory'),
-    GradedTest('kv-cache'),
+    GradedTest('memory', values_in_fixtures=False, calls=('gqa',), owns=('gqa',)),
+    GradedTest('loss-curve', calls=('gpt', 'gqa', 'rope')),
+    GradedTest('gradients', evidence=('loss-curve',), calls=GPT_PARTS),
+    GradedTest('load-pretrained', calls=GPT_PARTS),
+    GradedTest('sliding-window', calls=('mha', 'gqa', 'rope', 'banded')),
+    GradedTest('sliding-window-memory', calls=('banded',)),
+    GradedTest('kv-cache', calls=('gpt', 'gqa', 'rope')),
 )
+# part -> the tests that judge it as the student's own: failing one of them makes it a failed part
+PART_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope')}
 
 BY_ID = {t.id: t for t in TESTS}
 IDS = tuple(t.id for t in TESTS)

@@ -211,8 +211,9 @@ def add_points(out, extra_credit):
 
 
 # what an untouched optional part reads on Gradescope: a test worth 0 that is not a failure
-NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) still raises NotImplementedError in its TODO, '
-                 'so it was not graded and costs nothing. Implement it for up to %s extra points.')
+NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) is not in your model.py (missing, a TODO that '
+                 'raises NotImplementedError, or a setting your code never reads), so it was not graded and costs '
+                 'nothing. Implement it for up to %s extra points.')
 
 
 def build_suite(specs, judge, failures=None, extra_credit=()):
@@ -241,7 +242,11 @@ def build_suite(specs, judge, failures=None, extra_credit=()):
                           'can see the details' % type(e).__name__)
             if verdict.not_implemented and spec.id in extra_credit:
                 print(NOT_ATTEMPTED % points(spec.weight))
-                print('\n'.join(verdict.lines))   # which TODO was met
+                print('\n'.join(l for l in verdict.lines if not l.lstrip().startswith('FAIL')))   # which TODO was met
+                set_score(0.0)
+                return
+            if verdict.not_judged and spec.id in extra_credit:   # a required part it builds on fails: not its fault
+                print('\n'.join(verdict.lines))
                 set_score(0.0)
                 return
             if verdict.summary:
@@ -250,8 +255,9 @@ def build_suite(specs, judge, failures=None, extra_credit=()):
             set_score(round(verdict.fraction * spec.weight, SCORE_DIGITS))
             if verdict.not_implemented:   # an untouched optional part that counts in the 100: said plainly
                 self.fail('not implemented (optional)')
-            if not verdict.passed:
-                self.fail('%s scored %.0f%% of its points' % (spec.name, 100 * verdict.fraction))
+            if not verdict.passed:   # a test worth no points has no share to report: the lines above say it all
+                self.fail('%s scored %.0f%% of its points' % (spec.name, 100 * verdict.fraction) if spec.weight
+                          and spec.id not in extra_credit else 'see the lines above')
         test.__doc__ = spec.name
         test = partial_credit(0.0 if spec.id in extra_credit else spec.weight)(test)
         test = number(spec.number)(test)

@@ -273,7 +273,24 @@ def locate(path, scratch=None):
         return Located(None, '', 'no model.py in the submission: %s is a symbolic link to a folder, which the '
                                  'autograder does not follow; upload the files themselves'
                        % os.path.relpath(linked_dirs[0], path))
-    return Located(None, '', 'no model.py in the submission: upload your mingpt/model.py')
+    return Located(None, '', 'no model.py in the submission: upload your mingpt/model.py (%s)' % what_was_found(path))
+
+
+def what_was_found(folder):
+    """'the upload holds writeup.pdf, notes.txt': the first few files of an upload without a model.py, in words."""
+    names = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith('.'))[:20]
+        for f in sorted(files):
+            rel = os.path.relpath(os.path.join(root, f), folder).replace(os.sep, '/')
+            if rel.isprintable() and not rel.startswith('.'):
+                names.append(rel[:80])
+        if len(names) > MAX_LISTED:
+            break
+    if not names:
+        return 'the upload holds no file'
+    more = len(names) - MAX_LISTED
+    return 'the upload holds %s%s' % (', '.join(names[:MAX_LISTED]), ' ...' if more > 0 else '')
 
 
 # ----------------------------------------------------------------------------- the static check

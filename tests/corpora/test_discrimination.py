@@ -1,5 +1,5 @@
 """
-The expensive CI test (~40 submissions x ~15 s / 2 jobs, about 5 minutes): grade the whole
+The expensive CI test (~100 submissions x ~15 s / 2 jobs, about 5 minutes): grade the whole
 corpus of tests/submissions once (module scope) and check the autograder's discrimination:
 no false failure on a correct variant, every bug losing points on exactly its must_fail tests
 (no more, no fewer), and the expected known bug named for at least 90% of the mutants that have one.
@@ -47,3 +47,23 @@ def test_known_bugs_named(report):
 def test_beats_the_course_tests(report):
     rows, s = report
     assert s['caught'] >= s['course_caught']
+
+
+def test_one_mistake_costs_its_own_part_and_no_optional_test_is_red_for_nothing(report):
+    rows, s = report
+    beyond = ['%s: lost %s beyond must_fail %s' % (r['name'], r['beyond_own_part'], r['must_fail'])
+              for r in rows if r.get('beyond_own_part')]
+    red = ['%s: %s' % (r['name'], r['red_optional']) for r in rows if r.get('red_optional')]
+    assert (s['beyond_own_part'], s['red_optional']) == (0, 0), beyond + red
+
+
+def test_a_hang_is_named_and_costs_only_the_tests_that_run_it(report):
+    rows, s = report
+    hang = next(r for r in rows if r['name'] == 'starter_gqa_while_hang')
+    assert hang['grade_seconds'] <= 180, hang['grade_seconds']   # issue 26: within 3 minutes on this machine
+    for tid in ('rope', 'rope-cache', 'mha-rope'):
+        assert hang['tests'][tid]['score'] == hang['tests'][tid]['max_score'], hang['tests'][tid]['output']
+    assert 'GroupedQueryAttention.forward' in hang['tests']['gqa']['output'] and 'model.py line' in \
+        hang['tests']['gqa']['output'], hang['tests']['gqa']['output']
+    assert hang['tests']['memory']['output'].startswith('not run: GroupedQueryAttention.forward did not return in '
+                                                        'test 4.1 (model.py line '), hang['tests']['memory']['output']

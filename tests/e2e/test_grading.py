@@ -61,7 +61,7 @@ def test_reference_gets_full_marks(reference):
     assert total(out) == possible(out) == sum(t.weight for t in GRADING.enabled_tests())
     assert sum(t['max_score'] for t in out['tests']) == out['extra_data']['points']['required_max'] == 100
     assert all(t['status'] == 'passed' for t in out['tests'])
-    assert 'graded model.py' in out['output']
+    assert out['output'].startswith('Graded model.py.') and 'Profile' not in out['output']
 
 
 def test_reference_results_json_follows_the_spec(reference):
@@ -135,10 +135,12 @@ def test_same_submission_same_grade(buggy_three_times):
 def test_buggy_submission_loses_the_rope_points(buggy_three_times):
     tests = by_id(buggy_three_times[0])
     assert tests['rope']['score'] < tests['rope']['max_score']  # (d = 2 has theta_1 = 1 for any base)
-    for tid in ('rope', 'mha-rope', 'gqa-rope'):
-        assert 'Likely bug' in tests[tid]['output'] and 'rope-base' in tests[tid]['output'], tests[tid]['output']
-    for tid in ('mha-rope', 'gqa-rope'):
-        assert tests[tid]['score'] == 0
+    assert 'Likely bug' in tests['rope']['output'] and 'rope-base' in tests['rope']['output'], tests['rope']['output']
+    # cascade: insulate: the tests that build on RoPE run the reference RoPE in its place, and say so
+    for tid in ('mha-rope', 'gqa-rope', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
+        assert full(tests[tid]), tests[tid]['output']
+        assert 'Judged with the reference RoPE in place of yours, which fails 2.1.' in tests[tid]['output'], \
+            tests[tid]['output']
     assert tests['gqa']['score'] == tests['gqa']['max_score']
     assert 0 < total(buggy_three_times[0]) < possible(buggy_three_times[0])
 

@@ -60,7 +60,7 @@ def test_an_empty_model_py_is_one_sentence(tmp_path):
     _write(tmp_path / 'up' / 'model.py', b'')
     out, tests = _grade(tmp_path / 'up', tmp_path)
     sentence = 'model.py is empty: there is nothing to grade. Upload the file with your code (was it saved?)'
-    assert out['output'] == 'Not graded: %s. Profile cpu.' % sentence
+    assert out['output'] == 'Not graded: %s.' % sentence
     assert tests['1.1']['output'].splitlines()[:2] == ['graded model.py', sentence]
     assert _only_pointers(tests) == 'not graded: %s (see test 1.1)' % sentence
     assert out['score'] == 0
@@ -101,7 +101,7 @@ def test_a_zip_inside_the_zip_is_named(tmp_path):
                 'and the autograder opens only the zip itself, not zips within it: upload your mingpt/model.py, or a '
                 'zip that holds it directly')
     assert tests['1.1']['output'].splitlines()[0] == sentence
-    assert out['output'] == 'Not graded: %s. Profile cpu.' % sentence
+    assert out['output'] == 'Not graded: %s.' % sentence
     _only_pointers(tests)
 
 
@@ -117,6 +117,7 @@ def test_two_different_model_py_the_choice_is_explained(tmp_path):
     assert tests['1.1']['output'].splitlines()[0] == (
         'graded mingpt/model.py (mingpt/model.py is where the handout keeps it); also found, with the same content: '
         'backup/model.py; NOT graded, with other content: model (1).py. To have one of these graded, upload it alone')
+    assert tests['1.1']['status'] == 'failed' and tests['1.1']['max_score'] == 0   # it stands out, and costs nothing
 
 
 def test_two_different_model_py_that_nothing_ranks_are_refused(tmp_path):
@@ -126,7 +127,7 @@ def test_two_different_model_py_that_nothing_ranks_are_refused(tmp_path):
     sentence = ('found 2 different files that could be your model.py (new/mingpt/model.py, old/mingpt/model.py); the '
                 'autograder will not guess which one you mean: upload only one (your mingpt/model.py)')
     assert tests['1.1']['output'].splitlines()[0] == sentence
-    assert out['output'] == 'Not graded: %s. Profile cpu.' % sentence
+    assert out['output'] == 'Not graded: %s.' % sentence
     _only_pointers(tests)
 
 

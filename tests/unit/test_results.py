@@ -126,8 +126,9 @@ def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
     assert (data[done]['score'], data[done]['max_score'], data[done]['status']) == (extra[done], 0, 'passed')
     assert (data[wrong]['score'], data[wrong]['max_score'], data[wrong]['status']) == (0, 0, 'failed')
     assert (data[untouched]['score'], data[untouched]['max_score'], data[untouched]['status']) == (0, 0, 'passed')
-    assert data[untouched]['output'].startswith('Not attempted: this optional part (extra credit) still raises '
-                                                'NotImplementedError in its TODO, so it was not graded and costs nothing.')
+    assert data[untouched]['output'].startswith('Not attempted: this optional part (extra credit) is not in your '
+                                                'model.py (missing, a TODO that raises NotImplementedError, or a '
+                                                'setting your code never reads), so it was not graded and costs nothing.')
     assert 'TODO (optional)' in data[untouched]['output']   # which TODO was met
     assert out[wrong].lost and not out[untouched].lost and not out[done].lost
     # the maxima sum to the required 100; results.json's score adds the extra credit earned

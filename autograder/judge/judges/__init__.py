@@ -17,6 +17,7 @@ class Verdict:
     lines: List[str] = field(default_factory=list)
     summary: str = ''   # one-line numeric summary (loss curve), shown first
     not_implemented: bool = False   # an optional part left untouched: reported as "not implemented (optional)"
+    not_judged: bool = False   # an optional test that builds on a failed required part: 0 / 0, not red
 
     @property
     def passed(self):

@@ -25,7 +25,10 @@ GENERATE_CASES = (('greedy', 'greedy decoding'), ('top_k=1', 'do_sample=True, to
 def first_difference(got, exp):
     """'first at batch b, position t (expected x, got y)' of two token arrays of one shape."""
     b, t = (int(i) for i in np.argwhere(got != exp)[0][:2])
-    return b, t, 'first at batch %d, position %d (expected %d, got %d)' % (b, t, exp[b, t], got[b, t])
+    window = slice(t, min(t + 8, exp.shape[1]))   # the token ids from the first difference on, as integers
+    ids = lambda row: '[%s%s]' % (', '.join(str(int(x)) for x in row[window]), ', ...' if window.stop < exp.shape[1] else '')
+    return b, t, 'first at batch %d, position %d (expected %d, got %d): from there, expected %s, got %s' % (
+        b, t, exp[b, t], got[b, t], ids(exp[b]), ids(got[b]))
 
 
 def _same_tokens(got, exp):

@@ -39,12 +39,14 @@ def memory_floor(profile, n_kv_head):
     B, nh, T, hs = mem['batch'], mod['n_query_head'], mem['seq'], mod['n_embd'] // mod['n_query_head']
     if mem['floor'] == 'output':
         return B * nh * T * hs * 4, 'the attention output y (one float32 (%d, %d, %d, %d) tensor)' % (B, nh, T, hs)
-    return B * n_kv_head * T * T * 4, ('one float32 (%d, %d, %d, %d) tensor of attention weights (autograd keeps '
-                                       'n_query_head of them for backward)' % (B, n_kv_head, T, T))
+    # GQA's weights are (B, n_query_head, T, T); the floor is n_kv_head of those heads (see the docstring)
+    heads = 'all %d heads' % nh if n_kv_head == nh else '%d of the %d heads' % (n_kv_head, nh)
+    return B * n_kv_head * T * T * 4, ('%s of the attention weights, a float32 (B, n_query_head, T, T) = '
+                                       '(%d, %d, %d, %d) tensor that autograd keeps for backward' % (heads, B, nh, T, T))
 
 
 def memory_labels(profile):
-    """The measured calls in the probe's order (child/probes_workflow.probe_memory)."""
+    """The measured calls in the probe's order (child/probes_memory.probe_memory)."""
     return ['n_kv_head=%d' % kv for kv in sorted(profile['kv_heads'], reverse=True)]
 
 

@@ -17,6 +17,8 @@ a test outside must_fail losing them), and the totals with their targets:
     false failures on correct variants (any test below max_score)   target 0
     bugs caught exactly (the tests that lost points == must_fail)    target 100%
     known bugs named (the expected id appears in a test's output)  target >= 90%
+    points lost beyond each bug's own part (tests outside must_fail)  target 0
+    red optional tests where expected.yaml says not_implemented      target 0
 Exits 1 when a target is missed or a submission could not be graded, 2 when there is no
 corpus at DIR. --out writes the same as a markdown report.
 """
@@ -93,6 +95,13 @@ def analyse(rows, test_ids):
         lost = {tid for tid, t in r['tests'].items() if (t['score'] < t['max_score'] or t.get('status') == 'failed')
                 and not (excused(tid) and untouched(t))}
         r['lost'] = lost
+        # points lost on tests outside the bug's own part (must_fail): what one mistake costs beyond its part
+        r['beyond_own_part'] = round(sum(max(0.0, t['max_score'] - t['score']) for tid, t in r['tests'].items()
+                                         if tid in lost and tid not in r['must_fail']), 4) \
+            if r['verdict'] != 'correct' else 0.0
+        # optional tests shown red (failed) although the submission does not attempt that part
+        r['red_optional'] = sorted(tid for tid, t in r['tests'].items()
+                                   if tid in r.get('not_implemented', ()) and t.get('status') == 'failed')
         # a test skipped on purpose (loss-curve for mutants not expected to fail it) is not missing
         r['missing_tests'] = [tid for tid in test_ids if tid not in r['tests'] and tid not in r.get('skipped', ())]
         if r['verdict'] == 'correct':
@@ -124,11 +133,15 @@ def analyse(rows, test_ids):
         'course_false_failures': sum(not r['course']['passed'] for r in correct),
         'course_caught': sum(not r['course']['passed'] for r in buggy),
     }
+    s['beyond_own_part'] = round(sum(r.get('beyond_own_part', 0.0) for r in buggy), 4)
+    s['beyond_own_part_subs'] = sum(r.get('beyond_own_part', 0.0) > 0 for r in buggy)
+    s['red_optional'] = sum(len(r.get('red_optional', ())) for r in rows)
     s['caught_rate'] = s['caught'] / len(buggy) if buggy else 1.0
     s['fp_rate'] = s['fp_named'] / len(with_fp) if with_fp else 1.0
     s['course_rate'] = s['course_caught'] / len(buggy) if buggy else 1.0
     s['errors'] = sum(bool(r.get('engine_error')) for r in rows)
-    s['ok'] = s['errors'] == 0 and s['false_failures'] == 0 and s['caught'] == len(buggy) and s['fp_rate'] >= KNOWN_BUG_TARGET
+    s['ok'] = s['errors'] == 0 and s['false_failures'] == 0 and s['caught'] == len(buggy) and \
+        s['fp_rate'] >= KNOWN_BUG_TARGET and s['beyond_own_part'] == 0 and s['red_optional'] == 0
     return s
 
 
@@ -172,6 +185,9 @@ def summary_lines(s):
                                                                                   pct(s['caught_rate'])),
         'known bugs named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
                                                             pct(KNOWN_BUG_TARGET)),
+        'points lost beyond the bug\'s own part (tests outside must_fail): %s on %d submissions (target 0)' % (
+            s['beyond_own_part'], s['beyond_own_part_subs']),
+        'red optional tests on submissions that do not attempt the part: %d (target 0)' % s['red_optional'],
         "course's current public tests: catch %d / %d = %s of the bugs, false failures %d / %d" % (
             s['course_caught'], s['n_buggy'], pct(s['course_rate']), s['course_false_failures'], s['n_correct']),
     ] + (['submissions the engine could not grade (crash or timeout): %d (target 0)' % s['errors']]

@@ -82,7 +82,7 @@ def classify(out, sub_dir=None):
         reason = _first_line(scored[0].output)[len(NOT_GRADED):]   # the problem grade.py found (the same for every test)
         if reason.endswith(SEE_1_1):   # the student's pointer to the test that explains it; staff read the reason
             reason = reason[:-len(SEE_1_1)]
-        if reason.startswith('no model.py') and sub_dir and os.path.isdir(sub_dir):
+        if reason.startswith('no model.py') and 'the upload holds' not in reason and sub_dir and os.path.isdir(sub_dir):
             uploaded = sorted(f for f in os.listdir(sub_dir) if not f.startswith('.') and f not in GRADER_OUTPUTS)
             reason += ' (the upload holds %s)' % (', '.join(uploaded[:5]) + (' ...' if len(uploaded) > 5 else '')
                                                   if uploaded else 'no file')
