@@ -16,7 +16,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))   # autograder/staff/experiments/ -> the checkout
 sys.path.insert(0, os.path.join(REPO, 'reference'))
 
 import torch  # noqa: E402
