@@ -93,7 +93,7 @@ class Sandbox:
     # ------------------------------------------------------------------ one grading
 
     def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False, expected=None,
-            handlers=None, private=(), on_result=None):
+            handlers=None, private=(), on_result=None, skip=None):
         """
         Run the import check, then each probe of `probes`, on `model_py`, each in a fresh process.
         inputs: {probe id: {key: array}}: only those reach the probe (autograder.inputs.per_probe
@@ -105,6 +105,8 @@ class Sandbox:
         private: paths student code must not be able to read (checked by the self-test).
         job['limits']: {probe id: {'address_space_margin_mb': N}}, applied before model.py is imported.
         on_result(probe id, ProbeResult): called as each probe ends (results.json written as it goes).
+        skip(probe id, {probe id: ProbeResult} so far) -> str | None: called before each probe (never the
+          import check); a string: the probe is not run, its ProbeResult is status 'skipped' with that message.
         Returns a RunResult; never raises for anything the student's code does. SandboxRefused
         when a defence is missing or fails its self-test: then no student code has run.
         """
@@ -115,7 +117,7 @@ class Sandbox:
             if self.pool:
                 self.user, lock = users.claim(self.pool)
             return self._run_locked(model_py, job, list(probes), inputs, timeouts, import_timeout, need_data,
-                                    expected, handlers or {}, private, on_result)
+                                    expected, handlers or {}, private, on_result, skip)
         finally:
             if lock is not None:
                 os.close(lock)
@@ -123,7 +125,7 @@ class Sandbox:
                 signal.signal(signal.SIGTERM, previous)
 
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected, handlers,
-                    private, on_result):
+                    private, on_result, skip=None):
         started = time.time()
         self.budget_end = started + self.cfg['total_seconds']
         per_probe = {p: dict(inputs.get(p, {})) for p in probes}
@@ -139,7 +141,10 @@ class Sandbox:
             import_result = self._probe(wire.IMPORT, {}, import_timeout, job, {}, handlers.get(wire.IMPORT))
             self._tell(on_result, wire.IMPORT, import_result)
             for pid in probes if import_result.status == 'ok' else []:
-                if time.time() > self.budget_end:
+                skipped = skip(pid, dict(results)) if skip is not None else None
+                if skipped is not None:
+                    results[pid] = ProbeResult('skipped', str(skipped))
+                elif time.time() > self.budget_end:
                     results[pid] = ProbeResult('timeout', 'not run: ' + self._describe({'ended': 'budget'}))
                 else:
                     spec = None if expected is None else expected.get(pid, {})
@@ -261,7 +266,8 @@ class Sandbox:
         try:
             h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
                           cpu_used=self._cpu_meter(), kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
-                          budget_end=self.budget_end)
+                          budget_end=self.budget_end,
+                          dump_path=None if kind == 'selftest' else os.path.join(folder.out, wire.HANG_DUMP))
         finally:
             self._clean()   # nothing of the process is alive, nothing left, before anything of it is read
         if self.cgroup is not None:
@@ -298,6 +304,10 @@ class Sandbox:
                 if result is None:
                     result = self._failure(probe_id, h, exited_without_results=True)
             else:
+                if h['ended'] in ('timeout', 'wall', 'budget'):
+                    hang = readback.read_hang(folder.out)   # where model.py was (none: no dump, or not in model.py)
+                    if hang:
+                        h['hang'] = hang
                 result = self._failure(probe_id, h)
             result.harness = h
             return result
@@ -357,6 +367,8 @@ class Sandbox:
         if kind == 'budget':
             return ('the grading time budget of %g s was used up (earlier tests timed out: look for an infinite '
                     'loop or a very slow forward)' % self.cfg['total_seconds'])
+        if kind == 'link':
+            return ('it was stopped: %s' % '; '.join(h.get('link_errors') or ['it misused the grader\'s channel'])[:600])
         if kind == 'oom':
             return ('the process ran out of memory and was killed by SIGKILL (the grading\'s memory limit is %d MB; '
                     'allocating more than the test needs?)' % self.cfg['cgroup_memory_mb'])
