@@ -41,6 +41,20 @@ class RunResult:
     isolation: dict = field(default_factory=dict)
 
 
+class _CgroupMeter:
+    """The grading cgroup's CPU counter since this probe began: every process in it, whoever reaps it."""
+
+    def __init__(self, cgroup):
+        self.cgroup = cgroup
+        self.start = cgroup.cpu_seconds() if cgroup is not None else 0.0
+
+    def sample(self):
+        return self.cgroup.cpu_seconds() - self.start if self.cgroup is not None else 0.0
+
+    def reaped(self, pid, seconds):
+        pass   # already in the counter
+
+
 class GradingStopped(BaseException):
     """SIGTERM (run_autograder's watchdog): stop the probe, clean up, and let the caller end."""
 
@@ -185,13 +199,21 @@ class Sandbox:
         if self.user:
             users.kill_as(self.user[0])
 
-    def _clean(self, whole=False):
+    def _clean(self, whole=False, meter=None):
         """
-        Every process of the user and the cgroup killed and confirmed gone; its files removed (after every
-        process: they could be read by the next). Kernel keys and SysV IPC objects, which seccomp keeps a
-        probe from making, are removed before and after the whole grading (`whole`), should a set-up lack it.
+        Every process of the user and the cgroup killed and confirmed gone, zombies reaped, and the zygote's
+        reports of them charged to `meter` (the process that just ended: never to the next one); its files
+        removed (after every process: they could be read by the next). Kernel keys and SysV IPC objects,
+        which seccomp keeps a probe from making, are removed before and after the whole grading (`whole`),
+        should a set-up lack it.
         """
         users.kill_and_confirm(self.user[0] if self.user else None, self.cgroup)
+        if self.user:
+            users.wait_reaped(self.user[0])
+        if self.zygote.running:
+            for event in self.zygote.sync():
+                if meter is not None:
+                    meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
         if self.user:
             if not self.on['namespaces']:
                 self.landed['files_removed'] += leftovers.remove_user_files(*self.user)
@@ -246,11 +268,10 @@ class Sandbox:
 
     def _cpu_meter(self):
         if self.cgroup is not None:
-            start = self.cgroup.cpu_seconds()
-            return lambda: self.cgroup.cpu_seconds() - start
-        if self.user:   # no cgroup: the user's live processes, sampled (their reaped children included)
-            return lambda: users.cpu_seconds_of(users.processes_of(self.user[0]))
-        return lambda: 0.0
+            return _CgroupMeter(self.cgroup)
+        if self.user:   # no cgroup: every process the user ever had in this probe, zombies and reaped ones included
+            return users.CpuMeter(self.user[0])
+        return _CgroupMeter(None)
 
     def _process(self, kind, folder, job, cpu_limit, handler):
         """Fork, watch and end one process; every process of it is dead when this returns. The harness dict."""
@@ -263,13 +284,17 @@ class Sandbox:
         if self.cgroup:
             self.cgroup.reset_peak()
         wall_limit = cpu_limit * self.cfg['wall_factor'] + 10
+        meter = self._cpu_meter()
         try:
             h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
-                          cpu_used=self._cpu_meter(), kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
+                          meter=meter, kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
                           budget_end=self.budget_end,
                           dump_path=None if kind == 'selftest' else os.path.join(folder.out, wire.HANG_DUMP))
         finally:
-            self._clean()   # nothing of the process is alive, nothing left, before anything of it is read
+            self._clean(meter=meter)   # nothing of the process is alive, nothing left, before anything of it is read
+        h['cpu_seconds'] = round(max(h['cpu_seconds'], meter.sample()), 3)   # with what its orphans did to the end
+        if h['ended'] in ('exit', 'signal') and h['cpu_seconds'] > cpu_limit:
+            h['ended'] = 'timeout'
         if self.cgroup is not None:
             h['cgroup_peak_bytes'] = self.cgroup.memory_peak()
             if (self.cgroup.oom_kills() or 0) > (oom_before or 0) and h['ended'] in ('signal', 'exit', 'wall'):

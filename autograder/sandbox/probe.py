@@ -73,7 +73,7 @@ class _Watch:
         self.stopped_at = self.killed_at = None
         self.dump_sizes = []
         self.status = self.rusage = None
-        self.orphans_cpu = 0.0
+        self.meter = None
 
     # ------------------------------------------------------------------ the stop
 
@@ -220,17 +220,19 @@ class _Watch:
             event = self.zygote.next_event(0)
             if event and event['pid'] == self.pid:
                 self.status, self.rusage = event['status'], event['rusage']
-            elif event:   # an orphan of the probe (no PID namespace), reaped by the zygote
-                self.orphans_cpu += event['rusage']['utime'] + event['rusage']['stime']
+            elif event:   # an orphan of the probe (no PID namespace), reaped by the zygote: its exact total
+                self.meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
 
 
-def run(zygote, spec, log_path, *, handler, check_ready, cpu_used, kill, cpu_limit, wall_limit, budget_end,
+def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
         dump_path=None):
     """
     Fork the probe process and watch it to its end. Returns the harness dict:
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
     cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors, wall_error.
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
+    `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
+    reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in core.py).
     `dump_path`: the harness's path of the process's out/<wire.HANG_DUMP>; None: killed at once.
     """
     link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -244,6 +246,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, cpu_used, kill, cpu_lim
         os.close(log_fd)
         theirs.close()
     w = _Watch(zygote, link, pid, handler, check_ready, kill, dump_path)
+    w.meter = meter
     cpu = 0.0
     try:
         while w.status is None:
@@ -251,21 +254,21 @@ def run(zygote, spec, log_path, *, handler, check_ready, cpu_used, kill, cpu_lim
             if w.status is not None:
                 break
             if w.stopped_at is None:
-                cpu = cpu_used() + w.orphans_cpu
+                cpu = meter.sample()
             w.check_time(cpu, cpu_limit, wall_limit, started, budget_end)
     except BaseException:
         kill(pid)   # the grader itself is stopping (SIGTERM): the probe must not outlive it
         raise
     finally:
         link.close()
-    return _ending(w, started, max(cpu, cpu_used() + w.orphans_cpu))
+    return _ending(w, started, max(cpu, meter.sample()))
 
 
 def _ending(w, started, cpu):
     out, status, rusage = w.out, w.status, w.rusage
     out['wall_seconds'] = round(time.time() - started, 3)
     own = rusage['utime'] + rusage['stime']
-    out['cpu_seconds'] = round(max(cpu, own + w.orphans_cpu), 3)
+    out['cpu_seconds'] = round(max(cpu, own), 3)
     out['max_rss_bytes'] = int(rusage['maxrss_kb']) * 1024   # the process and the children it reaped
     if os.WIFSIGNALED(status):
         out['signal'] = signal.Signals(os.WTERMSIG(status)).name if os.WTERMSIG(status) in \
