@@ -26,6 +26,7 @@ from autograder.child import wire
 from autograder.sandbox import cgroups, defences, leftovers, probe, readback, scratch, seccomp, users, wall
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
+from autograder.sandbox.settings import Settings
 from autograder.sandbox.zygote import Zygote
 
 LOG_TAIL = 1000              # characters of each process's stdout/stderr kept for staff
@@ -74,20 +75,21 @@ def _status(pid):
 class Sandbox:
     """One per worker process: `run` may be called for any number of gradings; close() ends its zygote."""
 
-    def __init__(self, sandbox_cfg, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE, zygote=None):
-        self.cfg = sandbox_cfg
+    def __init__(self, settings, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE, zygote=None):
+        """`settings`: a Settings (settings.py), or grading.yaml's `sandbox:` section, checked into one."""
+        sandbox_cfg = self.cfg = Settings.from_mapping(settings)
         self.handout_dir, self.data_file = handout_dir, data_file
-        self.pool, self.user_note = users.sandbox_pool(sandbox_cfg['user'], sandbox_cfg['pool_size'],
-                                                       sandbox_cfg['python_copy'])
+        self.pool, self.user_note = users.sandbox_pool(sandbox_cfg.user, sandbox_cfg.pool_size,
+                                                       sandbox_cfg.python_copy)
         self.caps = defences.capabilities(self.user_note)
-        self.plan = defences.plan(sandbox_cfg['defences'], self.caps)   # SandboxRefused: nothing runs
+        self.plan = defences.plan(sandbox_cfg.defences, self.caps)   # SandboxRefused: nothing runs
         self.on = {name: self.plan[name][0] for name in defences.NAMES}
         if not self.on['user']:
             self.pool = None
         self.user = self.pool[0] if self.pool else None
         self.python, self.python_env = sys.executable, {}
         if self.user:
-            self.python, self.python_env = users.child_python(self.user[0], self.user[1], sandbox_cfg['python_copy'])
+            self.python, self.python_env = users.child_python(self.user[0], self.user[1], sandbox_cfg.python_copy)
         self.program = seccomp.program() if self.on['seccomp'] else None
         self.zygote = zygote or Zygote(self.python, self.python_env)
         self._own_zygote = zygote is None
@@ -141,7 +143,7 @@ class Sandbox:
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected, handlers,
                     private, on_result, skip=None):
         started = time.time()
-        self.budget_end = started + self.cfg['total_seconds']
+        self.budget_end = started + self.cfg.total_seconds
         per_probe = {p: dict(inputs.get(p, {})) for p in probes}
         self.landed = {'files_removed': 0, 'ipc_removed': 0}
         self.cgroup, self.scratch, self.logs = None, None, []
@@ -149,7 +151,7 @@ class Sandbox:
         try:
             self._clean(whole=True)   # what a killed grading of this user left
             if self.on['cgroups']:
-                self.cgroup = cgroups.Cgroup(self.cfg['cgroup_memory_mb'], self.cfg['max_processes'] + 8)
+                self.cgroup = cgroups.Cgroup(self.cfg.cgroup_memory_mb, self.cfg.max_processes + 8)
             self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
             self.landed['selftest'] = self._selftest(private)
             import_result = self._probe(wire.IMPORT, {}, import_timeout, job, {}, handlers.get(wire.IMPORT))
@@ -237,10 +239,10 @@ class Sandbox:
         env = dict(scratch.ENV, HOME=paths['home'], TMPDIR=paths['home'], **self.python_env)
         if 'CUDA_VISIBLE_DEVICES' in os.environ:   # the gpu profile needs to see the staff's GPU choice
             env['CUDA_VISIBLE_DEVICES'] = os.environ['CUDA_VISIBLE_DEVICES']
-        rlimits = {'CORE': 0, 'AS': cfg['address_space_mb'] * mb, 'FSIZE': cfg['max_file_mb'] * mb,
-                   'CPU': [int(min(cfg['cpu_seconds'], cpu_limit + 10)), int(min(cfg['cpu_seconds'], cpu_limit + 10)) + 5]}
+        rlimits = {'CORE': 0, 'AS': cfg.address_space_mb * mb, 'FSIZE': cfg.max_file_mb * mb,
+                   'CPU': [int(min(cfg.cpu_seconds, cpu_limit + 10)), int(min(cfg.cpu_seconds, cpu_limit + 10)) + 5]}
         if self.user:
-            rlimits['NPROC'] = cfg['max_processes']
+            rlimits['NPROC'] = cfg.max_processes
         spec = {'kind': kind, 'namespaces': self.on['namespaces'], 'uid': self.user[0] if self.user else None,
                 'gid': self.user[1] if self.user else None, 'cwd': paths['home'], 'job_dir': paths['job'],
                 'cgroup_procs': self.cgroup.procs_files() if self.cgroup else [], 'rlimits': rlimits,
@@ -283,7 +285,7 @@ class Sandbox:
         oom_before = self.cgroup.oom_kills() if self.cgroup else None
         if self.cgroup:
             self.cgroup.reset_peak()
-        wall_limit = cpu_limit * self.cfg['wall_factor'] + 10
+        wall_limit = cpu_limit * self.cfg.wall_factor + 10
         meter = self._cpu_meter()
         try:
             h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
@@ -317,15 +319,15 @@ class Sandbox:
             self.logs.append('[%s] %s' % (kind, text))
 
     def _probe(self, probe_id, inputs, cpu_limit, job, expected, handler):
-        tmpfs = (self.cfg['scratch_mb'], self.cfg['scratch_inodes']) if self.on['namespaces'] else None
+        tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
         folder = scratch.ProbeFolder(self.scratch, probe_id, inputs, self.user, tmpfs)
         try:
             probe_job = dict(job, probe=probe_id, probes=[] if probe_id == wire.IMPORT else [probe_id],
                              limits=job.get('limits', {}))
             h = self._process(probe_id, folder, probe_job, cpu_limit, handler)
             if h['ended'] == 'exit':   # exited by itself: its outputs are final, and nothing can change them now
-                result = readback.read_probe(folder.out, probe_id, expected, self.cfg['max_json_kb'] * 1024,
-                                             self.cfg['max_file_mb'] << 20)
+                result = readback.read_probe(folder.out, probe_id, expected, self.cfg.max_json_kb * 1024,
+                                             self.cfg.max_file_mb << 20)
                 if result is None:
                     result = self._failure(probe_id, h, exited_without_results=True)
             else:
@@ -391,12 +393,12 @@ class Sandbox:
                     'sleeping or waiting forever?) and was stopped' % (h['cpu_limit'], h['wall_seconds']))
         if kind == 'budget':
             return ('the grading time budget of %g s was used up (earlier tests timed out: look for an infinite '
-                    'loop or a very slow forward)' % self.cfg['total_seconds'])
+                    'loop or a very slow forward)' % self.cfg.total_seconds)
         if kind == 'link':
             return ('it was stopped: %s' % '; '.join(h.get('link_errors') or ['it misused the grader\'s channel'])[:600])
         if kind == 'oom':
             return ('the process ran out of memory and was killed by SIGKILL (the grading\'s memory limit is %d MB; '
-                    'allocating more than the test needs?)' % self.cfg['cgroup_memory_mb'])
+                    'allocating more than the test needs?)' % self.cfg.cgroup_memory_mb)
         if h.get('signal'):
             hint = {'SIGKILL': ' (out of memory, or a limit was hit)', 'SIGXCPU': ' (CPU time limit)',
                     'SIGXFSZ': ' (wrote or printed more than the file-size limit)',
