@@ -42,20 +42,6 @@ class RunResult:
     isolation: dict = field(default_factory=dict)
 
 
-class _CgroupMeter:
-    """The grading cgroup's CPU counter since this probe began: every process in it, whoever reaps it."""
-
-    def __init__(self, cgroup):
-        self.cgroup = cgroup
-        self.start = cgroup.cpu_seconds() if cgroup is not None else 0.0
-
-    def sample(self):
-        return self.cgroup.cpu_seconds() - self.start if self.cgroup is not None else 0.0
-
-    def reaped(self, pid, seconds):
-        pass   # already in the counter
-
-
 class GradingStopped(BaseException):
     """SIGTERM (run_autograder's watchdog): stop the probe, clean up, and let the caller end."""
 
@@ -270,10 +256,10 @@ class Sandbox:
 
     def _cpu_meter(self):
         if self.cgroup is not None:
-            return _CgroupMeter(self.cgroup)
+            return cgroups.Meter(self.cgroup)
         if self.user:   # no cgroup: every process the user ever had in this probe, zombies and reaped ones included
             return users.CpuMeter(self.user[0])
-        return _CgroupMeter(None)
+        return cgroups.Meter(None)
 
     def _process(self, kind, folder, job, cpu_limit, handler):
         """Fork, watch and end one process; every process of it is dead when this returns. The harness dict."""
@@ -291,7 +277,8 @@ class Sandbox:
             h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
                           meter=meter, kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
                           budget_end=self.budget_end,
-                          dump_path=None if kind == 'selftest' else os.path.join(folder.out, wire.HANG_DUMP))
+                          dump_path=None if kind == 'selftest' else os.path.join(folder.out, wire.HANG_DUMP),
+                          idle_seconds=self.cfg.idle_seconds)
         finally:
             self._clean(meter=meter)   # nothing of the process is alive, nothing left, before anything of it is read
         h['cpu_seconds'] = round(max(h['cpu_seconds'], meter.sample()), 3)   # with what its orphans did to the end
@@ -388,6 +375,9 @@ class Sandbox:
         if kind == 'timeout':
             return ('it ran longer than the %g s allowed (%.1f s of CPU time: an infinite loop or a very slow forward?) '
                     'and was stopped' % (h['cpu_limit'], h.get('cpu_seconds', 0)))
+        if kind == 'wall' and h.get('idle_seconds'):
+            return ('it used almost no CPU for %g s (sleeping, or waiting for something that never comes?) and was '
+                    'stopped' % h['idle_seconds'])
         if kind == 'wall':
             return ('it ran longer than the %g s allowed (%.0f s of wall-clock time while using little CPU: '
                     'sleeping or waiting forever?) and was stopped' % (h['cpu_limit'], h['wall_seconds']))

@@ -16,7 +16,8 @@ on it:
   question at a time), and a process that floods the link or stops reading its replies is stopped
   (ended 'link'). The loop checks the deadlines at least every TICK whatever the child does.
 - the deadline counts CPU time (the grading cgroup's, else the sandbox user's processes from
-  /proc), with a wall-clock cap only against sleeping, and the whole grading's budget;
+  /proc), with a wall-clock cap only against sleeping, an idle cap (almost no CPU for idle_seconds:
+  asleep or waiting), and the whole grading's budget;
 - the stop: at a deadline, wall cap or budget the process is first asked for its Python stack
   (wire.HANG_SIGNAL: runner.arm_hang_dump writes it to out/), given at most DUMP_WAIT seconds,
   then killed;
@@ -42,6 +43,7 @@ MAX_QUEUED_REPLIES = 16          # replies the child has not read yet; an honest
 READ_BATCH = 64                  # link messages handled per turn of the loop, between two deadline checks
 TICK = 0.05                      # seconds between deadline checks (and the longest a reply waits for one)
 DUMP_WAIT = 1.0                  # seconds a stopped process has to write its stack before SIGKILL
+IDLE_CPU = 0.1                   # CPU seconds: a process that used less over its idle window is asleep (stopped)
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine
 UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
 
@@ -72,6 +74,7 @@ class _Watch:
         self.replies = deque()
         self.stopped_at = self.killed_at = None
         self.dump_sizes = []
+        self.cpu_history = deque()   # (time, CPU seconds) over the last idle window
         self.status = self.rusage = None
         self.meter = None
 
@@ -105,12 +108,23 @@ class _Watch:
         self.dump_sizes.append(size)
         return size > 0 and self.dump_sizes[-3:] == [size] * 3
 
-    def check_time(self, cpu, cpu_limit, wall_limit, started, budget_end):
+    def _idle(self, now, cpu, started, idle_seconds):
+        """Whether the process used less than IDLE_CPU seconds of CPU over the last `idle_seconds` of wall time."""
+        self.cpu_history.append((now, cpu))
+        while len(self.cpu_history) > 1 and self.cpu_history[1][0] <= now - idle_seconds:
+            self.cpu_history.popleft()
+        then, cpu_then = self.cpu_history[0]
+        return now - started > idle_seconds and then <= now - idle_seconds and cpu - cpu_then < IDLE_CPU
+
+    def check_time(self, cpu, cpu_limit, wall_limit, started, budget_end, idle_seconds=None):
         now = time.time()
         if self.stopped_at is None:
             if cpu > cpu_limit:
                 self.stop('timeout', dump=True)
             elif now - started > wall_limit:
+                self.stop('wall', dump=True)
+            elif idle_seconds and self._idle(now, cpu, started, idle_seconds):
+                self.out['idle_seconds'] = idle_seconds
                 self.stop('wall', dump=True)
             elif now > budget_end:
                 self.stop('budget', dump=True)
@@ -225,7 +239,7 @@ class _Watch:
 
 
 def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
-        dump_path=None):
+        dump_path=None, idle_seconds=None):
     """
     Fork the probe process and watch it to its end. Returns the harness dict:
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
@@ -234,6 +248,8 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
     reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in core.py).
     `dump_path`: the harness's path of the process's out/<wire.HANG_DUMP>; None: killed at once.
+    `idle_seconds`: a process that used less than IDLE_CPU of CPU over this much wall time sleeps or waits
+    forever: it is stopped like one past its wall cap (ended 'wall', harness['idle_seconds'] says why).
     """
     link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     link.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -255,7 +271,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
                 break
             if w.stopped_at is None:
                 cpu = meter.sample()
-            w.check_time(cpu, cpu_limit, wall_limit, started, budget_end)
+            w.check_time(cpu, cpu_limit, wall_limit, started, budget_end, idle_seconds)
     except BaseException:
         kill(pid)   # the grader itself is stopping (SIGTERM): the probe must not outlive it
         raise
