@@ -111,18 +111,20 @@ print('PROBE', link.ask(b'mark end'))
 # ----------------------------------------------------------------------------- CPU
 
 def test_zombie_children_count(sandbox, tmp_path):
-    """Two children of a sleeping helper work 3 CPU-s each and stay unreaped. Before: 0 s counted
-    without cgroups, and the import passed its 4-s limit."""
+    """A sleeping helper's children, one after another, each work 1.5 CPU-s and stay unreaped (zombies): at
+    most 1.5 s is alive at any time, 6 s in all. Before: without cgroups only live processes were summed,
+    and the import passed its 4-s limit."""
     r = run(sandbox, tmp_path, """
 if os.fork() == 0:
-    for _ in range(2):
+    for _ in range(4):
         if os.fork() == 0:
-            end = time.process_time() + 3
-            while time.process_time() < end:
+            _end = time.process_time() + 1.5
+            while time.process_time() < _end:
                 pass
             os._exit(0)
+        time.sleep(2)
     time.sleep(3600)
-time.sleep(12)
+time.sleep(20)
 """, timeout=4)
     h = r.import_result.harness
     assert h['ended'] == 'timeout' and h['cpu_seconds'] >= 4, h
