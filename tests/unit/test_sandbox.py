@@ -196,7 +196,7 @@ def test_remove_user_files_as_that_user():
 def test_the_sweep_removes_a_tree_of_any_depth_without_recursion():
     """A 1,500-deep folder (and a FIFO, a unix socket, a 0000 folder at the bottom): removed with no
     recursion; before, RecursionError stopped the whole sweep and was swallowed."""
-    pw = pwd.getpwnam(SANDBOX_USER)
+    pw, lock = claimed_user()   # a grading running beside this test kills every process of its user
     top = tempfile.mkdtemp(prefix='hw1-sandbox-test-')
     os.chmod(top, 0o1777)
     try:
@@ -221,11 +221,12 @@ def test_the_sweep_removes_a_tree_of_any_depth_without_recursion():
         assert os.listdir(top) == []
     finally:
         subprocess_rm(top)
+        os.close(lock)
 
 
 @needs_sandbox
 def test_a_sweep_that_cannot_finish_fails_closed():
-    pw = pwd.getpwnam(SANDBOX_USER)
+    pw, lock = claimed_user()
     top = tempfile.mkdtemp(prefix='hw1-sandbox-test-')
     os.chmod(top, 0o1777)
     try:
@@ -241,6 +242,14 @@ def test_a_sweep_that_cannot_finish_fails_closed():
         assert issubclass(leftovers.SweepFailed, defences.SandboxRefused)   # the grading stops, fail closed
     finally:
         subprocess_rm(top)
+        os.close(lock)
+
+
+def claimed_user():
+    """A pool user no grading holds, and its lock (held by the caller until it closes it)."""
+    pool, _ = users.sandbox_pool(SANDBOX_USER, 4)
+    uid, lock = users.claim(pool)
+    return pwd.getpwuid(uid[0]), lock
 
 
 def subprocess_rm(path):
