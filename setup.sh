@@ -134,6 +134,6 @@ fi
 # write to after each probe: list those folders once now (a scan of the whole file system, seconds), so that
 # gradings do not repeat it (autograder/sandbox/leftovers.py; volatile ones like /tmp are added at run time)
 if [[ $DRY == 0 ]] && id "$user" >/dev/null 2>&1 && "$PY" -c 'import torch' 2>/dev/null; then
-    run "$PY" -m autograder.sandbox scan
+    run "$PY" -m autograder sandbox scan
 fi
 echo "setup complete"

@@ -8,9 +8,11 @@ Command line of the autograder: `python -m autograder COMMAND ...`.
     build-zip             write dist/autograder.zip for Gradescope
     batch EXPORT_DIR      regrade a Gradescope export in parallel (writes grades.csv and the class report)
     report EXPORT_OR_CSV  the class report of a regrade: score histogram, tests, named bugs, errors
+    plot RESULTS PNG      staff: the loss curve of one graded submission (its results.json) over the reference band
     diff OLD NEW          whose score changed between two regrades, and which grader inputs changed
     evaluate DIR          discrimination report over a corpus of submissions
     experiments           staff: reference answers to the handout's empirical and written questions
+    sandbox CMD           the sandbox: check (defences in force, self-test), cleanup (sweep idle users), scan
 """
 
 import difflib
@@ -18,16 +20,18 @@ import importlib
 import sys
 
 COMMANDS = {
-    'grade': 'autograder.grade',
-    'regenerate': 'autograder.staff.regenerate',
-    'build-template': 'autograder.staff.handout',
-    'build-handout': 'autograder.staff.handout',
-    'build-zip': 'autograder.staff.build_zip',
-    'batch': 'autograder.staff.batch',
-    'report': 'autograder.staff.report',
-    'diff': 'autograder.staff.regrade_diff',
-    'evaluate': 'autograder.staff.evaluate',
-    'experiments': 'autograder.staff.experiments',
+    'grade': 'autograder.judge.grade',
+    'regenerate': 'autograder.staff.fixtures.regenerate',
+    'build-template': 'autograder.staff.handout.build',
+    'build-handout': 'autograder.staff.handout.build',
+    'build-zip': 'autograder.staff.deploy.build_zip',
+    'batch': 'autograder.staff.regrade.batch',
+    'report': 'autograder.staff.regrade.class_report',
+    'diff': 'autograder.staff.regrade.regrade_diff',
+    'plot': 'autograder.staff.regrade.plots',
+    'evaluate': 'autograder.staff.evaluation.evaluate',
+    'experiments': 'autograder.staff.experiments.main',
+    'sandbox': 'autograder.judge.sandbox_commands',
 }
 
 

@@ -51,10 +51,10 @@ def make_synthetic(tmp, copies):
 
 def check_report(csv_path, planted, not_graded):
     """Compare the gradebook and its class report with the truth; returns a list of discrepancies."""
-    from autograder.staff import gradebook, report
+    from autograder.staff.regrade import gradebook, class_report
     book = gradebook.read(csv_path)
-    _, subs = report.frames(book)
-    named = dict(zip(*[report.bug_table(subs)[c] for c in ('bug', 'submissions')]))
+    _, subs = class_report.frames(book)
+    named = dict(zip(*[class_report.bug_table(subs)[c] for c in ('bug', 'submissions')]))
     truth = collections.Counter(b for b in planted.values() if b)
     problems = ['%s: report %d, planted %d' % (b, named.get(b, 0), truth.get(b, 0))
                 for b in sorted(set(named) | set(truth)) if named.get(b, 0) != truth.get(b, 0)]
@@ -67,7 +67,7 @@ def check_report(csv_path, planted, not_graded):
     problems += ['%s: status %s, expected not graded' % (s, status.get(s)) for s in not_graded if status.get(s) != 'not graded']
     problems += ['%s: %s (%s)' % (s, status[s], row['note']) for s, row in subs.iterrows()
                  if status[s] == 'error']
-    md = open(os.path.join(report.default_folder(csv_path), 'report.md'), encoding='utf-8').read()
+    md = open(os.path.join(class_report.default_folder(csv_path), 'report.md'), encoding='utf-8').read()
     problems += ['report.md does not name %s' % b for b in truth if '| %s ' % b not in md]
     return problems
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import adapter
-from .configs import GENERATE_NEW, KV_CACHE_CONFIGS
+from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
 
 
 def _model_holder(ctx, label, kv, rope):

@@ -2,7 +2,7 @@
 Runs INSIDE the sandbox, in a fresh process per probe (forked by child/zygote.py behind the
 wall): applies the probe's own limits, imports the student's mingpt/model.py, runs ONE probe
 (or only the import, for the import check) on the inputs the harness wrote for it, and hands
-back plain arrays (.npz) and small JSON in the format of wire.py. It judges nothing: every
+back plain arrays (.npz) and small JSON in the format of report_schema.py. It judges nothing: every
 comparison happens in the harness, after every process of the probe has ended.
 
 JOB_DIR/job.json names the probe and the paths as this process sees them: `code` (the
@@ -20,14 +20,15 @@ import traceback
 import numpy as np
 import torch
 
-from . import adapter, wire
+from . import adapter
+from autograder.contract import report_schema
 
 JOB_DIR = OUT = None   # set by run(): the job folder and the probe's out/
 _PROBES = {}            # test id -> probe function (load_probes)
 
 
 class CappedStream(io.TextIOBase):
-    """Keeps the first wire.STDOUT_CAP characters of what student code prints; drops the rest."""
+    """Keeps the first report_schema.STDOUT_CAP characters of what student code prints; drops the rest."""
 
     def __init__(self):
         self.parts, self.size, self.dropped = [], 0, 0
@@ -37,7 +38,7 @@ class CappedStream(io.TextIOBase):
 
     def write(self, s):
         s = str(s)
-        keep = max(0, wire.STDOUT_CAP - self.size)
+        keep = max(0, report_schema.STDOUT_CAP - self.size)
         self.parts.append(s[:keep])
         self.size += min(len(s), keep)
         self.dropped += len(s) - min(len(s), keep)
@@ -108,7 +109,7 @@ class Context:
     def note(self, *notes):
         for n in notes:
             kept = self.info.setdefault('notes', [])
-            if n and n not in kept and len(kept) < wire.MAX_NOTES:
+            if n and n not in kept and len(kept) < report_schema.MAX_NOTES:
                 kept.append(n)
 
     def attention(self, kind, label, n_kv_head, **fields):
@@ -159,10 +160,10 @@ def write_result(probe_id, arrays, info):
     tmp = os.path.join(OUT, '.%s.tmp' % probe_id)
     with open(tmp + '.npz', 'wb') as f:
         np.savez(f, **arrays)
-    os.replace(tmp + '.npz', os.path.join(OUT, wire.arrays_name(probe_id)))
+    os.replace(tmp + '.npz', os.path.join(OUT, report_schema.arrays_name(probe_id)))
     with open(tmp, 'w') as f:
-        json.dump(wire.clip_report(info), f, allow_nan=False)
-    os.replace(tmp, os.path.join(OUT, wire.report_name(probe_id)))
+        json.dump(report_schema.clip_report(info), f, allow_nan=False)
+    os.replace(tmp, os.path.join(OUT, report_schema.report_name(probe_id)))
 
 
 def apply_limits(limits):
@@ -175,7 +176,7 @@ def apply_limits(limits):
     if margin is None:
         return
     import resource
-    from .memory_readings import proc_status
+    from autograder.contract.memory_readings import proc_status
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = proc_status(os.getpid())['VmSize'] + int(margin) * 1024 * 1024
     if hard != resource.RLIM_INFINITY:
@@ -185,7 +186,7 @@ def apply_limits(limits):
 
 def arm_hang_dump(out_dir):
     """
-    faulthandler dumps every thread's Python stack into out/HANG_DUMP on wire.HANG_SIGNAL: the harness
+    faulthandler dumps every thread's Python stack into out/HANG_DUMP on report_schema.HANG_SIGNAL: the harness
     sends it at a deadline or wall cap and kills the process a moment later, so that the message can
     name the line of model.py that was running. Armed before model.py is imported (the import can hang
     too); student code can unset it, and then there is no dump (the message names no line).
@@ -193,8 +194,8 @@ def arm_hang_dump(out_dir):
     import faulthandler
     import signal
     try:
-        fd = os.open(os.path.join(out_dir, wire.HANG_DUMP), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        faulthandler.register(signal.Signals(wire.HANG_SIGNAL), file=os.fdopen(fd, 'w'), all_threads=True)
+        fd = os.open(os.path.join(out_dir, report_schema.HANG_DUMP), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        faulthandler.register(signal.Signals(report_schema.HANG_SIGNAL), file=os.fdopen(fd, 'w'), all_threads=True)
     except (OSError, ValueError, RuntimeError):
         pass   # no dump: the harness reports the hang without a line
 
@@ -228,10 +229,10 @@ def run(job_dir):
         if isinstance(e, ModuleNotFoundError):
             message = "model.py imports %r, which the autograder does not provide (only torch, einops, numpy " \
                       "and the standard library are available)" % (e.name,)
-        if probe_id != wire.IMPORT:
+        if probe_id != report_schema.IMPORT:
             message = 'model.py could not be imported in this test\'s process: ' + message
         info = {'status': 'error', 'message': message, 'where': frames}
-    if probe_id == wire.IMPORT or info['status'] != 'ok':
+    if probe_id == report_schema.IMPORT or info['status'] != 'ok':
         info.update(seconds=time.time() - t0, stdout=captured.take())
         write_result(probe_id, {}, info)
         return 0

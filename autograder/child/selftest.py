@@ -16,7 +16,7 @@ import os
 import platform
 import resource
 
-from . import link
+from . import socket_link
 
 _libc = ctypes.CDLL(None, use_errno=True)
 # the calls tried, by number (the native ABI's), so that no wrapper or module stands in between
@@ -160,5 +160,5 @@ def main(expect):
             found[name] = fn()
         except BaseException as e:   # a check that cannot run is a failed check
             found[name] = 'the check failed: %s: %s' % (type(e).__name__, str(e)[:300])
-    link.ask(b'selftest ' + json.dumps(found).encode())
+    socket_link.ask(b'selftest ' + json.dumps(found).encode())
     return 0

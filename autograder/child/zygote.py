@@ -16,7 +16,7 @@ Protocol (SOCK_SEQPACKET, one JSON object per message):
                       (every exit event of a process that is gone now comes before that answer).
 When the control socket closes, the zygote kills what it started and ends.
 
-Imports nothing of `autograder`: the wall arrives as an argument.
+Imports nothing of `autograder` but its contract (autograder/contract/): the wall arrives as an argument.
 """
 
 import json
@@ -38,7 +38,8 @@ def preload():
     # what every probe sets first (runner.run): here it costs once the ~1 CPU-s import of torch._dynamo it
     # triggers, instead of in every fork; it starts no thread (the zygote checks it runs one)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    from . import adapter, configs, cuda_view, link, runner, selftest, wire  # noqa: F401
+    from autograder.contract import configs, report_schema  # noqa: F401
+    from . import adapter, cuda_view, runner, selftest, socket_link  # noqa: F401
     runner.load_probes()
     import gc
     gc.collect()
@@ -106,8 +107,9 @@ def _child(wall, spec, log_fd, link_fd):
 
 def main(control_fd, wall, drop_path=None):
     preload()
-    if drop_path in sys.path:
-        sys.path.remove(drop_path)   # the harness's package folder: no later import may come from it
+    package = sys.modules.get('autograder')
+    if package is not None and drop_path in package.__path__:
+        package.__path__.remove(drop_path)   # the harness's package folder: no later import may come from it
     wall.prctl(wall.PR_SET_CHILD_SUBREAPER, 1)   # orphans of a probe come back here to be reaped
     wall.prctl(wall.PR_SET_PDEATHSIG, signal.SIGKILL)   # the harness's death ends the zygote
     control = socket.socket(fileno=control_fd)

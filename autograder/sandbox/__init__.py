@@ -3,7 +3,7 @@ The OS wall between the student's code (autograder/child/, run in a probe proces
 judge (the rest of autograder/). Standard library and ctypes only; nothing here imports torch or
 student code, and nothing of autograder/child/ imports this package.
 
-    core.py       Sandbox.run: one grading, one fresh process per probe, plain data back
+    grading.py    Sandbox.run: one grading, one fresh process per probe, plain data back
     settings.py   Settings: the sandbox's typed settings, given by the caller (never read from grading.yaml here)
     zygote.py     the harness's side of the zygote (child/zygote.py is the other): forks probe processes
     wall.py       what a probe process does to itself before the probe runs (namespaces, allow-listed
@@ -17,13 +17,13 @@ student code, and nothing of autograder/child/ imports this package.
     leftovers.py  files in every writable folder (iterative, fd-relative, fail closed), kernel keys, SysV IPC
     scratch.py    the grading's folders and the file system a probe sees
     readback.py   reading a probe's outputs: bounded bytes read once, parsed from the copy with caps
-    cli.py        python -m autograder.sandbox: the self-test, the clean-up, the writable-folder scan
+    cli.py        python -m autograder sandbox: the self-test, the clean-up, the writable-folder scan
 
 Order within the package (no circle): wall, seccomp, cgroups, readback, users, settings <- defences
-<- leftovers, zygote, scratch <- probe <- core <- cli.
+<- leftovers, zygote, scratch <- probe <- grading <- cli.
 """
 
-from autograder.sandbox.core import GradingStopped, RunResult, Sandbox  # noqa: F401
+from autograder.sandbox.grading import GradingStopped, RunResult, Sandbox  # noqa: F401
 from autograder.sandbox.defences import SandboxRefused  # noqa: F401
 from autograder.sandbox.readback import ProbeResult  # noqa: F401
 from autograder.sandbox.settings import Settings  # noqa: F401

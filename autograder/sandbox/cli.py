@@ -1,12 +1,15 @@
 """
-python -m autograder.sandbox check     the defences in force on this machine, proven by the self-test
+python -m autograder sandbox check     the defences in force on this machine, proven by the self-test
                                        (a process forked and walled exactly like a probe); exit 1 when
                                        the grading would refuse to run student code
-python -m autograder.sandbox cleanup   sweep idle sandbox users: processes, files, keys, IPC, scratch
+python -m autograder sandbox cleanup   sweep idle sandbox users: processes, files, keys, IPC, scratch
                                        folders and mounts, grading cgroups of dead graders
                                        (run_autograder runs it after its watchdog)
-python -m autograder.sandbox scan      list the folders the sandbox user could write to (setup.sh runs
+python -m autograder sandbox scan      list the folders the sandbox user could write to (setup.sh runs
                                        it once; without namespaces they are swept after every probe)
+
+The command line lives in autograder/judge/sandbox_commands.py, which reads grading.yaml and hands
+its settings in: nothing of the sandbox package reads grading.yaml.
 """
 
 import json
@@ -70,11 +73,10 @@ def check(grading):
     return run.isolation
 
 
-def main(argv):
-    from autograder import GRADING_YAML, config
+def main(argv, grading):
+    """`argv[1]` is the command; `grading` is grading.yaml as config.load reads it (the caller loads it)."""
     from autograder.sandbox.defences import SandboxRefused
     what = argv[1] if len(argv) > 1 else 'check'
-    grading = config.load(GRADING_YAML)
     if what == 'cleanup':
         print('sandbox: clean-up removed %d leftovers' % cleanup_stale(grading.sandbox))
         return 0

@@ -126,7 +126,7 @@ def _boot_id():
 
 
 def write_cache(uid, gid, by_setup=False):
-    """The scan, kept for later gradings (setup.sh runs this once: `python -m autograder.sandbox scan`)."""
+    """The scan, kept for later gradings (setup.sh runs this once: `python -m autograder sandbox scan`)."""
     places = scan(uid, gid)
     os.makedirs(os.path.dirname(CACHE), mode=0o711, exist_ok=True)
     tmp = CACHE + '.tmp'

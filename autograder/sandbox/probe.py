@@ -19,7 +19,7 @@ on it:
   /proc), with a wall-clock cap only against sleeping, an idle cap (almost no CPU for idle_seconds:
   asleep or waiting), and the whole grading's budget;
 - the stop: at a deadline, wall cap or budget the process is first asked for its Python stack
-  (wire.HANG_SIGNAL: runner.arm_hang_dump writes it to out/), given at most DUMP_WAIT seconds,
+  (report_schema.HANG_SIGNAL: runner.arm_hang_dump writes it to out/), given at most DUMP_WAIT seconds,
   then killed;
 - the end: exit code or signal and rusage from the zygote (which reaps it), or the harness's own
   stop (timeout, wall, budget, link). OOM is decided by the caller from the cgroup's counter.
@@ -33,11 +33,11 @@ import struct
 import time
 from collections import deque
 
-from autograder.child import wire
+from autograder.contract import report_schema
 from autograder.sandbox import wall
 from autograder.sandbox.zygote import ZygoteFailed
 
-MAX_MESSAGE = 1 << 16            # bytes of one link message (child/link.py's cap)
+MAX_MESSAGE = 1 << 16            # bytes of one link message (child/socket_link.py's cap)
 MAX_LINK_MESSAGES = 100_000      # per probe: the memory probe asks a few hundred; past this the probe is stopped
 MAX_QUEUED_REPLIES = 16          # replies the child has not read yet; an honest probe has at most one outstanding
 READ_BATCH = 64                  # link messages handled per turn of the loop, between two deadline checks
@@ -89,7 +89,7 @@ class _Watch:
         self.link_open = False   # nothing the process says now is heard
         if dump and self.dump_path:
             try:
-                os.kill(self.pid, wire.HANG_SIGNAL)   # its stack into out/ (runner.arm_hang_dump), then the kill
+                os.kill(self.pid, report_schema.HANG_SIGNAL)   # its stack into out/ (runner.arm_hang_dump), then the kill
                 return
             except OSError:
                 pass
@@ -247,7 +247,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
     reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in core.py).
-    `dump_path`: the harness's path of the process's out/<wire.HANG_DUMP>; None: killed at once.
+    `dump_path`: the harness's path of the process's out/<report_schema.HANG_DUMP>; None: killed at once.
     `idle_seconds`: a process that used less than IDLE_CPU of CPU over this much wall time sleeps or waits
     forever: it is stopped like one past its wall cap (ended 'wall', harness['idle_seconds'] says why).
     """

@@ -8,7 +8,7 @@ belong).
 - Files are opened with O_NOFOLLOW|O_NONBLOCK relative to the out/ folder; only regular files
   are read (a FIFO or a link is refused, never waited on), and each is read ONCE, at most its
   cap plus one byte, whatever fstat says; everything below parses that copy in memory.
-- Reports are JSON without NaN/Infinity, checked against child/wire.py's schema and caps.
+- Reports are JSON without NaN/Infinity, checked against child/report_schema.py's schema and caps.
 - Arrays come from a .npz whose members must be STORED (no decompression, so no bomb), with
   a central directory of capped size, members named after the keys the probe may return,
   and .npy headers (numeric dtype, rank, declared size matching the stored bytes) checked
@@ -31,7 +31,7 @@ from typing import Dict
 
 import numpy as np
 
-from autograder.child import wire
+from autograder.contract import report_schema
 
 UNCHECKED_MAX_ELEMENTS = 1 << 24   # per array when no expected shapes are given (regenerate, on the reference)
 
@@ -113,7 +113,7 @@ def _finite_float(text):
 
 def parse_report(raw):
     info = json.loads(raw.decode('utf-8'), parse_constant=_refuse_constant, parse_float=_finite_float)
-    return wire.check_report(info)
+    return report_schema.check_report(info)
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -168,12 +168,12 @@ def read_npz(f, size, expected=None):
     {key: reference shape} of the keys the probe may return (None: any key, generic bound).
     Raises (Unreadable, zipfile.BadZipFile, ValueError, ...) for anything outside the format.
     """
-    check_zip_directory(f, size, wire.MAX_ARRAYS)
+    check_zip_directory(f, size, report_schema.MAX_ARRAYS)
     arrays, refused = {}, {}
     with zipfile.ZipFile(f) as z:
         infos = z.infolist()
-        if len(infos) > wire.MAX_ARRAYS:
-            raise Unreadable('the arrays file has %d members; at most %d are allowed' % (len(infos), wire.MAX_ARRAYS))
+        if len(infos) > report_schema.MAX_ARRAYS:
+            raise Unreadable('the arrays file has %d members; at most %d are allowed' % (len(infos), report_schema.MAX_ARRAYS))
         for info in infos:
             if not info.filename.endswith('.npy'):
                 raise Unreadable('unexpected member %r in the arrays file' % info.filename[:100])
@@ -186,10 +186,10 @@ def read_npz(f, size, expected=None):
                 raise Unreadable('array %r is compressed or encrypted; arrays must be stored (np.savez)' % key[:100])
             with z.open(info) as member:
                 shape, fortran, dtype = _header(member)
-                if dtype.kind not in wire.NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None \
-                        or dtype.itemsize > wire.MAX_ITEMSIZE:
+                if dtype.kind not in report_schema.NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None \
+                        or dtype.itemsize > report_schema.MAX_ITEMSIZE:
                     raise Unreadable('array %r has dtype %s; only numbers are accepted' % (key[:100], dtype))
-                if len(shape) > wire.MAX_NDIM or not all(isinstance(n, int) and n >= 0 for n in shape):
+                if len(shape) > report_schema.MAX_NDIM or not all(isinstance(n, int) and n >= 0 for n in shape):
                     raise Unreadable('array %r has shape %s' % (key[:100], str(shape)[:100]))
                 count = math.prod(shape)
                 nbytes = count * dtype.itemsize
@@ -241,13 +241,13 @@ def parse_hang(text):
 
 
 def read_hang(out_dir):
-    """The hang location from out/<wire.HANG_DUMP> (read once, capped, never followed), or None."""
+    """The hang location from out/<report_schema.HANG_DUMP> (read once, capped, never followed), or None."""
     try:
         dir_fd = open_out(out_dir)
     except OSError:
         return None
     try:
-        raw = read_bytes(dir_fd, wire.HANG_DUMP, wire.MAX_HANG_DUMP)
+        raw = read_bytes(dir_fd, report_schema.HANG_DUMP, report_schema.MAX_HANG_DUMP)
         return parse_hang(raw.decode('utf-8', 'replace')) if raw else None
     except Exception:  # noqa: BLE001  a bad dump only costs the line in the message
         return None
@@ -268,12 +268,12 @@ def read_probe(out_dir, probe_id, expected=None, max_report_bytes=256 * 1024, ma
     except OSError as e:
         return ProbeResult('invalid', "the probe's output folder could not be opened: %s" % e.strerror)
     try:
-        raw = read_bytes(dir_fd, wire.report_name(probe_id), max_report_bytes)
+        raw = read_bytes(dir_fd, report_schema.report_name(probe_id), max_report_bytes)
         if raw is None:
             return None
         info = parse_report(raw)
         arrays, refused = {}, {}
-        data = read_bytes(dir_fd, wire.arrays_name(probe_id), max_arrays_bytes)
+        data = read_bytes(dir_fd, report_schema.arrays_name(probe_id), max_arrays_bytes)
         if data is not None:
             arrays, refused = read_npz(io.BytesIO(data), len(data), expected)
     except Exception as e:  # noqa: BLE001  whatever the child's files do, only this probe is lost
@@ -283,6 +283,6 @@ def read_probe(out_dir, probe_id, expected=None, max_report_bytes=256 * 1024, ma
         os.close(dir_fd)
     status = info.get('status', 'invalid')
     message = info.get('message', '')
-    if status not in wire.STATUSES:
+    if status not in report_schema.STATUSES:
         status, message = 'invalid', 'the probe reported the unknown status %r' % status[:50]
     return ProbeResult(status, message, arrays, info, float(info.get('seconds', 0.0)), refused)

@@ -22,11 +22,6 @@ class StillRunning(RuntimeError):
     """Processes of the sandbox user survived every kill: the grading stops (fail closed)."""
 
 
-def pool_size():
-    from autograder import GRADING_YAML, config
-    return config.load(GRADING_YAML).sandbox['pool_size']
-
-
 def user_can_access(uid, gid, checks):
     """Whether `uid` (no supplementary groups) passes os.access for every (path, mode) of `checks`, tried in a fork."""
     pid = os.fork()
@@ -64,11 +59,12 @@ def child_python(uid, gid, python_copy):
                   '(./setup.sh makes it)' % (exe, python_copy))
 
 
-def sandbox_pool(name, size=None, python_copy=None):
+def sandbox_pool(name, size, python_copy=None):
     """
     ([(uid, gid), ...] of the pool, None) or (None, the reason): not root, no such user (run
     setup.sh), or the user cannot reach a Python installation. The pool is `name`, name1, ...
-    up to sandbox.pool_size of grading.yaml (setup.sh creates the same users from it).
+    up to `size` users (grading.yaml's sandbox.pool_size, given by the caller; setup.sh creates the
+    same users from it).
     """
     if os.geteuid() != 0:
         return None, 'the grader is not running as root, so it cannot run student code as another user'
@@ -79,7 +75,7 @@ def sandbox_pool(name, size=None, python_copy=None):
     if python_copy is not None and child_python(pw.pw_uid, pw.pw_gid, python_copy)[0] is None:
         return None, child_python(pw.pw_uid, pw.pw_gid, python_copy)[1]
     pool = [(pw.pw_uid, pw.pw_gid)]
-    for i in range(1, size or pool_size()):
+    for i in range(1, size):
         try:
             extra = pwd.getpwnam('%s%d' % (name, i))
         except KeyError:

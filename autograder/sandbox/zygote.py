@@ -28,8 +28,10 @@ BOOT = '''import importlib.util, sys
 spec = importlib.util.spec_from_file_location('hw1_wall', %r)
 wall = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(wall)
-sys.path.insert(0, %r)
-from child import zygote
+package = importlib.util.module_from_spec(importlib.util.spec_from_loader('autograder', None, is_package=True))
+package.__path__ = [%r]
+sys.modules['autograder'] = package
+from autograder.child import zygote
 zygote.main(int(sys.argv[1]), wall, %r)
 '''
 START_SECONDS = 180          # Python + torch import on a slow, shared core; a zygote slower than this is broken

@@ -638,7 +638,7 @@ def figure_problem(figure):
 
 # ----------------------------------------------------------------------------- the grader's upload rules
 
-# copied by build-template from autograder/submission.py and interface.py: do not edit here
+# copied by build-template from autograder/judge/submission.py and interface_check.py: do not edit here
 MAX_MODEL_BYTES = 1048576
 INTERFACE = {'RotaryPositionalEmbeddings': ('_build_cache', 'forward'), 'CausalSelfAttention': ('forward',), 'GroupedQueryAttention': ('forward',), 'Block': ('forward',), 'GPT': ('forward', 'generate')}
 _MODULE_BASES = frozenset(['Module', 'nn.Module', 'object', 'torch.nn.Module'])

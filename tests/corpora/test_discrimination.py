@@ -2,7 +2,7 @@
 The expensive CI test (~40 submissions x ~15 s / 2 jobs, about 5 minutes): grade the whole
 corpus of tests/submissions once (module scope) and check the autograder's discrimination:
 no false failure on a correct variant, every bug losing points on exactly its must_fail tests
-(no more, no fewer), and the expected fingerprint named for at least 90% of the mutants that have one.
+(no more, no fewer), and the expected known bug named for at least 90% of the mutants that have one.
 """
 
 import os
@@ -10,7 +10,7 @@ import os
 import pytest
 
 from autograder import REPO_ROOT
-from autograder.staff import evaluate
+from autograder.staff.evaluation import evaluate
 
 CORPUS = os.path.join(REPO_ROOT, 'tests', 'submissions')
 
@@ -37,11 +37,11 @@ def test_every_bug_caught_on_exactly_its_must_fail_tests(report):
     assert not missed, missed
 
 
-def test_fingerprints_named(report):
+def test_known_bugs_named(report):
     rows, s = report
-    unnamed = [(r['name'], r['fingerprint']) for r in rows
-               if r['verdict'] != 'correct' and r['fingerprint'] and not r['fp_named']]
-    assert s['fp_rate'] >= evaluate.FINGERPRINT_TARGET, unnamed
+    unnamed = [(r['name'], r['known_bug']) for r in rows
+               if r['verdict'] != 'correct' and r['known_bug'] and not r['fp_named']]
+    assert s['fp_rate'] >= evaluate.KNOWN_BUG_TARGET, unnamed
 
 
 def test_beats_the_course_tests(report):

@@ -26,8 +26,9 @@ import pytest
 
 from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, mode, possible, sandbox_processes,
                         score_in_range, sandbox_uid, total, grading_text)
-from autograder import GRADING_YAML, config, sandbox
-from autograder.child import wire
+from autograder import GRADING_YAML, sandbox
+from autograder.judge import config
+from autograder.contract import report_schema
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile')
 GRADING = config.load(GRADING_YAML)
@@ -273,7 +274,7 @@ def check_npz_malformed(out, tests, root):
     assert 'arrays must be stored' in tests['rope']['output']          # the corrupt deflate stream is never inflated
     assert 'BadZipFile' in tests['rope-cache']['output'] and 'CRC' in tests['rope-cache']['output']
     assert 'declares shape (1099511627776,)' in tests['mha-rope']['output']
-    assert 'holds 5000 files' in tests['gqa']['output'] and ('at most %d are allowed' % wire.MAX_ARRAYS) in tests['gqa']['output']
+    assert 'holds 5000 files' in tests['gqa']['output'] and ('at most %d are allowed' % report_schema.MAX_ARRAYS) in tests['gqa']['output']
     all_zero(tests)
 
 
@@ -435,7 +436,7 @@ def upload_symlink_reference(root):
 def upload_symlink_root_only(root):
     secret = os.path.join(root.path, 'root-only.py')
     with open(secret, 'w') as f:
-        f.write('HOSTILE-SECRET-7f3a = (\n')   # a syntax error: its line used to be quoted in the feedback
+        f.write('HOSTILE-SECRET-7f3a = (\n')   # a syntax error: the feedback must not quote its line
     os.chmod(secret, 0o600)
     os.symlink(secret, os.path.join(root.submission, 'model.py'))
 

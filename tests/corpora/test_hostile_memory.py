@@ -14,7 +14,7 @@ import os
 import pytest
 
 from ag_helpers import REPO
-from autograder import config, grade
+from autograder.judge import config, grade
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile', 'memory')
 _spec = importlib.util.spec_from_file_location('hostile_memory_build', os.path.join(HOSTILE, 'build.py'))

@@ -28,7 +28,8 @@ import pytest
 
 from ag_helpers import (REPO, SANDBOXED, by_id, full, grading_text, load_results, possible, sandbox_processes,
                         score_in_range, total)
-from autograder import GRADING_YAML, config
+from autograder import GRADING_YAML
+from autograder.judge import config
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile')
 sys.path.insert(0, HOSTILE)
@@ -246,7 +247,7 @@ def _scratch_of(token, timeout=120):
 @pytest.mark.parametrize('setup', sorted(SETUPS))
 def test_concurrent_gradings_cannot_read_each_other(ag_root, monkeypatch, setup):
     from autograder import sandbox
-    if len(sandbox._sandbox_user(GRADING.sandbox['user'])[0]) < 2:
+    if len(sandbox._sandbox_user(GRADING.sandbox['user'], GRADING.sandbox['pool_size'])[0]) < 2:
         pytest.skip('needs two sandbox users (./setup.sh creates the pool)')
     setup_env(monkeypatch, setup)
     token = 'hostile%s' % uuid.uuid4().hex[:10]

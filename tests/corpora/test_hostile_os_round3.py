@@ -23,8 +23,9 @@ import uuid
 import pytest
 
 from ag_helpers import SANDBOXED, sandbox_processes
-from autograder import GRADING_YAML, config
-from autograder.child import wire
+from autograder import GRADING_YAML
+from autograder.judge import config
+from autograder.contract import report_schema
 from autograder.sandbox import Sandbox, leftovers
 
 GRADING = config.load(GRADING_YAML)
@@ -72,7 +73,7 @@ def test_link_flood_without_reading(sandbox, tmp_path):
     """Before: the harness's blocking send() froze the grader (no results.json after 330 s)."""
     started = time.time()
     r = run(sandbox, tmp_path, "while True:\n    os.write(3, b'\\x01mark start')\n", timeout=5,
-            handlers={wire.IMPORT: lambda payload, pid: b'0' * 60000})
+            handlers={report_schema.IMPORT: lambda payload, pid: b'0' * 60000})
     imp = r.import_result
     assert imp.harness['ended'] == 'link' and 'flooded or stopped reading' in imp.message, imp.harness
     assert time.time() - started < 30
@@ -93,7 +94,7 @@ def test_only_the_probe_process_speaks(sandbox, tmp_path, how):
     }[how]
     heard = []
     r = run(sandbox, tmp_path, """
-import child.link as link
+import autograder.child.socket_link as link
 if os.fork() == 0:
     try:
         %s
@@ -101,7 +102,7 @@ if os.fork() == 0:
         os._exit(0)
 time.sleep(1.5)
 print('PROBE', link.ask(b'mark end'))
-""" % helper, handlers={wire.IMPORT: lambda payload, pid: heard.append(payload) or b'ok'})
+""" % helper, handlers={report_schema.IMPORT: lambda payload, pid: heard.append(payload) or b'ok'})
     imp = r.import_result
     assert heard == [], heard   # the handler never heard the helper (nor the probe, stopped at once)
     assert imp.harness['ended'] == 'link' and 'a process other than the test\'s own' in imp.message, imp.harness

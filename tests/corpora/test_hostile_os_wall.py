@@ -1,5 +1,5 @@
 """
-The attacks of issue 20 on the machine, and a round against the sandbox's own design
+Attacks on the machine, and on the sandbox's own design
 (autograder/sandbox/), graded like tests/corpora/test_hostile_os.py: through ./run_autograder in
 a temporary AUTOGRADER_ROOT outside /tmp (as Gradescope's /autograder is), with the strongest
 set-up here and, as root, without namespaces (HW1_SANDBOX_DISABLE, Gradescope's Docker). Each
@@ -23,7 +23,8 @@ import uuid
 import pytest
 
 from ag_helpers import REPO, SANDBOXED, by_id, grading_text, possible, sandbox_processes, sandbox_uids, total
-from autograder import GRADING_YAML, config
+from autograder import GRADING_YAML
+from autograder.judge import config
 from autograder.sandbox import seccomp
 from test_hostile_os import SETUPS, GRADING, grade, graded_fully, printed, read, setup_env, strict_load
 

@@ -30,8 +30,9 @@ import synthetic_export
 
 from ag_helpers import grading_text
 
-from autograder import REPO_ROOT, config
-from autograder.staff import batch, gradebook, plots
+from autograder import REPO_ROOT
+from autograder.judge import config
+from autograder.staff.regrade import batch, gradebook, plots
 
 TOTALS = {s: t for s, t in synthetic_export.TOTALS.items() if t is not None}
 HAS_FOLDER = sorted(TOTALS)

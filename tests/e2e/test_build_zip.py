@@ -15,8 +15,9 @@ import zipfile
 
 import pytest
 
-from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, config
-from autograder.staff import build_zip
+from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from autograder.judge import config
+from autograder.staff.deploy import build_zip
 
 
 @pytest.fixture(scope='module')
@@ -37,13 +38,13 @@ def test_zip_matches_golden_listing_and_gradescope_layout(built):
     # Gradescope: both scripts at the root of the zip, executable
     modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in infos}
     assert modes['setup.sh'] == 0o755 and modes['run_autograder'] == 0o755
-    assert modes['grading.yaml'] == 0o644 and modes['autograder/grade.py'] == 0o644
+    assert modes['grading.yaml'] == 0o644 and modes['autograder/judge/grade.py'] == 0o644
     assert all(i.date_time == build_zip.FIXED_TIME for i in infos)
     # what grading needs is in; the reference solution, tests, docs and benchmarks are out
     for needed in ('autograder/fixtures/cpu/manifest.json', 'autograder/fixtures/cpu/expected.npz',
-                   'autograder/fixtures/cpu/fingerprints.npz', 'autograder/child/probes.py', 'autograder/child/runner.py',
-                   'autograder/child/adapter.py', 'autograder/child/wire.py', 'autograder/registry.py',
-                   'autograder/checks/values.py', 'data/build_corpus.py', 'requirements.txt',
+                   'autograder/fixtures/cpu/known_bugs.npz', 'autograder/child/probes_values.py', 'autograder/child/runner.py',
+                   'autograder/child/adapter.py', 'autograder/contract/report_schema.py', 'autograder/judge/registry.py',
+                   'autograder/judge/judges/values.py', 'data/build_corpus.py', 'requirements.txt',
                    'student_template/hw1/chargpt.py', 'student_template/hw1/mingpt/__init__.py',
                    'student_template/hw1/mingpt/trainer.py', 'student_template/hw1/mingpt/utils.py'):
         assert needed in names
@@ -70,13 +71,13 @@ def test_refuses_stale_fixtures(tmp_path, monkeypatch, capsys):
 def test_listing_difference_fails_with_a_diff_and_update_listing_accepts_it(tmp_path, monkeypatch, capsys):
     golden = build_zip.read_listing()
     listing = tmp_path / 'zip_listing.txt'
-    edited = [n for n in golden if n != 'autograder/grade.py'] + ['autograder/secret_extra.py']
+    edited = [n for n in golden if n != 'autograder/judge/grade.py'] + ['autograder/secret_extra.py']
     listing.write_text('\n'.join(edited) + '\n')
     monkeypatch.setattr(build_zip, 'LISTING', str(listing))
     out = tmp_path / 'autograder.zip'
     assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1
     err = capsys.readouterr().err
-    assert '\n+autograder/grade.py' in err and '\n-autograder/secret_extra.py' in err and '--update-listing' in err
+    assert '\n+autograder/judge/grade.py' in err and '\n-autograder/secret_extra.py' in err and '--update-listing' in err
     assert not out.exists()
     assert build_zip.main(['build-zip', '--no-verify', '--update-listing', '--out', str(out)]) == 0
     assert build_zip.read_listing(str(listing)) == golden and out.exists()

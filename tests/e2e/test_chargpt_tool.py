@@ -1,12 +1,12 @@
 """
-The handout's chargpt.py as a careful tool (issue 21, item 4), run as students run it
+The handout's chargpt.py as a careful tool, run as students run it
 (`python chargpt.py ...` in a copy of the template): --help lists the flags; a bad flag, a
 device this machine lacks, a configuration the model refuses, a prompt with characters the
 corpus lacks and a run that would overwrite the run it continues each get one sentence and
 exit 2, having written nothing; a TODO the flags need exits 1, also before any file exists;
 the model is saved before sampling; the run folder holds what the course's chargpt.py writes.
 
-And issue 18 item 8: a block-16 run folder written by the handout's chargpt.py is read by the
+And the train-then-extend workflow: a block-16 run folder written by the handout's chargpt.py is read by the
 course's given load_pretrained into a block-256 model, which continues from exactly its weights.
 """
 

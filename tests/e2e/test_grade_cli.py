@@ -14,7 +14,8 @@ import sys
 import tempfile
 import zipfile
 
-from autograder import REPO_ROOT, patching, results
+from autograder import REPO_ROOT
+from autograder.judge import source_patches, results
 
 WANDB = ('import torch\n', 'import torch\ntry:\n    import wandb\nexcept ImportError:\n    wandb = None\n')
 
@@ -47,7 +48,7 @@ def test_zip_upload_with_a_guarded_wandb_import_scores_full_and_leaves_no_copy(t
     os.chmod(scratch, 0o1777)
     upload = tmp_path / 'hw1.zip'
     with zipfile.ZipFile(str(upload), 'w') as z:
-        z.writestr('hw1/mingpt/model.py', patching.patched_reference([WANDB], 'guarded wandb import'))
+        z.writestr('hw1/mingpt/model.py', source_patches.patched_reference([WANDB], 'guarded wandb import'))
     try:
         proc, out = _grade(upload, tmp_path, env=dict(os.environ, TMPDIR=str(scratch)))
         left = [n for n in os.listdir(scratch) if n.startswith('hw1-')]

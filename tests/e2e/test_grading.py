@@ -13,7 +13,8 @@ import re
 import pytest
 
 from ag_helpers import REPO, AutograderRoot, by_id, full, possible, total
-from autograder import GRADING_YAML, config, grade, patching
+from autograder import GRADING_YAML
+from autograder.judge import config, grade, source_patches
 
 GRADING = config.load(GRADING_YAML)
 CAP = GRADING.sandbox['max_output_chars']
@@ -24,7 +25,7 @@ TEMPLATE_MODEL = os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.
 
 def reference_with(*edits):
     """The reference's model.py with each (old, new) replaced; every `old` must occur exactly once."""
-    return patching.patched_reference(edits, 'tests/e2e/test_grading.py', REFERENCE_MODEL)
+    return source_patches.patched_reference(edits, 'tests/e2e/test_grading.py', REFERENCE_MODEL)
 
 
 def graded(tmp_path_factory, name, text, runs=1):

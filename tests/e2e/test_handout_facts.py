@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from autograder import DATA_FILE, REPO_ROOT, TEMPLATE_DIR
-from autograder.staff import handout
+from autograder.staff.handout import build
 
 # CI checks out ../shared beside the clone; HW1_HANDOUT_MD points elsewhere (a worktree)
 HANDOUT_MD = os.environ.get('HW1_HANDOUT_MD') or os.path.join(REPO_ROOT, os.pardir, 'shared', 'docs', 'handout.md')
@@ -56,7 +56,7 @@ def text():
 def generated():
     """The committed template (test_template.py checks it is what build-template makes)."""
     files = {}
-    for rel in handout._tree_files(TEMPLATE_DIR):
+    for rel in build._tree_files(TEMPLATE_DIR):
         with open(os.path.join(TEMPLATE_DIR, *rel.split('/')), encoding='utf-8') as f:
             files[rel] = f.read()
     return files

@@ -1,5 +1,5 @@
 """
-The public tests and the grader agree (issue 21, item 3): for each model.py below, the real
+The public tests and the grader agree: for each model.py below, the real
 `python test_model.py` of the template passes every test exactly when the real
 `python -m autograder grade` gives it full marks (every required point, no failed test). The
 cases are the grader's policies, where a student's own machine would tell them otherwise:
@@ -20,7 +20,8 @@ import sys
 
 import pytest
 
-from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR, fingerprints
+from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from autograder.judge import known_bugs
 
 REFERENCE = open(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')).read()
 COURSE_STYLE = os.path.join(REPO_ROOT, 'tests', 'submissions', 'correct', 'course_memory_skip_kv_copy', 'model.py')
@@ -57,7 +58,7 @@ CASES = {
         "imports 'matplotlib.pyplot' inside a function: the grader does not have it, so a test that runs this code "
         "fails there (importing model.py still works)"]),
     'empty': (lambda: '', False, ['model.py is empty: there is nothing to grade']),
-    'gqa_no_scale': (lambda: fingerprints.apply(fingerprints.BY_ID['gqa-no-scale'], REFERENCE), False, [
+    'gqa_no_scale': (lambda: known_bugs.apply(known_bugs.BY_ID['gqa-no-scale'], REFERENCE), False, [
         'likely bug: ']),
 }
 

@@ -1,7 +1,7 @@
 """
 The public tests (student_template/hw1/test_model.py) against a corpus of model.py files:
 they pass on the reference and on every correct variant of tests/submissions/correct; each
-known bug of the grader (autograder/fingerprints.py, applied to the reference) fails the
+known bug of the grader (autograder/judge/known_bugs.py, applied to the reference) fails the
 tests it belongs to, is named there as the likely bug, and fails no test of an unrelated
 part (a GQA grouping bug leaves the dropout test passing); optional parts left as stubs are
 skipped, a wrong optional part fails.
@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
-from autograder import fingerprints
+from autograder.judge import known_bugs
 
 REFERENCE_MODEL = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
 CORRECT = sorted(glob.glob(os.path.join(REPO_ROOT, 'tests', 'submissions', 'correct', '*', 'model.py')))
@@ -54,7 +54,7 @@ with open(out_path, 'w') as f:
     json.dump(results, f)
 '''
 
-# the public test each fingerprint belongs to: it must fail there and name the bug
+# the public test each known bug belongs to: it must fail there and name the bug
 ROPE_MODULE_BUGS = ['rope-positions-from-0', 'rope-interleaved', 'rope-sign', 'rope-theta-pow2', 'rope-theta-i',
                     'rope-base-1000', 'rope-sin-cos-swapped']
 ROPE_ATTENTION_BUGS = ['rope-d-n-embd', 'rope-on-values', 'rope-q-only']
@@ -119,8 +119,8 @@ def outcomes(tmp_path_factory):
     for path in CORRECT:
         with open(path) as f:
             sources['correct/' + os.path.basename(os.path.dirname(path))] = f.read()
-    for fingerprint in fingerprints.FINGERPRINTS:
-        sources['bug/' + fingerprint.id] = fingerprints.apply(fingerprint, sources['reference'])
+    for known_bug in known_bugs.KNOWN_BUGS:
+        sources['bug/' + known_bug.id] = known_bugs.apply(known_bug, sources['reference'])
     sources['optional-stub'] = _patched(SLIDING_STUBS)
     sources['optional-wrong'] = _patched(SLIDING_WRONG)
     variants = [(label, _variant(tmp_path, label.replace('/', '_'), source)) for label, source in sources.items()]
@@ -144,25 +144,25 @@ def test_correct_models_pass_every_public_test(outcomes, label):
     assert failing == {}, label
 
 
-@pytest.mark.parametrize('fingerprint', [f.id for f in fingerprints.FINGERPRINTS])
-def test_each_known_bug_fails_its_test_and_is_named(outcomes, fingerprint):
-    outcome = outcomes['bug/' + fingerprint]
-    kind, message = outcome[BELONGS[fingerprint]]
-    assert kind == 'FAIL', (BELONGS[fingerprint], kind, message)
-    assert 'likely bug: ' + fingerprints.BY_ID[fingerprint].likely_bug in message, message
+@pytest.mark.parametrize('known_bug', [f.id for f in known_bugs.KNOWN_BUGS])
+def test_each_known_bug_fails_its_test_and_is_named(outcomes, known_bug):
+    outcome = outcomes['bug/' + known_bug]
+    kind, message = outcome[BELONGS[known_bug]]
+    assert kind == 'FAIL', (BELONGS[known_bug], kind, message)
+    assert 'likely bug: ' + known_bugs.BY_ID[known_bug].description in message, message
     # every failing comparison of this bug's output names it (or a bug with the same output)
     for test, (kind, message) in outcome.items():
         if kind == 'FAIL' and 'differ from the staff solution' in message:
             assert 'likely bug: ' in message, (test, message)
     # ERROR is the patched code crashing, not a test blaming the wrong part: rope-d-n-embd's
     # patch calls RoPE in GroupedQueryAttention even with rope off
-    wrongly_failed = {test: outcome[test] for test in UNRELATED[FAMILY[fingerprint]]
+    wrongly_failed = {test: outcome[test] for test in UNRELATED[FAMILY[known_bug]]
                       if outcome[test][0] not in ('PASS', 'ERROR')}
-    assert wrongly_failed == {}, 'a %s bug fails unrelated tests' % FAMILY[fingerprint]
+    assert wrongly_failed == {}, 'a %s bug fails unrelated tests' % FAMILY[known_bug]
 
 
-def test_every_fingerprint_has_an_expectation():
-    assert set(BELONGS) == set(fingerprints.BY_ID), 'give each new fingerprint the public test it belongs to'
+def test_every_known_bug_has_an_expectation():
+    assert set(BELONGS) == set(known_bugs.BY_ID), 'give each new known bug the public test it belongs to'
 
 
 def test_optional_stub_is_skipped_and_wrong_optional_fails(outcomes):

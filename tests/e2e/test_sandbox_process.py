@@ -12,8 +12,9 @@ import os
 import pytest
 
 from ag_helpers import SANDBOXED, sandbox_processes
-from autograder import GRADING_YAML, config
-from autograder.child import wire
+from autograder import GRADING_YAML
+from autograder.judge import config
+from autograder.contract import report_schema
 from autograder.sandbox import Sandbox
 
 GRADING = config.load(GRADING_YAML)
@@ -50,8 +51,8 @@ def test_the_link_serves_a_handler_with_the_senders_pid_from_the_kernel(sandbox,
         seen.append(pid)
         return b'echo:' + payload, {'pid': pid, 'payload': payload.decode()}
 
-    r = run(sandbox, tmp_path, "import child.link as link\nprint('GOT', link.ask(b'hello').decode(), "
-                               "link.ask(b'').decode() or 'empty')\n", handlers={wire.IMPORT: echo})
+    r = run(sandbox, tmp_path, "import autograder.child.socket_link as link\nprint('GOT', link.ask(b'hello').decode(), "
+                               "link.ask(b'').decode() or 'empty')\n", handlers={report_schema.IMPORT: echo})
     imp = r.import_result
     assert imp.status == 'ok', imp.message
     assert 'GOT echo:hello echo:' in imp.info['stdout']
@@ -70,7 +71,7 @@ try:
     print('FORGED sent')
 except OSError as e:
     print('FORGED refused', e.errno)
-""", handlers={wire.IMPORT: lambda payload, pid: got.append((payload, pid)) or b''})
+""", handlers={report_schema.IMPORT: lambda payload, pid: got.append((payload, pid)) or b''})
     assert 'FORGED refused 1' in r.import_result.info['stdout'], r.import_result.info['stdout']
     assert got == []
 
@@ -79,7 +80,7 @@ def test_per_probe_limits_apply_before_model_py_is_imported(sandbox, tmp_path):
     code = "import torch\n_X = torch.ones(50_000_000)   # 200 MB at import\nprint('ALLOCATED')\n"
     free = run(sandbox, tmp_path, code)
     assert free.import_result.status == 'ok' and 'ALLOCATED' in free.import_result.info['stdout']
-    capped = run(sandbox, tmp_path, code, job={'limits': {wire.IMPORT: {'address_space_margin_mb': 100}}})
+    capped = run(sandbox, tmp_path, code, job={'limits': {report_schema.IMPORT: {'address_space_margin_mb': 100}}})
     assert capped.import_result.status == 'error' and 'allocate' in capped.import_result.message
 
 
@@ -168,7 +169,7 @@ def test_a_flood_of_the_link_is_stopped_and_the_harness_keeps_its_deadlines(sand
     """Queries written to descriptor 3 without ever reading a reply: the harness's replies queue up to
     their cap, and the probe is stopped (before, a blocking send froze the grader past every deadline)."""
     r = run(sandbox, tmp_path, "while True:\n    os.write(3, b'\\x01q' * 100)\n", timeout=5,
-            handlers={wire.IMPORT: lambda payload, pid: b'x' * 4000})
+            handlers={report_schema.IMPORT: lambda payload, pid: b'x' * 4000})
     imp = r.import_result
     assert imp.harness['ended'] == 'link' and imp.status == 'crashed', imp.harness
     assert 'flooded or stopped reading the grader\'s channel' in imp.message, imp.message
@@ -180,13 +181,13 @@ def test_only_the_probe_process_speaks_on_the_link(sandbox, tmp_path):
     """A forked helper inherits descriptor 3 and asks: refused (the kernel gives its pid), the probe stopped."""
     seen = []
     r = run(sandbox, tmp_path, """
-import child.link as link
+import autograder.child.socket_link as link
 if os.fork() == 0:
     link.ask(b'from the helper')
     os._exit(0)
 os.wait()
 print('ASKED', link.ask(b'from the probe'))
-""", handlers={wire.IMPORT: lambda payload, pid: seen.append((payload, pid)) or b'ok'})
+""", handlers={report_schema.IMPORT: lambda payload, pid: seen.append((payload, pid)) or b'ok'})
     imp = r.import_result
     assert imp.harness['ended'] == 'link', imp.harness
     assert 'a process other than the test\'s own' in imp.message, imp.message

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from autograder import REPO_ROOT
-from autograder.staff.regenerate import cuda_problem
+from autograder.staff.fixtures.regenerate import cuda_problem
 
 
 def _run(*args, timeout=300):

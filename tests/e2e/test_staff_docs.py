@@ -1,6 +1,6 @@
 """
 docs/STAFF.md cannot drift from the code: every `python -m autograder COMMAND --flag` it
-quotes exists; the fixtures hash, the number of arrays and fingerprints, the zip's file count,
+quotes exists; the fixtures hash, the number of arrays and known bugs, the zip's file count,
 the CSV header, the test table and the batch summary lines it shows are what the code gives
 now; the grading times it quotes are those docs/BENCHMARKS.md measured.
 """
@@ -13,9 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-from autograder import FIXTURES_DIR, REPO_ROOT, config, fingerprints, fixtures
+from autograder import FIXTURES_DIR, REPO_ROOT
+from autograder.judge import config, known_bugs, fixtures
 from autograder.__main__ import COMMANDS
-from autograder.staff import build_zip
+from autograder.staff.deploy import build_zip
 
 STAFF = os.path.join(REPO_ROOT, 'docs', 'STAFF.md')
 with open(STAFF, encoding='utf-8') as _f:
@@ -30,26 +31,43 @@ def _help(command):
     return proc.stdout
 
 
+DOCS = ['README.md'] + sorted(os.path.join('docs', f) for f in os.listdir(os.path.join(REPO_ROOT, 'docs')) if f.endswith('.md'))
+
+
 def test_every_quoted_command_and_flag_exists():
-    quoted = re.findall(r'python -m autograder ([a-z-]+)((?: +(?:--?[a-z-]+|[A-Z_]+|\[[^\]]*\]|[\w./<>{}-]+))*)', TEXT)
-    assert len(quoted) >= 8
-    helps = {}
-    for command, rest in quoted:
-        assert command in COMMANDS, 'STAFF.md quotes an unknown command: %s' % command
-        helps.setdefault(command, _help(command))
-        for flag in re.findall(r'(?<![\w-])(--[a-z][a-z-]*)', rest):
-            assert flag in helps[command], 'STAFF.md quotes `%s %s`, which the command does not have' % (command, flag)
+    helps, count = {}, 0
+    for doc in DOCS:
+        with open(os.path.join(REPO_ROOT, doc), encoding='utf-8') as f:
+            text = f.read()
+        quoted = re.findall(r'python -m autograder ([a-z-]+)((?: +(?:--?[a-z-]+|[A-Z_]+|\[[^\]]*\]|[\w./<>{}-]+))*)', text)
+        count += len(quoted)
+        for command, rest in quoted:
+            assert command in COMMANDS, '%s quotes an unknown command: %s' % (doc, command)
+            if command == 'sandbox':   # its subcommands are words, not flags: cli.py's docstring lists them
+                continue
+            helps.setdefault(command, _help(command))
+            for flag in re.findall(r'(?<![\w-])(--[a-z][a-z-]*)', rest):
+                assert flag in helps[command], '%s quotes `%s %s`, which the command does not have' % (doc, command, flag)
+    assert count >= 20
 
 
-def test_fixtures_hash_arrays_and_fingerprints_are_current():
+def test_the_words_students_read_are_the_graders():
+    # STAFF.md quotes what an untouched test and an untouched optional part read
+    from autograder.judge import results
+    from autograder.judge.judges import STATUS_WORDS
+    assert '"not implemented yet"' in TEXT and STATUS_WORDS['not_implemented'] == 'not implemented yet'
+    assert 'reads "Not attempted"' in TEXT and results.NOT_ATTEMPTED.startswith('Not attempted:')
+
+
+def test_fixtures_hash_arrays_and_known_bugs_are_current():
     current = fixtures.sha256_file(os.path.join(fixtures.folder('cpu'), 'manifest.json'))[:12]
     quoted = re.findall(r'fixtures ([0-9a-f]{12})', TEXT)
     assert quoted and set(quoted) == {current}, 'STAFF.md quotes fixtures %s; they are %s now' % (quoted, current)
     arrays = len(np.load(os.path.join(FIXTURES_DIR, 'cpu', 'expected.npz')).files)
     assert re.search(r'\n +%d arrays in [\d.]+ s\n' % arrays, TEXT)
-    n = len(fingerprints.FINGERPRINTS)
-    last = fingerprints.FINGERPRINTS[-1].id
-    assert '[3/4] %d fingerprints (known bugs)' % n in TEXT and '%d/%d %s' % (n, n, last) in TEXT
+    n = len(known_bugs.KNOWN_BUGS)
+    last = known_bugs.KNOWN_BUGS[-1].id
+    assert '[3/4] %d known bugs' % n in TEXT and '%d/%d %s' % (n, n, last) in TEXT
 
 
 def test_zip_file_count_is_current():
@@ -59,7 +77,7 @@ def test_zip_file_count_is_current():
 
 def test_csv_header_and_test_table_follow_grading_yaml():
     specs = GRADING.enabled_tests()
-    from autograder.staff import gradebook
+    from autograder.staff.regrade import gradebook
     header = ','.join(gradebook.header(specs))
     assert '\n%s\n' % header in TEXT
     rows = re.findall(r'\n(\d+\.\d+) +(.{10,58}?) +(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) +(passed|failed)', TEXT)
@@ -121,7 +139,7 @@ def test_discrimination_report_lists_every_graded_test_of_the_registry():
         '--out docs/DISCRIMINATION.md' % pairs
     header = next(l for l in doc.splitlines() if l.startswith('| submission | verdict |'))
     assert header.split(' | ')[2:-3] == [s.id for s in GRADING.enabled_tests()]
-    from autograder.staff import evaluate
+    from autograder.staff.evaluation import evaluate
     corpus = evaluate.load_corpus(os.path.join(REPO_ROOT, 'tests', 'submissions'))
     n_correct = sum(s['verdict'] == 'correct' for s in corpus)
     assert 'false failures on correct variants: 0 / %d' % n_correct in doc
@@ -129,10 +147,10 @@ def test_discrimination_report_lists_every_graded_test_of_the_registry():
 
 
 def test_reference_answers_name_the_current_reference():
-    from autograder.staff import experiments_runs
+    from autograder.staff.experiments import runs
     with open(os.path.join(REPO_ROOT, 'docs', 'reference_answers', 'report.md'), encoding='utf-8') as f:
         named = re.search(r'reference solution \(reference/, sha256 ([0-9a-f]{12})', f.read()).group(1)
-    current = experiments_runs.reference_code_hash()[:12]
+    current = runs.reference_code_hash()[:12]
     assert named == current, (
         'docs/reference_answers/report.md was made from reference %s, the reference is %s now: run python -m '
         'autograder experiments --sizes cpu --seeds 1 --jobs 2 --out docs/reference_answers --runs '

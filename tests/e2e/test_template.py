@@ -1,5 +1,5 @@
 """
-The student handout as a build product of the reference (autograder/staff/handout.py):
+The student handout as a build product of the reference (autograder/staff/handout/build.py):
 the committed student_template/hw1 is what the generator makes, no solution text leaks,
 marker mistakes are reported with file and line, the public tests pass on the reference
 and report every TODO on the untouched template, a chargpt.py flag that needs a TODO names
@@ -16,8 +16,8 @@ import zipfile
 import pytest
 
 from autograder import DATA_FILE, REFERENCE_DIR, TEMPLATE_DIR
-from autograder.staff import handout
-from autograder.staff.handout import MarkerError, strip_markers
+from autograder.staff.handout import build
+from autograder.staff.handout.build import MarkerError, strip_markers
 
 TINY = ['--trainer.max_iters=5', '--trainer.device=cpu', '--model.n_layer=1', '--model.n_embd=48',
         '--trainer.batch_size=8', '--data.block_size=16']
@@ -27,7 +27,7 @@ SUMMARY = re.compile(r'(\d+) passed, (\d+) failed, (\d+) not implemented yet, (\
 
 @pytest.fixture(scope='module')
 def generated():
-    return handout.generate()
+    return build.generate()
 
 
 def _run(args, cwd, timeout=300, **env):
@@ -52,7 +52,7 @@ def _template_copy(tmp_path, model=None, with_data=True):
 
 def test_committed_template_is_up_to_date(generated):
     # the committed tree was written by an earlier process: equal bytes also show determinism
-    stale = handout.diff_files(generated, TEMPLATE_DIR)
+    stale = build.diff_files(generated, TEMPLATE_DIR)
     assert stale == [], 'student_template/hw1 is stale (%s): run `python -m autograder build-template`' % stale
 
 
@@ -69,11 +69,11 @@ def test_shipped_files(generated):
 
 
 def test_no_solution_text_or_markers_leak(generated):
-    for rel in handout.REFERENCE_FILES:
+    for rel in build.REFERENCE_FILES:
         with open(os.path.join(REFERENCE_DIR, rel)) as f:
             text = f.read()
-        solution = set(handout.solution_lines(text))
-        outside = {l.strip() for l in strip_markers(text, rel, handout.load_optional_parts()).splitlines()}
+        solution = set(build.solution_lines(text))
+        outside = {l.strip() for l in strip_markers(text, rel, build.load_optional_parts()).splitlines()}
         secret = solution - outside
         for out_rel, out_text in generated.items():
             leaked = sorted(secret & {l.strip() for l in out_text.splitlines()})
@@ -88,7 +88,7 @@ def test_model_stubs_read_well(generated):
     stubs = re.findall(r'raise NotImplementedError\("(TODO[^"]*)"\)', model)
     # RoPE x3, RoPE in CausalSelfAttention x2, GroupedQueryAttention x2; sliding window x2 and
     # KV cache x4 (KVCache x3, generate) when those optional parts are on
-    parts = handout.load_optional_parts()
+    parts = build.load_optional_parts()
     assert len(stubs) == 7 + 2 * parts['sliding_window'] + 4 * parts['kv_cache'], stubs
     for name in ('q_proj', 'k_proj', 'v_proj', 'out_proj', 'query_rotary_pe', 'key_rotary_pe'):
         assert any(name in l and 'Do NOT rename' in l for l in model.splitlines()), name
@@ -99,12 +99,12 @@ def test_model_stubs_read_well(generated):
 
 
 def test_optional_part_off(tmp_path):
-    files = handout.generate(dict(handout.load_optional_parts(), sliding_window=False))
+    files = build.generate(dict(build.load_optional_parts(), sliding_window=False))
     for rel in ('mingpt/model.py', 'test_model.py', 'README.md'):
         assert 'banded_attention' not in files[rel] and 'sliding_window_mask' not in files[rel], rel
     assert 'TODO (optional, handout 4' not in files['mingpt/model.py'] and 'sliding_window_mask' not in files['test_model.py']
     assert '\n\n\n\n' not in files['mingpt/model.py']
-    handout.write_tree(files, str(tmp_path / 'hw1'))
+    build.write_tree(files, str(tmp_path / 'hw1'))
     # trains vanilla minGPT a few steps with the shipped Trainer (sampling is tested below)
     script = ('from mingpt.model import GPT\n'
               'from mingpt.trainer import Trainer\n'
@@ -194,7 +194,7 @@ def test_public_tests_report_each_todo_on_the_untouched_template(tmp_path, gener
     assert proc.returncode != 0 and summary, proc.stdout[-3000:]
     passed, failed, todo, errors, skipped, total = map(int, summary.groups())
     optional = len(_optional_tests(generated['test_model.py']))
-    assert optional == 2 * handout.load_optional_parts()['sliding_window']
+    assert optional == 2 * build.load_optional_parts()['sliding_window']
     # the untouched file passes the grader's upload rules (test_00); every other required test meets its TODO
     assert (passed, failed, errors, todo, skipped) == (1, 0, 0, total - optional - 1, optional), proc.stdout[-3000:]
     assert 'Traceback' not in proc.stdout
@@ -249,10 +249,10 @@ def test_real_chargpt_command_out_of_the_box(tmp_path):
 
 def test_build_handout_zip(tmp_path, generated, monkeypatch):
     assert os.path.isfile(DATA_FILE), 'data/input.txt is missing: CI runs ./setup.sh first'
-    monkeypatch.setattr(handout, 'generate', lambda optional_parts=None: generated)
+    monkeypatch.setattr(build, 'generate', lambda optional_parts=None: generated)
     first, second = tmp_path / 'a.zip', tmp_path / 'b.zip'
-    names = handout.build_handout(str(first))
-    handout.build_handout(str(second))
+    names = build.build_handout(str(first))
+    build.build_handout(str(second))
     assert first.read_bytes() == second.read_bytes(), 'the zip must be byte-for-byte reproducible'
     expected = sorted(['hw1/' + rel for rel in generated] + ['hw1/input.txt'])
     with zipfile.ZipFile(str(first)) as zf:
@@ -264,16 +264,16 @@ def test_build_handout_zip(tmp_path, generated, monkeypatch):
 
 def test_build_handout_without_corpus_says_run_setup(tmp_path):
     with pytest.raises(FileNotFoundError, match=r'run \./setup\.sh'):
-        handout.build_handout(str(tmp_path / 'x.zip'), data_file=str(tmp_path / 'missing.txt'))
+        build.build_handout(str(tmp_path / 'x.zip'), data_file=str(tmp_path / 'missing.txt'))
 
 
 def test_check_lists_differing_files(tmp_path, generated, monkeypatch, capsys):
-    monkeypatch.setattr(handout, 'generate', lambda optional_parts=None: generated)
+    monkeypatch.setattr(build, 'generate', lambda optional_parts=None: generated)
     hw1 = tmp_path / 'hw1'
-    handout.write_tree(generated, str(hw1))
-    assert handout.main(['build-template', '--check', '--output', str(hw1)]) == 0
+    build.write_tree(generated, str(hw1))
+    assert build.main(['build-template', '--check', '--output', str(hw1)]) == 0
     (hw1 / 'mingpt' / 'model.py').write_text('edited by hand\n')
     (hw1 / 'stray.txt').write_text('x')
-    assert handout.main(['build-template', '--check', '--output', str(hw1)]) == 1
+    assert build.main(['build-template', '--check', '--output', str(hw1)]) == 1
     err = capsys.readouterr().err
     assert 'mingpt/model.py' in err and 'stray.txt' in err and 'README.md' not in err

@@ -9,9 +9,10 @@ import json
 import re
 import time
 
-from autograder import GRADING_YAML, patching
-from autograder import results as results_mod
-from autograder.grade import grade
+from autograder import GRADING_YAML
+from autograder.judge import source_patches
+from autograder.judge import results as results_mod
+from autograder.judge.grade import grade
 
 BUDGET_S = 40
 # RoPE tests time out one by one (CPU seconds: three of them, up to twice as long in wall-clock time on a
@@ -22,7 +23,7 @@ PER_TEST_S = 4
 def test_a_hanging_rope_stops_at_the_budget_with_valid_results(tmp_path):
     hang = '        # BEGIN SOLUTION\n        # `offset` shifts'
     submission = tmp_path / 'model.py'
-    submission.write_text(patching.patched_reference([(hang, '        while True:\n            pass\n' + hang)],
+    submission.write_text(source_patches.patched_reference([(hang, '        while True:\n            pass\n' + hang)],
                                                      'the infinite loop of test_time_budget'))
     with open(GRADING_YAML) as f:
         text = f.read()
@@ -62,7 +63,7 @@ def test_the_watchdog_keeps_the_tests_that_had_finished():
     """results.json is rewritten after every finished test: a watchdog stop keeps those, the rest did not run."""
     from ag_helpers import by_id
     hang = '        # BEGIN SOLUTION\n        # `offset` shifts'
-    loop = patching.patched_reference([(hang, '        while x.dtype == torch.float64:\n            pass\n' + hang)],
+    loop = source_patches.patched_reference([(hang, '        while x.dtype == torch.float64:\n            pass\n' + hang)],
                                       'a RoPE that hangs on float64 only (rope-cache)')
     budget = 25
     root = _root_with({'rope-cache': 600}, budget)   # only the watchdog can end rope-cache
@@ -92,7 +93,7 @@ def test_a_grader_killed_before_the_budget_is_not_called_a_timeout(tmp_path):
     # the real interpreter for everything but the grading, which writes one finished test and is SIGKILLed
     fake.write_text('#!/bin/bash\nif [[ "$*" == *"autograder grade"* ]]; then\n'
                     '  %s -c "import sys; sys.path.insert(0, \'%s\'); from autograder import config; '
-                    'from autograder.checks import Verdict; from autograder.results import partial; '
+                    'from autograder.judge.judges import Verdict; from autograder.judge.results import partial; '
                     'g = config.load(\'%s\'); partial(g.enabled_tests(), {\'rope\': Verdict(1.0, [\'ok\'])}, 0)'
                     '.write(\'%s\')"\n  kill -9 $$\nfi\nexec %s "$@"\n'
                     % (sys.executable, REPO, GRADING_YAML, root.results_path, sys.executable))

@@ -1,5 +1,5 @@
 """
-What a student reads when the upload itself is the problem (issue 21, item 5), from the real
+What a student reads when the upload itself is the problem, from the real
 `python -m autograder grade` on each upload: every message is one true sentence in the
 student's terms, said once in test 1.1 and at the top; the other tests only point to 1.1.
 

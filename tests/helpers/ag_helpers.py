@@ -8,7 +8,7 @@ $ROOT/source is what the autograder zip unpacks to: autograder/, reference/ and 
 are real copies (world-readable before grading, so that only the grader's own lockdown keeps
 them from student code; grading.yaml may be edited, e.g. shorter timeouts), the rest are
 links into this checkout. Every grading leaves a results.json that must pass
-autograder.results.validate.
+autograder.judge.results.validate.
 
 Tests that need the sandbox user (root, with hw1student created by setup.sh) are skipped
 elsewhere: without it student code runs as the grader's own user.
@@ -31,7 +31,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from autograder import GRADING_YAML, config, results, sandbox  # noqa: E402
+from autograder import GRADING_YAML, sandbox  # noqa: E402
+from autograder.judge import config, results  # noqa: E402
 
 SANDBOX_USER = config.load(GRADING_YAML).sandbox['user']
 
@@ -172,7 +173,7 @@ def sandbox_uids():
     """uids of the sandbox user pool (hw1student, hw1student1, ...) when the grader would use it."""
     if sandbox_uid() is None:
         return []
-    pool, _ = sandbox._sandbox_user(SANDBOX_USER)
+    pool, _ = sandbox._sandbox_user(SANDBOX_USER, config.load(GRADING_YAML).sandbox['pool_size'])
     return [uid for uid, _gid in pool or []]
 
 

@@ -4,12 +4,12 @@ planted bugs, for bench/bench_batch.py and the slow report test:
 
 - every submission of the corpus tests/submissions (12 correct styles, 52 mutants with one
   bug each; expected.yaml names the known bug a mutant must be told, or none);
-- the reference with a known bug planted by fingerprints.py's own patch, EXTRA times each
+- the reference with a known bug planted by known_bugs.py's own patch, EXTRA times each
   (so that the report has bugs with counts above one);
 - the untouched template, a syntax error and a PDF-only upload.
 
 Each submission has an invented student in submission_metadata.yml. `build()` returns the
-export folder and the truth: {submission: planted fingerprint id or None}, and the
+export folder and the truth: {submission: planted known bug id or None}, and the
 submissions expected `not graded`.
 """
 
@@ -18,7 +18,7 @@ import os
 import yaml
 
 from ag_helpers import REPO  # noqa: F401  (puts the checkout on sys.path)
-from autograder import fingerprints
+from autograder.judge import known_bugs
 
 CORPUS = os.path.join(REPO, 'tests', 'submissions')
 REFERENCE = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
@@ -42,11 +42,11 @@ def submissions():
                 continue
             with open(os.path.join(folder, 'expected.yaml')) as f:
                 exp = yaml.safe_load(f) or {}
-            out.append((_read(os.path.join(folder, 'model.py')), exp.get('fingerprint'), '%s/%s' % (kind, name)))
+            out.append((_read(os.path.join(folder, 'model.py')), exp.get('known_bug'), '%s/%s' % (kind, name)))
     reference = _read(REFERENCE)
     for fp, n in sorted(EXTRA.items()):
         for i in range(n):
-            out.append((fingerprints.apply(fingerprints.BY_ID[fp], reference), fp, 'reference + %s #%d' % (fp, i + 1)))
+            out.append((known_bugs.apply(known_bugs.BY_ID[fp], reference), fp, 'reference + %s #%d' % (fp, i + 1)))
     out.append((_read(TEMPLATE), None, 'untouched template'))
     out.append((reference.replace('        T = x.shape[-2] + offset\n', '        T = x.shape[-2] + offset +\n', 1),
                 None, 'syntax error'))

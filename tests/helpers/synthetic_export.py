@@ -18,7 +18,7 @@ import os
 import zipfile
 
 from ag_helpers import REPO  # noqa: F401  (puts the checkout on sys.path)
-from autograder import patching
+from autograder.judge import source_patches
 
 ASSIGNMENT = 'assignment_4242_export'
 REFERENCE = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
@@ -134,8 +134,8 @@ def files():
         'submission_metadata.yml': METADATA.encode('utf-8'),
         'submission_1000001/model.py': reference.encode(),
         'submission_1000002/model.py': _read(TEMPLATE).encode(),
-        'submission_1000003/model.py': patching.apply(reference, SYNTAX_ERROR, 'syntax error').encode(),
-        'submission_1000004/mingpt/model.py': patching.apply(reference, ROPE_FROM_0, 'RoPE from 0').encode(),
+        'submission_1000003/model.py': source_patches.apply(reference, SYNTAX_ERROR, 'syntax error').encode(),
+        'submission_1000004/mingpt/model.py': source_patches.apply(reference, ROPE_FROM_0, 'RoPE from 0').encode(),
         'submission_1000005/hw1_submission.zip': upload.getvalue(),
         'submission_1000007/hw1_writeup.pdf': b'%PDF-1.4\n% the written answers, and no model.py\n%%EOF\n',
     }

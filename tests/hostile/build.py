@@ -22,7 +22,7 @@ TEMPLATE = os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.py')  
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from autograder import patching  # noqa: E402
+from autograder.judge import source_patches  # noqa: E402
 
 IMPORTS_END = 'from mingpt.utils import CfgNode as CN\n'
 ROPE_FORWARD = '    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:\n'
@@ -417,7 +417,7 @@ def _announce_end(probe):
             os.write(fd, line.encode())
         except OSError:
             pass
-    try:   # the harness link (child/link.py's framing: one byte, then the payload; one reply)
+    try:   # the harness link (child/socket_link.py's framing: one byte, then the payload; one reply)
         if stat.S_ISSOCK(os.fstat(3).st_mode):
             os.write(3, b'\\x01' + line.encode())
             os.read(3, 1 << 16)
@@ -546,7 +546,7 @@ import sys as _sys
 
 
 def _forge_writer():
-    runner = _sys.modules.get('child.runner')
+    runner = _sys.modules.get('autograder.child.runner')
     if runner is None or getattr(runner, '_forged', False):
         return
     real, memo = runner.write_result, {}
@@ -680,15 +680,15 @@ def build(name):
     if base is None:
         return header + edits
     try:
-        text = patching.patched_reference(edits, 'tests/hostile/build.py: %s' % name, source)
-    except patching.PatchError as e:
+        text = source_patches.patched_reference(edits, 'tests/hostile/build.py: %s' % name, source)
+    except source_patches.PatchError as e:
         raise SystemExit(str(e))
     return header + text
 
 
 def honest(name):
     """The code of attack `name` without the attack: the reference with its bug alone."""
-    return patching.patched_reference(HONEST[name], 'tests/hostile/build.py: honest %s' % name, REFERENCE)
+    return source_patches.patched_reference(HONEST[name], 'tests/hostile/build.py: honest %s' % name, REFERENCE)
 
 
 def path(name):

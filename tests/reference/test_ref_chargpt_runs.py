@@ -1,5 +1,5 @@
 """
-What a run of reference/chargpt.py leaves in its folder (issue 12): the default model is the
+What a run of reference/chargpt.py leaves in its folder: the default model is the
 handout's (gpt-mini at N = 16), config.json records the sizes the model really used (not
 the None placeholders of the defaults), and the per-iteration lists (the course's
 train_losses.json, attention_computation_time.json, attention_computation_memory.json) are

@@ -1,8 +1,8 @@
 """
 Fast tests of what the harness refuses to trust, without running student code: the reading of
 probe outputs (autograder/sandbox/readback.py: bounded bytes read once), the report schema and caps
-(child/wire.py), the judges' shape guard, and the checks of an upload and of its source
-(autograder/submission.py). tests/corpora/test_hostile.py runs the same attacks end to end.
+(child/report_schema.py), the judges' shape guard, and the checks of an upload and of its source
+(autograder/judge/submission.py). tests/corpora/test_hostile.py runs the same attacks end to end.
 """
 
 import io
@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from ag_helpers import REPO
-from autograder import submission
-from autograder.checks import guard_shapes, judge
-from autograder.child import wire
+from autograder.judge import submission
+from autograder.judge.judges import guard_shapes
+from autograder.judge.verdicts import judge
+from autograder.contract import report_schema
 from autograder.sandbox import readback
 from autograder.sandbox.readback import ProbeResult
 
@@ -175,9 +176,9 @@ def test_an_npy_header_declaring_8_tib_is_refused(tmp_path):
 def test_too_many_members_are_refused_before_parsing(tmp_path):
     job, out = out_dir(tmp_path)
     write_probe(out)
-    write_npz(os.path.join(out, 'p.npz'), {'x%d.npy' % i: b'' for i in range(wire.MAX_ARRAYS + 1)})
+    write_npz(os.path.join(out, 'p.npz'), {'x%d.npy' % i: b'' for i in range(report_schema.MAX_ARRAYS + 1)})
     r = read(job, spec=None)
-    assert r.status == 'invalid' and 'at most %d are allowed' % wire.MAX_ARRAYS in r.message
+    assert r.status == 'invalid' and 'at most %d are allowed' % report_schema.MAX_ARRAYS in r.message
 
 
 def test_an_oversized_array_of_a_known_key_is_not_read_but_named(tmp_path):
@@ -198,10 +199,10 @@ def test_an_oversized_array_of_a_known_key_is_not_read_but_named(tmp_path):
     ('{"status": "ok", "seconds": -Infinity}', '-Infinity'),
     ('{"status": "ok", "seconds": -3}', "field 'seconds'"),
     ('{"status": "ok", "notes": [%s]}' % ','.join('"n%d"' % i for i in range(50_000)), "field 'notes'"),
-    ('{"status": "ok", "message": "%s"}' % ('m' * (wire.MAX_MESSAGE_CHARS + 1)), "field 'message'"),
-    ('{"status": "ok", "stdout": "%s"}' % ('s' * (wire.MAX_STDOUT_CHARS + 1)), "field 'stdout'"),
-    ('{"status": "ok", "where": [%s]}' % ','.join(['"x"'] * (wire.MAX_WHERE + 1)), "field 'where'"),
-    ('{"status": "ok", "case_errors": {%s}}' % ','.join('"c%d": {}' % i for i in range(wire.MAX_CASE_ERRORS + 1)),
+    ('{"status": "ok", "message": "%s"}' % ('m' * (report_schema.MAX_MESSAGE_CHARS + 1)), "field 'message'"),
+    ('{"status": "ok", "stdout": "%s"}' % ('s' * (report_schema.MAX_STDOUT_CHARS + 1)), "field 'stdout'"),
+    ('{"status": "ok", "where": [%s]}' % ','.join(['"x"'] * (report_schema.MAX_WHERE + 1)), "field 'where'"),
+    ('{"status": "ok", "case_errors": {%s}}' % ','.join('"c%d": {}' % i for i in range(report_schema.MAX_CASE_ERRORS + 1)),
      "field 'case_errors'"),
     ('[' * 100_000 + ']' * 100_000, 'RecursionError'),
     ('{"status": "ok"', 'JSONDecodeError'),
@@ -229,8 +230,8 @@ def test_the_child_clips_its_own_report_to_the_caps():
             'notes': ['n%d' % i for i in range(100)], 'seconds': float('inf'),
             'case_errors': {'c%d' % i: {'status': 'error', 'message': 'x' * 9000, 'where': ['y'] * 500}
                             for i in range(200)}}
-    clipped = wire.clip_report(info)
-    assert wire.check_report(json.loads(json.dumps(clipped, allow_nan=False))) == clipped
+    clipped = report_schema.clip_report(info)
+    assert report_schema.check_report(json.loads(json.dumps(clipped, allow_nan=False))) == clipped
 
 
 # ----------------------------------------------------------------------------- the judges' guard
@@ -244,7 +245,7 @@ class FakeFixtures:
     def probe(self, probe_id):
         return self.expected
 
-    def fingerprint_outputs(self, probe_id):
+    def known_bug_outputs(self, probe_id):
         return {}
 
 
@@ -264,7 +265,8 @@ def test_guard_turns_wrong_and_oversized_shapes_into_case_failures():
 def test_judging_a_huge_generate_output_is_fast():
     """top-k over millions of positions used to loop in Python: the guard keeps it from the judge."""
     import time
-    from autograder import GRADING_YAML, config, fixtures
+    from autograder import GRADING_YAML
+    from autograder.judge import config, fixtures
     grading = config.load(GRADING_YAML)
     fx = fixtures.load(grading, 'cpu', check=False)
     n = 5_000_000
@@ -358,7 +360,7 @@ def test_a_10000_term_expression_is_a_clear_refusal(tmp_path):
 
 
 def test_results_json_refuses_nan_and_caps_the_top_level_output(tmp_path):
-    from autograder import results
+    from autograder.judge import results
     out = results.error_results('boom', 'trace', 1.0)
     results.validate(out)
     with pytest.raises(ValueError):

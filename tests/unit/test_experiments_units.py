@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from autograder.staff.experiments import CONFIGS, Plan, chargpt_flags, get_sizes
-from autograder.staff.experiments_runs import Progress, Run, is_complete, run_key
-from autograder.staff.experiments_stats import (count_below, format_spread, loglog_slope, moving_average,
+from autograder.staff.experiments.main import CONFIGS, Plan, chargpt_flags, get_sizes
+from autograder.staff.experiments.runs import Progress, Run, is_complete, run_key
+from autograder.staff.experiments.stats import (count_below, format_spread, loglog_slope, moving_average,
                                                 phase_numbers, spread, window_mean)
 
 FLAGS = {'model.rope': True, 'model.n_query_head': 6, 'model.n_kv_head': 2, 'data.block_size': 16,

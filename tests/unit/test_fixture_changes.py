@@ -1,5 +1,5 @@
 """
-regenerate writes the fixtures only when a change matters (autograder/staff/fixture_changes.py):
+regenerate writes the fixtures only when a change matters (autograder/staff/fixtures/fixture_changes.py):
 float32 noise below the stated floor leaves every file byte for byte, a real change is written
 and stated in units of its test's tolerance with the nearest known bug's distance, integers are
 exact, and 10.1's logits are judged through the held-out loss they give.
@@ -11,8 +11,8 @@ import shutil
 import numpy as np
 import pytest
 
-from autograder import config, fixtures
-from autograder.staff import fixture_changes, regenerate
+from autograder.judge import config, fixtures
+from autograder.staff.fixtures import fixture_changes, regenerate
 
 GRADING = config.load()
 
@@ -32,7 +32,7 @@ def _nudged(arrays, key, units):
 
 def test_noise_below_the_floor_is_not_a_change(current):
     new = _nudged(current.expected, 'gqa/n_kv_head=2', fixture_changes.NOISE_FLOOR / 2)
-    ch = fixture_changes.compare(current.expected, new, current.fingerprints, current.fingerprints, GRADING, 'cpu')
+    ch = fixture_changes.compare(current.expected, new, current.known_bugs, current.known_bugs, GRADING, 'cpu')
     assert ch.matters == [] and ch.noise == 1 and ch.worst_key == 'gqa/n_kv_head=2'
     assert ch.lines()[0] == 'no change that matters'
 
@@ -41,7 +41,7 @@ def test_a_change_that_matters_is_stated_against_the_tolerance_and_the_nearest_b
     new = _nudged(current.expected, 'gqa/n_kv_head=2', 0.5)
     new['generate/greedy'] = current.expected['generate/greedy'].copy()
     new['generate/greedy'][0, -1] += 1
-    ch = fixture_changes.compare(current.expected, new, current.fingerprints, current.fingerprints, GRADING, 'cpu')
+    ch = fixture_changes.compare(current.expected, new, current.known_bugs, current.known_bugs, GRADING, 'cpu')
     assert len(ch.matters) == 2, ch.matters
     gqa = next(l for l in ch.matters if l.startswith('~ gqa/n_kv_head=2'))
     assert ' = 0.5' in gqa and ' of the tolerance of 4.1 gqa (atol 1e-05 + rtol 0.0001 |x|); nearest known bug gqa-' in gqa
@@ -59,20 +59,20 @@ def test_heldout_logits_are_judged_through_the_heldout_loss(current):
 def test_write_if_changed_leaves_the_tree_clean_when_nothing_matters(tmp_path, monkeypatch, current):
     shutil.copytree(fixtures.folder('cpu'), str(tmp_path / 'cpu'))
     monkeypatch.setattr(fixtures, 'FIXTURES_DIR', str(tmp_path))
-    names = ('expected.npz', 'fingerprints.npz', 'manifest.json', 'DIFF.txt')
+    names = ('expected.npz', 'known_bugs.npz', 'manifest.json', 'DIFF.txt')
     before = {n: (tmp_path / 'cpu' / n).read_bytes() for n in names}
     manifest = dict(current.manifest, sandboxed_as='hw1student3')   # another pool user ran it: not a change
     noisy = _nudged(current.expected, 'model/rope/logits', fixture_changes.NOISE_FLOOR / 3)
-    lines = regenerate.write_if_changed(GRADING, 'cpu', noisy, current.fingerprints, manifest)
+    lines = regenerate.write_if_changed(GRADING, 'cpu', noisy, current.known_bugs, manifest)
     assert lines[-1] == 'fixtures left untouched' and lines[0] == 'no change that matters'
     assert {n: (tmp_path / 'cpu' / n).read_bytes() for n in names} == before
 
     moved = _nudged(current.expected, 'model/rope/logits', 2.0)
-    lines = regenerate.write_if_changed(GRADING, 'cpu', moved, current.fingerprints, current.manifest)
+    lines = regenerate.write_if_changed(GRADING, 'cpu', moved, current.known_bugs, current.manifest)
     diff = (tmp_path / 'cpu' / 'DIFF.txt').read_text()
     assert '~ model/rope/logits: ' in diff and 'noise floor %g' % fixture_changes.NOISE_FLOOR in diff
     after = {n: (tmp_path / 'cpu' / n).read_bytes() for n in names}
     # the same arrays again: nothing written, the DIFF of the last real change stays
-    regenerate.write_if_changed(GRADING, 'cpu', moved, current.fingerprints, current.manifest)
+    regenerate.write_if_changed(GRADING, 'cpu', moved, current.known_bugs, current.manifest)
     assert {n: (tmp_path / 'cpu' / n).read_bytes() for n in names} == after
     assert os.path.isfile(tmp_path / 'cpu' / 'expected.npz')

@@ -14,11 +14,12 @@ import sys
 import numpy as np
 import pytest
 
-from autograder import REPO_ROOT, config, fixtures
-from autograder.checks import values
+from autograder import REPO_ROOT
+from autograder.judge import config, fixtures
+from autograder.judge.judges import values
 from autograder.sandbox import ProbeResult
-from autograder import results
-from autograder.staff import gradebook, regrade_diff
+from autograder.judge import results
+from autograder.staff.regrade import gradebook, regrade_diff
 
 GRADING = config.load()
 SPECS = GRADING.enabled_tests()
@@ -29,7 +30,7 @@ def test_the_named_bug_pattern_reads_what_the_value_judge_prints():
     fx = fixtures.load(GRADING, 'cpu')
     spec = GRADING.test('rope')
     for fp in ('rope-sign', 'rope-base-1000'):
-        arrays = dict(fx.probe('rope'), **fx.fingerprint_outputs('rope')[fp])   # the bug's own outputs
+        arrays = dict(fx.probe('rope'), **fx.known_bug_outputs('rope')[fp])   # the bug's own outputs
         verdict = values.judge_values(spec, ProbeResult('ok', arrays=arrays), fx, GRADING)
         out = results.Results({'rope': results.TestResult('rope', spec.name, 0.0, spec.weight, 'failed', spec.number,
                                           '\n'.join(verdict.lines))})
@@ -40,10 +41,10 @@ def test_a_single_number_names_no_bug():
     """A loss agreeing with a wrong variant's within 10x the tolerance is chance (the realistic class showed two)."""
     fx = fixtures.load(GRADING, 'cpu')
     tol = GRADING.test('model').tolerance
-    fps = fx.fingerprint_outputs('model')
+    fps = fx.known_bug_outputs('model')
     fp, arrays = next((fp, a) for fp, a in fps.items() if 'rope/loss' in a and 'rope/logits' in a)
-    assert values.fingerprint_matches('rope/loss', arrays['rope/loss'], fps, tol) == []
-    assert fp in values.fingerprint_matches('rope/logits', arrays['rope/logits'], fps, tol)
+    assert values.known_bug_matches('rope/loss', arrays['rope/loss'], fps, tol) == []
+    assert fp in values.known_bug_matches('rope/logits', arrays['rope/logits'], fps, tol)
 
 
 def test_a_pdf_only_upload_is_not_graded_with_its_reason():
@@ -94,19 +95,19 @@ def _planted(n=60):
 
 def test_the_report_counts_planted_bugs_and_computes_the_corrected_point_biserial(tmp_path):
     pytest.importorskip('pandas')
-    from autograder.staff import report
+    from autograder.staff.regrade import class_report
     scores, bugs = _planted()
     path = _class(tmp_path, 'grades.csv', scores, bugs)
     book = gradebook.read(path)
-    students, subs = report.frames(book)
-    table = report.bug_table(subs)
+    students, subs = class_report.frames(book)
+    table = class_report.bug_table(subs)
     # each submission once, under its earliest test's bug; the 8 told of both are listed apart
     assert dict(zip(table['bug'], table['submissions'])) == {'rope-sign': 20, 'gqa-tiled': 10}
     assert table['bug'].tolist() == ['rope-sign', 'gqa-tiled']              # ranked by count
-    assert len(report.several_bugs_table(subs)) == 8
+    assert len(class_report.several_bugs_table(subs)) == 8
     assert 'Student submission_2030' in table.set_index('bug').loc['rope-sign', 'students']
 
-    tests = report.test_table(book, subs).set_index('test')
+    tests = class_report.test_table(book, subs).set_index('test')
     x = np.array([0.0 if scores[s].get('gqa') == 0 else 1.0 for s in sorted(scores)])
     total = np.array([sum(scores[s].get(t.id, t.weight) for t in SPECS) for s in sorted(scores)])
     rest = total - 15 * x
@@ -118,7 +119,7 @@ def test_the_report_counts_planted_bugs_and_computes_the_corrected_point_biseria
 
     proc = subprocess.run([sys.executable, '-m', 'autograder', 'report', path], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=120)
-    folder = report.default_folder(path)
+    folder = class_report.default_folder(path)
     assert proc.returncode == 0 and proc.stdout.startswith('report: %s/report.html and ' % folder), proc.stderr
     paths = {k: os.path.join(folder, f) for k, f in (('md', 'report.md'), ('html', 'report.html'),
                                                      ('scores', 'scores.png'), ('tests', 'tests.png'))}
@@ -170,8 +171,8 @@ def test_diff_refuses_a_gradebook_of_another_assignment(tmp_path):
 
 
 def test_the_loss_curve_picture_reads_the_number_10_1_grades():
-    from autograder.checks import training
-    from autograder.staff import plots
+    from autograder.judge.judges import training
+    from autograder.staff.regrade import plots
     fx = fixtures.load(GRADING, 'cpu')
     spec, seed = GRADING.test('loss-curve'), 'seed%d' % GRADING.profiles['cpu']['loss_curve']['student_seed']
     ref = fx.probe('loss-curve')

@@ -6,17 +6,19 @@ ones of grading.yaml; the arrays are made up here, with the errors placed on pur
 
 import numpy as np
 
-from autograder import GRADING_YAML, config
-from autograder.checks import compare, judge
-from autograder.fingerprints import BY_ID as FINGERPRINTS
-from autograder.fixtures import Fixtures
+from autograder import GRADING_YAML
+from autograder.judge import config
+from autograder.judge.judges import compare
+from autograder.judge.verdicts import judge
+from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
+from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load(GRADING_YAML)
 
 
-def fixtures(expected, fingerprints=None):
-    return Fixtures('cpu', expected, fingerprints or {}, {})
+def fixtures(expected, known_bugs=None):
+    return Fixtures('cpu', expected, known_bugs or {}, {})
 
 
 def ok(arrays, **info):
@@ -60,13 +62,13 @@ def test_values_judge_gives_a_fraction_per_case_and_says_where():
     assert any(line.startswith('FAIL n_kv_head=2: max abs error 0.001') for line in v.lines), v.lines
 
 
-def test_values_judge_names_the_fingerprint_the_outputs_match():
+def test_values_judge_names_the_known_bug_the_outputs_match():
     expected = {'gqa/n_kv_head=2': ref((2, 13, 48))}
     tiled = ref((2, 13, 48), seed=5)
     fps = {'gqa-tiled': {'gqa/n_kv_head=2': tiled}, 'gqa-no-scale': {'gqa/n_kv_head=2': ref((2, 13, 48), 6)}}
     v = judge(spec('gqa'), ok({'n_kv_head=2': tiled + 1e-6}), fixtures(expected, fps), GRADING)
     assert v.fraction == 0.0
-    assert v.lines[-1].startswith('Likely bug: ' + FINGERPRINTS['gqa-tiled'].likely_bug), v.lines[-1]
+    assert v.lines[-1].startswith('Likely bug: ' + KNOWN_BUGS['gqa-tiled'].description), v.lines[-1]
 
 
 def test_values_judge_reports_a_case_error_with_its_place():

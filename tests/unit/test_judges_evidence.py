@@ -3,17 +3,17 @@ The judges that rest on the same model's answers in other processes (registry `e
 exact tokens, on synthetic probe results: dropout (6.1) against 4.1's output, causality (7.1)
 against 3.1/5.1/8.1's outputs, generation (8.2) and the KV cache (12.1) on tokens. Also the
 plumbing: judge() hands a judge the results it names, and each probe's process gets only the
-inputs inputs.PROBE_INPUTS declares. Fast: no sandbox, no torch; the sizes are grading.yaml's.
+inputs inputs.probe_inputs declares. Fast: no sandbox, no torch; the sizes are grading.yaml's.
 """
 
 import numpy as np
 import pytest
 
-from autograder import config, inputs, registry
-from autograder.checks import judge
-from autograder.checks.behaviour import judge_causality, judge_dropout
-from autograder.checks.generation import judge_generate, judge_kv_cache
-from autograder.fixtures import Fixtures
+from autograder.judge import config, inputs, registry
+from autograder.judge.verdicts import judge
+from autograder.judge.judges.behaviour import judge_causality, judge_dropout
+from autograder.judge.judges.generate import judge_generate, judge_kv_cache
+from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
@@ -21,8 +21,8 @@ PROFILE = GRADING.profiles['cpu']
 MOD, MODEL = PROFILE['module'], PROFILE['model']
 
 
-def fixtures(arrays, fingerprints=None):
-    return Fixtures('cpu', arrays, fingerprints or {}, {})
+def fixtures(arrays, known_bugs=None):
+    return Fixtures('cpu', arrays, known_bugs or {}, {})
 
 
 def ok(arrays, **info):
@@ -309,7 +309,7 @@ def test_cached_tokens_that_differ_from_the_references_blame_no_uncached_run():
 
 def test_reference_fixtures_show_the_altered_cache_changes_its_tokens():
     # the check of "uses the cache" is only evidence if the change moves the reference's tokens
-    from autograder import fixtures as fx_module
+    from autograder.judge import fixtures as fx_module
     fx = fx_module.load(GRADING, 'cpu', check=False)
     kv, gen = fx.probe('kv-cache'), fx.probe('generate')
     for label in ('rope-gqa', 'gqa'):

@@ -1,5 +1,5 @@
 """
-The judges of issue 10 (accuracy-a) on synthetic probe results: memory measured the course's
+Judges on synthetic probe results: memory measured the course's
 way, the sliding window (optional) and extra credit. Fast: no sandbox, no student code.
 Causality, generation and the KV cache: test_judges_evidence.py.
 """
@@ -7,9 +7,9 @@ Causality, generation and the KV cache: test_judges_evidence.py.
 import numpy as np
 import pytest
 
-from autograder import config, grade, results
-from autograder.checks import optional, resources
-from autograder.fixtures import Fixtures
+from autograder.judge import config, grade, results
+from autograder.judge.judges import sliding_window, memory
+from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
@@ -25,8 +25,8 @@ def ok(arrays, **info):
 
 # ----------------------------------------------------------------------------- memory (9.1)
 
-FLOORS = {kv: resources.memory_floor(GRADING.profiles['cpu'], kv)[0] for kv in (6, 3, 2, 1)}   # (4, kv, 256, 256) float32
-LABELS = resources.memory_labels(GRADING.profiles['cpu'])
+FLOORS = {kv: memory.memory_floor(GRADING.profiles['cpu'], kv)[0] for kv in (6, 3, 2, 1)}   # (4, kv, 256, 256) float32
+LABELS = memory.memory_labels(GRADING.profiles['cpu'])
 
 
 def memory_result(figures, readings, pid=41):
@@ -45,7 +45,7 @@ def memory_result(figures, readings, pid=41):
 
 
 def judged_memory(figures, readings, **kw):
-    return resources.judge_memory(GRADING.test('memory'), memory_result(figures, readings, **kw),
+    return memory.judge_memory(GRADING.test('memory'), memory_result(figures, readings, **kw),
                                   Fixtures('cpu', {}, {}, {}), GRADING)
 
 
@@ -58,7 +58,7 @@ def test_memory_judges_the_harness_log_and_each_style_may_allocate_its_own_amoun
     # the same readings written by the child itself are no evidence: only the harness's log of the link counts
     r = memory_result(nets, readings)
     r.arrays['log'], r.harness = np.zeros((8, 5), np.int64), {}
-    v = resources.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
+    v = memory.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
     assert v.fraction == 0.0, v.lines
 
 
@@ -89,7 +89,7 @@ def test_memory_readings_of_another_process_or_outside_the_call_are_not_evidence
     r.harness['link'] = [dict(e, pid=99) if e['kind'] != 'mark' else e for e in r.harness['link']]
     r.harness['link'].insert(0, {'i': -1, 'kind': 'allocated', 'value': 0, 'pid': 41})
     r.harness['link'].insert(1, {'i': -1, 'kind': 'allocated', 'value': 19_345_408, 'pid': 41})
-    v = resources.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
+    v = memory.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
     assert v.fraction == 0.0 and 'took no memory reading during the call' in v.lines[1], v.lines
 
 
@@ -99,7 +99,7 @@ def test_memory_a_call_that_raised_in_the_cuda_view_names_the_line():
     r.info['case_errors'] = {LABELS[0]: {'status': 'error', 'message': "AttributeError: module 'torch._C' has no "
                                          "attribute '_cuda_getDeviceCount'",
                                          'where': ['model.py line 251, in forward: torch._C._cuda_getDeviceCount()']}}
-    v = resources.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
+    v = memory.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
     assert v.fraction == 0.75 and 'model.py line 251' in v.lines[1] and 'CUDA view' in v.lines[1]
 
 
@@ -121,13 +121,13 @@ def sw_arrays():
 def test_sliding_window_ignored_is_not_implemented_optional():
     ref = sw_arrays()
     fx = fixtures('sliding-window', ref)
-    assert optional.judge_sliding_window(GRADING.test('sliding-window'), ok(dict(ref)), fx, GRADING).fraction == 1.0
+    assert sliding_window.judge_sliding_window(GRADING.test('sliding-window'), ok(dict(ref)), fx, GRADING).fraction == 1.0
     ignored = {k: ref[k.split('/')[0] + '/no_window'] for k in ref if not k.startswith('banded')}
     todo = {'status': 'not_implemented', 'message': 'NotImplementedError: TODO (optional)'}
-    v = optional.judge_sliding_window(GRADING.test('sliding-window'), ok(ignored, case_errors={'banded/w6': todo}),
+    v = sliding_window.judge_sliding_window(GRADING.test('sliding-window'), ok(ignored, case_errors={'banded/w6': todo}),
                                       fx, GRADING)
     assert v.not_implemented and v.fraction == 0.0
-    v = optional.judge_sliding_window(GRADING.test('sliding-window'), ok(
+    v = sliding_window.judge_sliding_window(GRADING.test('sliding-window'), ok(
         {'gqa/window': ref['gqa/window'], 'banded/w6': ref['banded/w6']}, case_errors={'mha/window': todo}), fx, GRADING)
     assert not v.not_implemented and 0 < v.fraction < 1
 
@@ -137,28 +137,28 @@ def window_fixture():
     sw = prof['sliding_window']
     out = np.random.default_rng(4).standard_normal((1, sw['memory_heads'], sw['memory_seq'], sw['memory_head_dim']))
     out = out.astype(np.float32)
-    kept = resources.keep_window_rows({'sliding-window-memory/N=%d/out' % sw['memory_seq']: out}, {}, prof)
+    kept = memory.keep_window_rows({'sliding-window-memory/N=%d/out' % sw['memory_seq']: out}, {}, prof)
     return out, Fixtures('cpu', kept, {}, {}), 'N=%d/out' % sw['memory_seq']
 
 
 def test_window_memory_fixtures_keep_only_the_picked_rows_and_the_judge_compares_them():
     out, fx, key = window_fixture()
     kept = fx.probe('sliding-window-memory')[key]
-    rows = resources.judged_rows(kept)
+    rows = memory.judged_rows(kept)
     sw = GRADING.profiles['cpu']['sliding_window']
     assert len(rows) == sw['memory_rows'] and rows[0] == 0 and rows[-1] == sw['memory_seq'] - 1
     assert np.isnan(kept).sum() == kept.size - len(rows) * 2 * 8
-    again = resources.keep_window_rows({'sliding-window-memory/' + key: out}, fx.expected, GRADING.profiles['cpu'])
-    assert np.array_equal(resources.judged_rows(again['sliding-window-memory/' + key]), rows)   # stable
+    again = memory.keep_window_rows({'sliding-window-memory/' + key: out}, fx.expected, GRADING.profiles['cpu'])
+    assert np.array_equal(memory.judged_rows(again['sliding-window-memory/' + key]), rows)   # stable
     spec = GRADING.test('sliding-window-memory')
-    assert resources.judge_window_memory(spec, ok({key: out}), fx, GRADING).fraction == 1.0
+    assert memory.judge_window_memory(spec, ok({key: out}), fx, GRADING).fraction == 1.0
     wrong = out.copy()
     wrong[:, :, rows[7]] += 1.0       # one judged query differs
-    v = resources.judge_window_memory(spec, ok({key: wrong}), fx, GRADING)
+    v = memory.judge_window_memory(spec, ok({key: wrong}), fx, GRADING)
     assert v.fraction == 0.0 and '(query %d)' % rows[7] in v.lines[0] and 'at 1 of the 48 queries' in v.lines[0]
     between = out.copy()
     between[:, :, [r for r in range(out.shape[2]) if r not in set(rows)][:100]] += 1.0   # unjudged rows
-    assert resources.judge_window_memory(spec, ok({key: between}), fx, GRADING).fraction == 1.0
+    assert memory.judge_window_memory(spec, ok({key: between}), fx, GRADING).fraction == 1.0
 
 
 def test_window_memory_out_of_memory_and_untouched_template_say_so():
@@ -167,10 +167,10 @@ def test_window_memory_out_of_memory_and_untouched_template_say_so():
     case = key.split('/')[0]
     oom = {'status': 'error', 'message': 'RuntimeError: DefaultCPUAllocator: can\'t allocate memory: you tried to '
                                          'allocate 1073741824 bytes', 'where': ['model.py line 99, in banded_attention']}
-    v = resources.judge_window_memory(spec, ok({}, case_errors={case: oom}), fx, GRADING)
+    v = memory.judge_window_memory(spec, ok({}, case_errors={case: oom}), fx, GRADING)
     assert v.fraction == 0.0 and 'ran out of memory' in v.lines[0] and 'model.py line 99' in v.lines[1]
     todo = {'status': 'not_implemented', 'message': 'NotImplementedError: TODO (optional)'}
-    v = resources.judge_window_memory(spec, ok({}, case_errors={case: todo}), fx, GRADING)
+    v = memory.judge_window_memory(spec, ok({}, case_errors={case: todo}), fx, GRADING)
     assert v.not_implemented and v.lines[0].startswith('not implemented (optional)')
 
 
@@ -183,7 +183,7 @@ def test_required_weights_sum_to_100_and_optional_parts_are_extra():
 
 
 def test_points_split_required_and_extra_credit():
-    from autograder.results import Results, TestResult
+    from autograder.judge.results import Results, TestResult
     out = Results({tid: TestResult(tid, tid, score, max_score, number=num) for tid, score, max_score, num in (
         ('a', 60.0, 60.0, '1'), ('b', 40.0, 40.0, '2'), ('sliding-window', 5.0, 0.0, '11.1'),
         ('kv-cache', 0.0, 0.0, '12.1'))}, execution_time=1.0)
@@ -206,7 +206,7 @@ def test_extra_credit_switch_makes_a_part_required(tmp_path):
 
 
 def test_negated_optional_blocks_replace_the_part_when_it_is_off():
-    from autograder.staff.handout import strip_markers
+    from autograder.staff.handout.build import strip_markers
     text = ('x = 1\n# BEGIN OPTIONAL kv_cache\ncached = True\n# END OPTIONAL\n'
             '# BEGIN OPTIONAL !kv_cache\n# BEGIN PROMPT\n# cached = False\n# END PROMPT\n# END OPTIONAL\n')
     on = strip_markers(text, 't.py', {'sliding_window': True, 'kv_cache': True})

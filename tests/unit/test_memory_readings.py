@@ -1,5 +1,5 @@
 """
-The evidence of test 9.1: the readings handler (child/memory_readings.py), which answers the
+The evidence of test 9.1: the readings handler (contract/memory_readings.py), which answers the
 torch.cuda memory queries from the kernel and logs each one, and the CUDA view
 (child/cuda_view.py), under which every guard idiom of the course's starter takes its CUDA
 branch on a CPU and asks that handler.
@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from autograder import REPO_ROOT
-from autograder.child import cuda_view, memory_readings
+from autograder.child import cuda_view
+from autograder.contract import memory_readings
 
 MB = 1 << 20
 
@@ -74,7 +75,7 @@ def test_a_flood_of_queries_is_answered_but_the_log_is_bounded_and_marks_keep_ro
 
 PROC_SCRIPT = """
 import os, sys, torch
-from autograder.child import memory_readings
+from autograder.contract import memory_readings
 h, pid = memory_readings.Readings(), os.getpid()
 memory_readings.settle()
 before = int(h(b'memory_allocated', pid))
@@ -205,10 +206,10 @@ def test_forward_sends_the_real_allocators_answers(monkeypatch):
 def test_the_shared_modules_are_self_contained_for_the_public_tests():
     # build-template copies these sources into test_model.py: no import of the package, nothing but torch/stdlib
     import ast
-    allowed = {'cuda_view.py': {'contextlib', 'time', 'torch', 'weakref'}, 'memory_readings.py': {'ctypes', 'gc'},
-               '../memory_rules.py': {'math'}}
+    allowed = {'child/cuda_view.py': {'contextlib', 'time', 'torch', 'weakref'},
+               'contract/memory_readings.py': {'ctypes', 'gc'}, 'contract/memory_rules.py': {'math'}}
     for name, ok in allowed.items():
-        path = os.path.join(REPO_ROOT, 'autograder', 'child', name)
+        path = os.path.join(REPO_ROOT, 'autograder', name)
         tree = ast.parse(open(path).read())
         imported = {a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {(n.module or '').split('.')[0] or '.' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -1,5 +1,5 @@
 """
-The memory contract of test 9.1 (autograder/memory_rules.py) on readings logs shaped like the
+The memory contract of test 9.1 (autograder/contract/memory_rules.py) on readings logs shaped like the
 ones the grader records. The numbers are those of a real call of the reference on the cpu
 profile (B=4, nh=6, T=256, train, attention dropout 0.1): its region leaves 19,345,408 bytes
 allocated, the floor is one float32 (4, 6, 256, 256) tensor, 6,291,456 bytes.
@@ -7,7 +7,7 @@ allocated, the floor is one float32 (4, 6, 256, 256) tensor, 6,291,456 bytes.
 
 import pytest
 
-from autograder.memory_rules import call_entries, differences, judge_call, judge_calls
+from autograder.contract.memory_rules import call_entries, differences, judge_call, judge_calls
 
 FLOOR = 4 * 6 * 256 * 256 * 4
 START, END = 171_233_280, 171_233_280 + 19_345_408          # RssAnon before the scores and after y

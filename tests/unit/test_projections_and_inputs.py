@@ -7,9 +7,10 @@ every probe runs on, identical at regenerate and at grade time).
 import numpy as np
 import pytest
 
-from autograder import GRADING_YAML, config, inputs
+from autograder import GRADING_YAML
+from autograder.judge import config, inputs
 from autograder.child.adapter import plan_projections
-from autograder.child.configs import attention_configs, model_configs
+from autograder.contract.configs import attention_configs, model_configs
 
 C = 48   # n_embd of the cpu profile; head_dim 8
 
@@ -86,7 +87,8 @@ import json, os, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])          # reference/: mingpt and chargpt
 sys.path.insert(0, sys.argv[2])          # the repository: autograder
-from autograder import GRADING_YAML, config, inputs, registry
+from autograder import GRADING_YAML
+from autograder.judge import config, inputs, registry
 from autograder.child import runner
 
 prof = config.load(GRADING_YAML).profiles['cpu']
@@ -156,7 +158,8 @@ def test_each_probe_reads_only_the_inputs_declared_for_it(tmp_path):
     import shutil
     import subprocess
     import sys
-    from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, registry
+    from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT
+    from autograder.judge import registry
     if not os.path.isfile(DATA_FILE):
         pytest.skip('data/input.txt is missing (./setup.sh builds it)')
     shutil.copyfile(DATA_FILE, tmp_path / 'input.txt')

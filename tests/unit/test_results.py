@@ -1,5 +1,5 @@
 """
-The results object (autograder/results.py): scores keyed by test id through gradescope-utils'
+The results object (autograder/judge/results.py): scores keyed by test id through gradescope-utils'
 runner, totals rounded for people, strict JSON (no NaN, outputs truncated, numpy scalars
 printed as numbers), written and read back validated.
 """
@@ -9,9 +9,10 @@ import math
 
 import pytest
 
-from autograder import GRADING_YAML, config, results
-from autograder.checks import Verdict
-from autograder.results import Results, points
+from autograder import GRADING_YAML
+from autograder.judge import config, results
+from autograder.judge.judges import Verdict
+from autograder.judge.results import Results, points
 
 SPECS = config.load(GRADING_YAML).enabled_tests()
 

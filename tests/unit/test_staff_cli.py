@@ -1,5 +1,5 @@
 """
-Small pure pieces of issue 9/12, checked in seconds: the one helper that patches the
+Small pure pieces of the staff tools, checked in seconds: the one helper that patches the
 reference by anchor, test 1.1's interface check, the static check's treatment of guarded
 optional imports, and the command line's answers to a wrong command or an empty corpus.
 """
@@ -9,37 +9,38 @@ import sys
 
 import pytest
 
-from autograder import REPO_ROOT, fingerprints, interface, patching, submission
+from autograder import REPO_ROOT
+from autograder.judge import known_bugs, interface_check, source_patches, submission
 from autograder.__main__ import main as cli
 
 
 def test_patching_needs_each_anchor_exactly_as_often_as_said():
-    assert patching.apply('a b a', [('b', 'c'), ('a', 'x', 2)]) == 'x c x'
-    with pytest.raises(patching.PatchError, match="expected 1 occurrence.*'a'.*found 2"):
-        patching.apply('a b a', [('a', 'x')], 'demo')
-    with pytest.raises(patching.PatchError, match="found 0"):
-        patching.patched_reference([('no such anchor in the reference', '')])
+    assert source_patches.apply('a b a', [('b', 'c'), ('a', 'x', 2)]) == 'x c x'
+    with pytest.raises(source_patches.PatchError, match="expected 1 occurrence.*'a'.*found 2"):
+        source_patches.apply('a b a', [('a', 'x')], 'demo')
+    with pytest.raises(source_patches.PatchError, match="found 0"):
+        source_patches.patched_reference([('no such anchor in the reference', '')])
 
 
-def test_every_fingerprint_patches_the_reference_through_the_helper():
-    source = patching.reference_source()
-    for fp in fingerprints.FINGERPRINTS:
-        assert fingerprints.apply(fp, source) != source, fp.id
-    assert fingerprints.PatchError is patching.PatchError
+def test_every_known_bug_patches_the_reference_through_the_helper():
+    source = source_patches.reference_source()
+    for fp in known_bugs.KNOWN_BUGS:
+        assert known_bugs.apply(fp, source) != source, fp.id
+    assert known_bugs.PatchError is source_patches.PatchError
 
 
 def test_interface_check_names_what_is_missing():
-    assert interface.missing(patching.reference_source()) == []
-    assert interface.missing('') == list(interface.INTERFACE)
-    source = patching.patched_reference([('    def generate(self, idx', '    def generate_text(self, idx')])
-    assert interface.missing(source) == ['GPT.generate']
+    assert interface_check.missing(source_patches.reference_source()) == []
+    assert interface_check.missing('') == list(interface_check.INTERFACE)
+    source = source_patches.patched_reference([('    def generate(self, idx', '    def generate_text(self, idx')])
+    assert interface_check.missing(source) == ['GPT.generate']
     aliased = 'from torch import nn\nclass Base(nn.Module):\n    def forward(self, x):\n        return x\n' \
               'class RotaryPositionalEmbeddings(Base):\n    def _build_cache(self, x):\n        pass\n' \
               'class CausalSelfAttention(Base):\n    pass\nGroupedQueryAttention = CausalSelfAttention\n' \
               'class Block(Base):\n    pass\nclass GPT(Base):\n    forward = Base.forward\n    generate = forward\n'
-    assert interface.missing(aliased) == []
-    assert interface.missing('class GPT(torch.nn.Module):\n    pass\n')[:1] == ['RotaryPositionalEmbeddings']
-    assert 'GPT.forward' in interface.missing('class GPT(torch.nn.Module):\n    pass\n')
+    assert interface_check.missing(aliased) == []
+    assert interface_check.missing('class GPT(torch.nn.Module):\n    pass\n')[:1] == ['RotaryPositionalEmbeddings']
+    assert 'GPT.forward' in interface_check.missing('class GPT(torch.nn.Module):\n    pass\n')
 
 
 def _static(tmp_path, source):
@@ -85,7 +86,7 @@ def test_evaluate_without_a_corpus_fails_clearly(tmp_path):
 
 
 def test_regenerate_on_cuda_without_a_gpu_says_so_at_once():
-    from autograder.staff import regenerate
+    from autograder.staff.fixtures import regenerate
     if regenerate.cuda_problem() is None:
         pytest.skip('this machine has a CUDA GPU')
     proc = subprocess.run([sys.executable, '-m', 'autograder', 'regenerate', '--device', 'cuda'], cwd=REPO_ROOT,

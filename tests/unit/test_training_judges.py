@@ -1,16 +1,17 @@
 """
-The judges of the training path (checks/training.py: gradients, loss-curve) and of the
-block-16 -> block-256 workflow (checks/workflow.py), on synthetic probe results: no sandbox,
+The judges of the training path (judges/training.py: gradients, loss-curve) and of the
+block-16 -> block-256 workflow (judges/pretrained.py), on synthetic probe results: no sandbox,
 no torch, no fixtures on disk.
 """
 
 import numpy as np
 import pytest
 
-from autograder import GRADING_YAML, config
-from autograder.checks import training as training_judges
-from autograder.checks import workflow
-from autograder.fixtures import Fixtures
+from autograder import GRADING_YAML
+from autograder.judge import config
+from autograder.judge.judges import training as training_judges
+from autograder.judge.judges import pretrained
+from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load(GRADING_YAML)
@@ -234,7 +235,7 @@ def judge_workflow(arrays, errors=None, facts=None):
     info = {'case_errors': errors} if errors else {}
     if facts:
         info['facts'] = facts
-    return workflow.judge_load_pretrained(GRADING.test('load-pretrained'), ProbeResult('ok', arrays=arrays, info=info),
+    return pretrained.judge_load_pretrained(GRADING.test('load-pretrained'), ProbeResult('ok', arrays=arrays, info=info),
                                           fixtures(workflow_fixtures()), GRADING)
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from ag_helpers import REPO, AutograderRoot, grading_text, load_results
-from autograder import GRADING_YAML, config, grade, results, submission
+from autograder import GRADING_YAML
+from autograder.judge import config, grade, results, submission
 
 REFERENCE_MODEL = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
 
@@ -370,7 +371,7 @@ def test_run_autograder_last_resort_when_python_cannot_start():
 
 def test_fixture_arrays_are_plain_numbers():
     base = os.path.join(REPO, 'autograder', 'fixtures', 'cpu')
-    for name in ('expected.npz', 'fingerprints.npz'):
+    for name in ('expected.npz', 'known_bugs.npz'):
         with np.load(os.path.join(base, name), allow_pickle=False) as npz:
             assert all(npz[k].dtype.kind in 'biuf' for k in npz.files)
 

@@ -1,4 +1,4 @@
-# copied by build-template from autograder/child/memory_readings.py: do not edit here
+# copied by build-template from autograder/contract/memory_readings.py: do not edit here
 """
 Memory readings as facts of the kernel, for test 9.1: the handler that answers the child's
 torch.cuda memory queries (child/cuda_view.py) and logs every one of them.
@@ -21,7 +21,7 @@ What each query means, read from /proc/<pid>/status of the process that asked:
   report <query> <int>                         gpu profile only: a reading of the real CUDA allocator that
                                                the child forwards (logged with 'source': 'child')
 
-The log is the evidence 9.1 judges (autograder/memory_rules.py): kind, value, the asking pid
+The log is the evidence 9.1 judges (autograder/contract/memory_rules.py): kind, value, the asking pid
 (from the kernel on the grader) and the order. Standard library only and self-contained:
 the harness runs it on the link, the child runs it on itself until the link is merged, and
 build-template copies this source into the students' test_model.py (on Linux, /proc/self).

@@ -1,9 +1,9 @@
-# copied by build-template from autograder/memory_rules.py: do not edit here
+# copied by build-template from autograder/contract/memory_rules.py: do not edit here
 """
 The memory contract of test 9.1 as a pure function: is the figure an attention module's
 forward returned an honest measurement of a region that contains the attention core?
 
-Evidence: the readings log (child/memory_readings.py: every torch.cuda memory query the code
+Evidence: the readings log (contract/memory_readings.py: every torch.cuda memory query the code
 made, with its kind, value, asking pid and order, taken by the harness from the kernel) and the
 figure itself. A figure passes when it is exactly end - start of two readings the code took
 during that call (two allocated readings; or a peak reading minus an allocated one, with
@@ -12,7 +12,7 @@ at least `floor` bytes, what a region containing the core must leave allocated (
 (B, nh, T, T) tensor: the attention weights autograd keeps for backward). Every other figure
 fails with one sentence that names what it is, in the student's terms.
 
-Standard library only: the harness's judge (checks/resources.py) calls it, and build-template
+Standard library only: the harness's judge (judges/memory.py) calls it, and build-template
 copies this source into the students' test_model.py so that the public tests apply the same rules.
 """
 
@@ -84,36 +84,48 @@ def judge_call(figure, entries, floor, weights='the attention weights'):
     floor: the bytes of `weights`, what a region containing the core leaves allocated at least.
     """
     kind, value = figure.get('type'), figure.get('value')
-    honest, no_reset = differences(entries)
-    readings = [e for e in entries if e.get('kind') in ('allocated', 'peak', 'free')]
+    wrong = _not_a_byte_count(kind, value, entries)
+    if wrong:
+        return False, wrong
+    return _measured_or_why_not(int(value), entries, floor, weights)
+
+
+def _not_a_byte_count(kind, value, entries):
+    """The sentence when the figure is no whole number of bytes (None, text, a tensor, NaN, a fraction...), else None."""
     if kind == 'none':
-        return False, ('forward returned None as its memory figure: return end - start, the bytes '
+        return ('forward returned None as its memory figure: return end - start, the bytes '
                        'torch.cuda.memory_allocated() grew by over the attention (an int)')
     if kind == 'str':
-        return False, 'forward returned text as its memory figure: return the number of bytes (an int), not a string'
+        return 'forward returned text as its memory figure: return the number of bytes (an int), not a string'
     if kind == 'tensor':
-        return False, ('forward returned a tensor as its memory figure: return a Python int '
+        return ('forward returned a tensor as its memory figure: return a Python int '
                        '(torch.cuda.memory_allocated() - start is one; a tensor cannot be written to '
                        "chargpt.py's attention_computation_memory.json)")
     if kind not in ('int', 'float') or value is None:
-        return False, 'forward returned a %s as its memory figure: return the number of bytes (an int)' % (
+        return 'forward returned a %s as its memory figure: return the number of bytes (an int)' % (
             'bool' if kind == 'bool' else 'value that is not a number')
     if isinstance(value, float) and math.isnan(value):
-        return False, ('forward returned NaN: your measuring code did not run, although on the grader the attention '
+        return ('forward returned NaN: your measuring code did not run, although on the grader the attention '
                        "runs as on a GPU (x.is_cuda and torch.cuda.is_available() are True, x.device is 'cuda:0'); "
                        'measure with torch.cuda.memory_allocated() whenever the code runs on CUDA')
     if isinstance(value, float) and math.isinf(value):
-        return False, 'forward returned an infinite memory figure: report end - start in bytes'
+        return 'forward returned an infinite memory figure: report end - start in bytes'
     if abs(value) > HUGE:
-        return False, ('forward reported %.4g bytes, more than a terabyte for one attention call: not a measurement '
+        return ('forward reported %.4g bytes, more than a terabyte for one attention call: not a measurement '
                        '(report end - start in bytes)' % value)
     if value != int(value):
-        unit = _unit(value, honest)
+        unit = _unit(value, differences(entries)[0])
         if unit:
-            return False, ('forward reported %g, which is the %s your code measured in %s: report bytes, unscaled'
+            return ('forward reported %g, which is the %s your code measured in %s: report bytes, unscaled'
                            % (value, _kb(unit[1]), unit[0]))
-        return False, 'forward reported %g, a fraction of a byte: report end - start in bytes (an int)' % value
-    value = int(value)
+        return 'forward reported %g, a fraction of a byte: report end - start in bytes (an int)' % value
+    return None
+
+
+def _measured_or_why_not(value, entries, floor, weights):
+    """(ok, sentence) of a whole number of bytes against the readings the call took."""
+    honest, no_reset = differences(entries)
+    readings = [e for e in entries if e.get('kind') in ('allocated', 'peak', 'free')]
     if value in honest:
         if value >= floor:
             return True, ('%s = end - start of two readings your code took during the call, at least the %s of %s'

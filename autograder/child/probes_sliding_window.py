@@ -1,0 +1,43 @@
+"""
+Probes of the optional sliding-window part (judges/sliding_window.py): both attention modules
+with config.sliding_window, and banded_attention on its own. They record plain arrays and judge
+nothing.
+"""
+
+import torch
+
+from . import adapter
+
+
+def probe_sliding_window(ctx):
+    """
+    The optional part's two forms at small N: both attention modules with config.sliding_window
+    (the window as a mask inside the module), and banded_attention(q, k, v, window, dropout) on
+    its own for several windows, one wider than the sequence.
+    """
+    sw, mod = ctx.profile['sliding_window'], ctx.profile['module']
+    x = ctx.t('sw/x')
+    for kind, label, kv, rope in (('mha', 'mha', mod['n_query_head'], False), ('gqa', 'gqa-rope-kv2', 2, True)):
+        def run(kind=kind, label=label, kv=kv, rope=rope, window=sw['window']):
+            module = ctx.attention(kind, label, kv, rope=rope, sliding_window=window, block_size=sw['seq']).eval()
+            with torch.no_grad():
+                return adapter.call_attention(module, x)[0]
+        ctx.case('%s/window' % kind, run)
+        # the same module without a window: its reference output is what an attention that ignores
+        # config.sliding_window returns, so the judge can say "not implemented"
+        ctx.case('%s/no_window' % kind, lambda run=run: run(window=None))
+    q, k, v = (ctx.t('sw/' + name) for name in 'qkv')
+    for case, window, T in banded_cases(sw):
+        def banded(window=window, T=T):
+            import mingpt.model as student
+            with torch.no_grad():
+                return student.banded_attention(q[:, :, :T], k[:, :, :T], v[:, :, :T], window, torch.nn.Dropout(0.0))
+        ctx.case(case, banded)
+
+
+def banded_cases(sw):
+    """(case name, window, T) of banded_attention at small N: the test's window, an odd one, and windows
+    wider than the sequence (w' = window//2 + 1 > T: every query sees the whole causal prefix)."""
+    T = sw['seq']
+    return [('banded/w%d' % w, w, T) for w in (sw['window'], sw['window'] - 1, 2 * T)] + \
+        [('banded/w%d_T7' % sw['memory_window'], sw['memory_window'], 7)]

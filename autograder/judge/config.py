@@ -1,0 +1,290 @@
+"""
+Loads and validates grading.yaml, the single source of truth for every number of the grading.
+Unknown keys, missing tolerances and values of the wrong type are refused with the line of
+the file they are on, so a typo never silently changes a grade.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import yaml
+
+from autograder import GRADING_YAML
+from autograder.judge import registry
+
+VISIBILITIES = ('hidden', 'after_due_date', 'after_published', 'visible')
+TAGS = registry.IDS  # a test's tags name the parts it checks, by test id
+# the known test ids and those that must carry a tolerance come from the one registry
+NEEDS_TOLERANCE = registry.NEEDS_TOLERANCE
+TEST_IDS = registry.IDS
+# the optional parts of the handout (the `# BEGIN OPTIONAL <part>` markers of reference/mingpt/model.py)
+OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
+
+
+class GradingConfigError(ValueError):
+    """grading.yaml is malformed; the message names the file and line."""
+
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float
+    why: str
+
+
+@dataclass
+class TestSpec:
+    id: str
+    name: str
+    number: str
+    weight: float
+    visibility: str
+    tags: List[str]
+    timeout: float
+    tolerance: Optional[Tolerance] = None
+    optional_part: Optional[str] = None
+    sees: Optional[str] = None   # why this test also loses points for bugs of other parts (evaluate's must_fail is exact)
+
+
+@dataclass
+class Grading:
+    path: str
+    version: int
+    handout: dict
+    sandbox: dict
+    profiles: Dict[str, dict]
+    tests: List[TestSpec] = field(default_factory=list)
+
+    def test(self, test_id):
+        for t in self.tests:
+            if t.id == test_id:
+                return t
+        raise KeyError(test_id)
+
+    def is_extra_credit(self, spec):
+        """A test of an optional part counts on top of the required total unless handout.extra_credit says false."""
+        return spec.optional_part is not None and self.handout.get('extra_credit', {}).get(spec.optional_part, True)
+
+    def enabled_tests(self):
+        """Tests of optional parts that staff switched off are not graded."""
+        parts = self.handout.get('optional_parts', {})
+        return [t for t in self.tests if t.optional_part is None or parts.get(t.optional_part, False)]
+
+    def profile_hash(self, profile):
+        """What the fixtures of `profile` depend on: its sizes and seeds, not weights or tolerances."""
+        blob = json.dumps(self.profiles[profile], sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+# ----------------------------------------------------------------------------- validation
+
+SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu_seconds': int, 'max_processes': int,
+                'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int,
+                'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int,
+                'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float),
+                'idle_seconds': (int, float)}
+PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
+                'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict,
+                'workflow': dict}
+# the inside of a profile: every key of every section, its type, and whether it may be left out
+INT, NUMBER, BOOL = int, (int, float), bool
+INTS = ('list', int)   # a list of integers
+PROFILE_SECTIONS = {
+    'module': {'n_embd': INT, 'n_query_head': INT, 'block_size': INT, 'batch': INT, 'seq': INT},
+    'model': {'n_layer': INT, 'n_embd': INT, 'n_query_head': INT, 'vocab_size': INT, 'block_size': INT,
+              'batch': INT, 'seq': INT},
+    'memory': {'batch': INT, 'seq': INT, 'warmup_batch': INT, 'attn_pdrop': NUMBER, 'floor': str},
+    'sliding_window': {'window': INT, 'seq': INT, 'memory_seq': INT, 'memory_heads': INT, 'memory_head_dim': INT,
+                       'memory_window': INT, 'memory_rows': INT, 'memory_margin_mb': INT},
+    'loss_curve': {'n_layer': INT, 'n_embd': INT, 'n_query_head': INT, 'n_kv_head': INT, 'rope': BOOL,
+                   'block_size': INT, 'batch_size': INT, 'iters': INT, 'learning_rate': NUMBER,
+                   'reference_seeds': INTS, 'student_seed': INT, 'window': INT, 'heldout_seqs': INT},
+    'workflow': {'block_from': INT, 'block_to': INT},
+}
+PROFILE_LISTS = {'kv_heads': INTS, 'rope_cases': ('list', INTS)}   # rope_cases: [B, nh, T, d] each
+TEST_KEYS = {'id': str, 'name': str, 'number': str, 'weight': (int, float), 'visibility': str,
+             'tags': list, 'timeout': (int, float), 'tolerance': dict, 'optional_part': str, 'sees': str}
+TOLERANCE_KEYS = {'atol': (int, float), 'rtol': (int, float), 'why': str}
+
+
+class _Validator:
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, node, message):
+        line = node.start_mark.line + 1 if node is not None else '?'
+        raise GradingConfigError("%s:%s: %s" % (self.path, line, message))
+
+    def mapping(self, node, what):
+        if not isinstance(node, yaml.MappingNode):
+            self.fail(node, "%s must be a mapping" % what)
+        out = {}
+        for key_node, value_node in node.value:
+            if key_node.value in out:
+                self.fail(key_node, "duplicate key %r in %s" % (key_node.value, what))
+            out[key_node.value] = (key_node, value_node)
+        return out
+
+    def check_keys(self, entries, allowed, what, required=()):
+        for key, (key_node, _) in entries.items():
+            if key not in allowed:
+                self.fail(key_node, "unknown key %r in %s (allowed: %s)" % (key, what, ', '.join(sorted(allowed))))
+        for key in required:
+            if key not in entries:
+                first = next(iter(entries.values()))[0] if entries else None
+                self.fail(first, "%s is missing %r" % (what, key))
+
+    def typed(self, value_node, expected, what):
+        value = yaml.safe_load(yaml.serialize(value_node))
+        if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
+            self.fail(value_node, "%s must be %s, not a boolean" % (what, _name(expected)))
+        if not isinstance(value, expected):
+            self.fail(value_node, "%s must be %s, got %r" % (what, _name(expected), value))
+        return value
+
+
+    def check_value(self, node, kind, what):
+        """A value of a profile: a type, or ('list', kind) for a list whose items are each of that kind."""
+        if isinstance(kind, tuple) and kind and kind[0] == 'list':
+            if not isinstance(node, yaml.SequenceNode):
+                self.fail(node, "%s must be a list" % what)
+            for i, item in enumerate(node.value):
+                self.check_value(item, kind[1], '%s[%d]' % (what, i))
+            return
+        value = self.typed(node, kind, what)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            self.fail(node, "%s must be >= 0" % what)
+
+
+def _name(expected):
+    types = expected if isinstance(expected, tuple) else (expected,)
+    return ' or '.join({int: 'an integer', float: 'a number', str: 'a string', list: 'a list',
+                        dict: 'a mapping', bool: 'true/false'}[t] for t in types)
+
+
+def load(path=GRADING_YAML):
+    """grading.yaml read and validated: a Grading, or GradingConfigError naming the file and line."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        raise GradingConfigError("%s: not valid YAML: %s" % (path, e))
+    v = _Validator(path)
+    top = v.mapping(root, 'grading.yaml')
+    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests'}, 'grading.yaml',
+                 required=('version', 'handout', 'sandbox', 'profiles', 'tests'))
+    version = v.typed(top['version'][1], int, 'version')
+    if version != 1:
+        v.fail(top['version'][1], "version %d is not supported (expected 1)" % version)
+    handout = _handout(v, top['handout'][1])
+    sandbox, profiles = _sandbox(v, top['sandbox'][1]), _profiles(v, top['profiles'][1])
+    if not isinstance(top['tests'][1], yaml.SequenceNode):
+        v.fail(top['tests'][1], "tests must be a list")
+    tests, seen = [], set()
+    for node in top['tests'][1].value:
+        spec = _test(v, node, handout['optional_parts'])
+        if spec.id in seen:
+            v.fail(node, "test id %r appears twice" % spec.id)
+        seen.add(spec.id)
+        tests.append(spec)
+    return Grading(path=path, version=version, handout=handout, sandbox=sandbox, profiles=profiles, tests=tests)
+
+
+def _handout(v, node):
+    """handout: which optional parts are graded and whether they count as extra credit."""
+    handout = v.typed(node, dict, 'handout')
+    entries = v.mapping(node, 'handout')
+    v.check_keys(entries, {'optional_parts', 'extra_credit'}, 'handout')
+    for section in ('optional_parts', 'extra_credit'):
+        if section not in entries:
+            continue
+        for key, (key_node, value_node) in v.mapping(entries[section][1], section).items():
+            if key not in OPTIONAL_PARTS:
+                v.fail(key_node, "unknown optional part %r (known: %s)" % (key, ', '.join(OPTIONAL_PARTS)))
+            v.typed(value_node, bool, '%s.%s' % (section, key))
+    return {'optional_parts': handout.get('optional_parts', {}) or {}, 'extra_credit': handout.get('extra_credit', {}) or {}}
+
+
+def _sandbox(v, node):
+    """sandbox: every key typed, and each defence given one of the sandbox's levels."""
+    entries = v.mapping(node, 'sandbox')
+    v.check_keys(entries, SANDBOX_KEYS, 'sandbox', required=tuple(SANDBOX_KEYS))
+    sandbox = {k: v.typed(n, SANDBOX_KEYS[k], 'sandbox.%s' % k) for k, (_, n) in entries.items()}
+    from autograder.sandbox.defences import LEVELS, NAMES
+    defences = v.mapping(entries['defences'][1], 'sandbox.defences')
+    v.check_keys(defences, NAMES, 'sandbox.defences', required=NAMES)
+    for key, (_, value_node) in defences.items():
+        if v.typed(value_node, str, 'sandbox.defences.%s' % key) not in LEVELS:
+            v.fail(value_node, 'sandbox.defences.%s must be one of %s' % (key, ', '.join(LEVELS)))
+    return sandbox
+
+
+def _profiles(v, node):
+    """profiles: cpu and gpu at least, each with every section of PROFILE_SECTIONS typed."""
+    profiles = {}
+    for name, (_, value_node) in v.mapping(node, 'profiles').items():
+        entries = v.mapping(value_node, 'profile %r' % name)
+        v.check_keys(entries, PROFILE_KEYS, 'profile %r' % name, required=tuple(PROFILE_KEYS))
+        profiles[name] = {k: v.typed(n, PROFILE_KEYS[k], 'profiles.%s.%s' % (name, k)) for k, (_, n) in entries.items()}
+        for section, schema in PROFILE_SECTIONS.items():
+            where = 'profiles.%s.%s' % (name, section)
+            inner = v.mapping(entries[section][1], where)
+            v.check_keys(inner, schema, where, required=tuple(schema))
+            for key, (_, item) in inner.items():
+                v.check_value(item, schema[key], '%s.%s' % (where, key))
+        for key, kind in PROFILE_LISTS.items():
+            v.check_value(entries[key][1], kind, 'profiles.%s.%s' % (name, key))
+        if any(len(case) != 4 for case in profiles[name]['rope_cases']):
+            v.fail(entries['rope_cases'][1], "profiles.%s.rope_cases: each case is [B, nh, T, d]" % name)
+        if profiles[name]['device'] not in ('cpu', 'cuda'):
+            v.fail(entries['device'][1], "device must be cpu or cuda")
+    for required in ('cpu', 'gpu'):
+        if required not in profiles:
+            v.fail(node, "profile %r is required" % required)
+    return profiles
+
+
+def _test(v, node, parts):
+    """One entry of tests: a known id, its weight, visibility, tags, timeout and (when it compares numbers) tolerance."""
+    entries = v.mapping(node, 'a test')
+    v.check_keys(entries, TEST_KEYS, 'a test', required=('id', 'name', 'number', 'weight', 'visibility', 'tags', 'timeout'))
+    values = {k: v.typed(n, TEST_KEYS[k], k) for k, (_, n) in entries.items() if k != 'tolerance'}
+    tid = values['id']
+    if tid not in TEST_IDS:
+        v.fail(entries['id'][1], "unknown test id %r (known: %s)" % (tid, ', '.join(TEST_IDS)))
+    if values['weight'] < 0:
+        v.fail(entries['weight'][1], "weight must be >= 0")
+    if values['timeout'] <= 0:
+        v.fail(entries['timeout'][1], "timeout must be > 0 seconds")
+    if values['visibility'] not in VISIBILITIES:
+        v.fail(entries['visibility'][1], "visibility must be one of %s" % ', '.join(VISIBILITIES))
+    for tag in values['tags']:
+        if tag not in TAGS:
+            v.fail(entries['tags'][1], "unknown tag %r (known: %s)" % (tag, ', '.join(TAGS)))
+    if values.get('optional_part') not in (None,) + tuple(parts):
+        v.fail(entries['optional_part'][1], "optional_part %r is not listed under handout.optional_parts"
+               % values['optional_part'])
+    if 'tolerance' in entries:
+        tolerance = _tolerance(v, entries['tolerance'][1], tid)
+    elif tid in NEEDS_TOLERANCE:
+        v.fail(node, "test %r compares numbers and needs a tolerance (atol, rtol, why)" % tid)
+    else:
+        tolerance = None
+    return TestSpec(id=tid, name=values['name'], number=values['number'], weight=float(values['weight']),
+                    visibility=values['visibility'], tags=list(values['tags']), timeout=float(values['timeout']),
+                    tolerance=tolerance, optional_part=values.get('optional_part'), sees=values.get('sees'))
+
+
+def _tolerance(v, node, tid):
+    entries = v.mapping(node, 'tolerance of %s' % tid)
+    v.check_keys(entries, TOLERANCE_KEYS, 'tolerance of %s' % tid, required=('atol', 'rtol', 'why'))
+    tol = {k: v.typed(n, TOLERANCE_KEYS[k], 'tolerance.%s' % k) for k, (_, n) in entries.items()}
+    for key in ('atol', 'rtol'):
+        if tol[key] < 0:
+            v.fail(entries[key][1], "tolerances must be >= 0 (%s of %s)" % (key, tid))
+    if not tol['why'].strip():
+        v.fail(entries['why'][1], "every tolerance needs its reason in `why`")
+    return Tolerance(float(tol['atol']), float(tol['rtol']), tol['why'])

@@ -1,0 +1,360 @@
+"""
+`python -m autograder grade PATH [--profile cpu|gpu] [--results FILE]`: grades a model.py,
+a folder or a zip, prints a table and writes results.json (default ./results/results.json).
+Exits 0 whenever grading completed, whatever the score; when it could not grade (a missing
+path, an unknown profile, stale fixtures, a grader failure) it still writes results.json
+(run_autograder relies on it), prints one sentence for the person who ran it on stderr and
+exits 2. run_autograder calls the same code and ignores the exit code.
+
+The pipeline: locate the file, check it statically, run the probes in the sandbox, judge
+each test against the fixtures, and report through gradescope-utils. Any failure of the
+grader itself still produces a valid results.json.
+"""
+
+import argparse
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+from autograder import GRADING_YAML, REPO_ROOT
+from autograder.contract import report_schema
+from autograder.judge import config, fixtures, interface_check, probe_job, registry, submission, verdicts
+from autograder.judge.judges import Verdict
+from autograder.judge.results import Results, add_points, partial, points
+from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
+
+DEFAULT_RESULTS = os.path.join('results', 'results.json')
+UPLOAD_SCRATCH = set()   # folders holding unpacked copies of student code while a grading runs
+
+
+def remove_upload_scratch(*folders):
+    """Remove the unpacked uploads (all of this process's when none is named: a batch worker being stopped)."""
+    for folder in folders or list(UPLOAD_SCRATCH):
+        shutil.rmtree(folder, ignore_errors=True)
+        UPLOAD_SCRATCH.discard(folder)
+
+
+def _probe_ids(specs):
+    """The probes to run: those of the graded tests and the other probes their judges read as evidence."""
+    return registry.probes_for([s.id for s in specs if s.id != 'submission'])
+
+
+def _submission_verdict(located, problems, run):
+    lines = [located.note] if located.note else []
+    if located.problem or problems:
+        return Verdict(0.0, lines + (problems or [located.problem]))
+    imp = run.import_result
+    if imp.status != 'ok':
+        detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
+        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + detail
+                       + submission.import_warnings(located.path))
+    notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
+    for r in run.probes.values():
+        notes.update(dict.fromkeys(r.info.get('notes', [])))
+    lines += ['Note: ' + n for n in list(notes)[:report_schema.MAX_NOTES]]
+    lines += submission.import_warnings(located.path)
+    printed = imp.info.get('stdout', '')
+    if printed.strip():
+        lines.append('model.py printed at import:\n' + printed[:1000])
+    with open(located.path, encoding='utf-8', errors='replace') as f:
+        lacks = interface_check.missing(f.read())
+    if lacks:
+        return Verdict(0.0, lines + ['model.py does not define the handout interface: %s is missing. Keep the '
+                                     "handout's class and method names." % ', '.join(lacks)])
+    return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
+
+
+def upload_problems(path):
+    """Why the file cannot be run at all: nothing to grade in it (one sentence), or the static check's reasons."""
+    source, _ = submission.read_source(path)
+    blank = interface_check.nothing_to_grade(source) if source is not None else None
+    return [blank] if blank else submission.static_problems(path)
+
+
+def first_line(text):
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def top_output(located, problems, profile):
+    """results.json's top-level message: what was graded, or in one sentence why nothing was."""
+    if located.problem or problems:
+        return 'Not graded: %s. Profile %s.' % (first_line(located.problem or problems[0]).rstrip('.'), profile)
+    return '%s. Profile %s.' % (located.note, profile)
+
+
+def expected_outputs(fx, probe_ids, prof):
+    """{probe id: {key: shape}} of the arrays each probe may return: the reference's, from the fixtures."""
+    spec = {}
+    for pid in probe_ids:
+        arrays = fx.probe(pid)
+        if pid == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
+            # every array of one reference seed ('seed1' or 'seed1/<name>'), renamed for the student's seed
+            # (the fixtures' own arrays for the student's seed when regenerate ran it, e.g. held-out logits)
+            student = 'seed%d' % prof['loss_curve']['student_seed']
+            own = {k: v for k, v in arrays.items() if k.split('/')[0] == student}
+            first = sorted(arrays)[0].split('/')[0]
+            arrays = own or {student + k[len(first):]: v for k, v in arrays.items() if k.split('/')[0] == first}
+        spec[pid] = {k: v.shape for k, v in arrays.items()}
+    return spec
+
+
+def graded_specs(grading, skip=()):
+    """The tests graded: those enabled in grading.yaml, less any the caller skips (never on Gradescope)."""
+    return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
+
+
+def progress_writer(grading, skip, started, results_path):
+    """The callback that writes the partial results.json (results.partial) as each test finishes."""
+    specs = graded_specs(grading, skip)
+    extra_credit = {s.id for s in specs if grading.is_extra_credit(s)}
+
+    def progress(done):
+        try:
+            partial(specs, done, started, grading.sandbox['max_output_chars'], extra_credit).write(results_path)
+        except (OSError, ValueError, TypeError):
+            pass   # the final results.json still comes; a partial one is only for the watchdog
+    return progress
+
+
+class Judging:
+    """
+    The submission run once in the sandbox (every probe it needs), then judged one test at a
+    time by `verdict(spec)`, which the gradescope-utils test bodies call (results.build_suite).
+    """
+
+    def __init__(self, grading, profile, located, fx, sandbox, skip=(), private=(), progress=None):
+        self.grading, self.fx, self.located = grading, fx, located
+        self.specs = graded_specs(grading, skip)
+        self.verdicts = {}
+        self.run = None
+        self.problems = upload_problems(located.path) if located.path else []
+        self.info = {'sandbox': 'not run'}
+        if located.problem or self.problems:
+            return
+        prof = grading.profiles[profile]
+        probe_ids = _probe_ids(self.specs)
+        timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
+        run = self.run = probe_job.run(sandbox, located.path, prof, probe_ids, timeouts,
+                                       grading.test('submission').timeout, [prof['loss_curve']['student_seed']],
+                                       expected=expected_outputs(fx, probe_ids, prof), private=private,
+                                       on_result=self._partial(progress))
+        self.info = {'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
+                     'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
+                     'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
+                     'isolation': run.isolation}
+        # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
+        curve = run.probes['loss-curve'].arrays.get('seed%d' % prof['loss_curve']['student_seed']) \
+            if 'loss-curve' in run.probes else None
+        if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
+            self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
+
+    def _partial(self, progress):
+        """The callback that judges each test as its probe ends and hands the verdicts so far to `progress`."""
+        if progress is None:
+            return None
+        seen, done = {}, {}
+        needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
+                 for spec in self.specs}
+
+        def on_result(probe_id, result):
+            seen[probe_id] = result
+            self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            # each test judged once, as soon as its probe and the probes its judge reads have ended (the
+            # final verdicts are judged again at the end; 1.1's notes then include every probe's)
+            for spec in self.specs:
+                if spec.id not in done and all(p in seen for p in needs[spec.id]):
+                    try:
+                        done[spec.id] = self._verdict(spec)
+                    except Exception:  # noqa: BLE001  the final judging reports it
+                        pass
+            progress(dict(done))
+        return on_result
+
+    def verdict(self, spec):
+        self.verdicts[spec.id] = v = self._verdict(spec)
+        return v
+
+    def _verdict(self, spec):
+        located, run = self.located, self.run
+        if spec.id == 'submission':
+            return _submission_verdict(located, self.problems, run)
+        if located.problem or self.problems:
+            return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
+        if run.import_result.status != 'ok':
+            return Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
+                                 % run.import_result.message])
+        if spec.optional_part and run.probes[spec.id].status == 'not_implemented':
+            return Verdict(0.0, ['not implemented (optional): %s' % run.probes[spec.id].message], not_implemented=True)
+        return verdicts.judge(spec, run.probes[spec.id], self.fx, self.grading, run.probes)
+
+
+def _peak_rss_mb():
+    """The grader process's own peak resident memory (Linux reports ru_maxrss in KB); children excluded."""
+    import resource
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+
+
+def private_paths(path, autograder_root=None):
+    """
+    What student code must not read besides the grader's own files (the sandbox's self-test checks each).
+    On Gradescope (`autograder_root`): that root's submission_metadata.json (earlier submissions' results),
+    source/, results/ and submission/. Elsewhere, the neighbours of a submission folder or zip: in a batch
+    export, the classmates' submissions.
+    """
+    out = [fixtures.folder('')]   # the reference's outputs: lockdown() made them root-only
+    if autograder_root:
+        return out + [os.path.join(autograder_root, n) for n in ('submission_metadata.json', 'source', 'results',
+                                                                 'submission')]
+    path = os.path.abspath(path)
+    if os.path.isdir(path) or path.endswith('.zip'):
+        parent = os.path.dirname(path)
+        try:
+            out += [os.path.join(parent, n) for n in sorted(os.listdir(parent))[:50] if os.path.join(parent, n) != path]
+        except OSError:
+            pass
+    return out
+
+
+def lockdown(sandbox, results_path, autograder_root=None):
+    """
+    Under root with a sandbox user: nothing of the grader is readable by student code. Gradescope's
+    /autograder (AUTOGRADER_ROOT) is listable by nobody, and its submission_metadata.json (earlier
+    submissions' results), submission/, source/ and results/ are root-only.
+    """
+    if not sandbox.user:
+        return
+    paths = []
+    if autograder_root and os.path.isdir(autograder_root):
+        os.chmod(autograder_root, 0o711)
+        paths += [os.path.join(autograder_root, n) for n in ('submission', 'results')]
+        meta = os.path.join(autograder_root, 'submission_metadata.json')
+        if os.path.isfile(meta):
+            os.chmod(meta, 0o600)
+    results_dir = os.path.dirname(os.path.abspath(results_path))
+    # only a folder of its own (Gradescope's /autograder/results); never a shared one such as /tmp
+    if os.path.basename(results_dir) == 'results':
+        paths.append(results_dir)
+    if not os.path.realpath(sys.executable).startswith(os.path.realpath(REPO_ROOT) + os.sep):
+        paths.append(REPO_ROOT)
+    else:  # a virtual environment inside the checkout must stay reachable: lock the secrets one by one
+        paths += [fixtures.folder(''), os.path.join(REPO_ROOT, 'reference'), os.path.join(REPO_ROOT, 'tests')]
+    protect_source(paths)
+
+
+def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
+                  sandbox=None, autograder_root=None):
+    """
+    Grade and write results.json. Returns the Results. Never raises for a bad submission.
+    `skip`: test ids not to run at all (the evaluation of the bug corpus skips the loss-curve
+    training where a mutant's expected verdict does not involve it); they are left out of results.
+    `sandbox`: a Sandbox to reuse (a batch worker grades many submissions with one zygote);
+    None makes one for this grading. `autograder_root`: Gradescope's /autograder, locked down.
+    results.json is written after each finished test too (extra_data.partial), so that a grading
+    stopped by run_autograder's watchdog keeps what had finished.
+    """
+    started = time.time()
+    own_sandbox = sandbox is None
+    upload_scratch = tempfile.mkdtemp(prefix='hw1-upload-')
+    UPLOAD_SCRATCH.add(upload_scratch)
+    try:
+        grading = config.load(grading_path)
+        if profile not in grading.profiles:
+            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
+        os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
+        if sandbox is None:
+            sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
+        lockdown(sandbox, results_path, autograder_root)
+        fx = fixtures.load(grading, profile)
+        located = submission.locate(path, upload_scratch)
+        judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
+                          progress_writer(grading, skip, started, results_path))
+        # extra credit: optional parts count on top of the required 100 (see results.add_points)
+        extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
+        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
+        out.output = top_output(located, judging.problems, profile)
+        summary = judging.verdicts.get('loss-curve')
+        if summary is not None and summary.summary:
+            out.output += ' ' + summary.summary + '.'
+        out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
+                              grader_peak_rss_mb=_peak_rss_mb())
+        add_points(out, extra_credit)
+    except SandboxRefused as e:   # fail closed: no student code ran
+        out = Results.error('Your code was not run: the autograder\'s sandbox is not working safely on this machine. '
+                            'This is not your fault; course staff have been notified.', str(e),
+                            time.time() - started, reason='sandbox refused: %s' % e)
+    except Exception as e:  # the grader's own failure: still a valid results.json
+        staff = traceback.format_exc()
+        known = isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError))
+        message = ('Grading could not run: %s' % e) if known else 'The autograder failed internally (%s).' % type(e).__name__
+        out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
+    finally:
+        remove_upload_scratch(upload_scratch)
+        if own_sandbox and sandbox is not None:
+            sandbox.close()
+    out.execution_time = time.time() - started
+    try:
+        out.write(results_path)
+    except (ValueError, TypeError) as e:
+        out = Results.error('The autograder produced an invalid results.json.', repr(e), time.time() - started,
+                            reason='invalid results.json: %s' % e)
+        out.write(results_path)
+    return out
+
+
+def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(), sandbox=None):
+    """grade_results as the results.json dict (what Gradescope reads)."""
+    return grade_results(path, profile, results_path, grading_path, skip, sandbox).to_json()
+
+
+def table(out):
+    rows = [('#', 'test', 'score', 'status', 'message')]
+    for t in out.tests.values():
+        first = next((l for l in t.output.splitlines() if l.strip()), '')
+        rows.append((t.number, t.name[:58], '%s/%s' % (points(t.score), points(t.max_score)), t.status, first[:70]))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    lines = ['  '.join(str(r[i]).ljust(widths[i]) for i in range(4)) + '  ' + r[4] for r in rows]
+    lines.insert(1, '-' * min(160, sum(widths) + 80))
+    split = out.extra_data.get('points')
+    if split:  # extra-credit tests count on top of the required maximum
+        total = '%s / %s (+ %s of %s extra credit)' % (points(split['required']), points(split['required_max']),
+                                                       points(split['extra_credit']), points(split['extra_credit_max']))
+    else:
+        total = '%s / %s' % (points(out.total), points(out.possible))
+    lines.append('total: %s   (%.1f s)   %s' % (total, out.execution_time, out.output))
+    return '\n'.join(lines)
+
+
+def staff_problem(path, out):
+    """The one sentence for the person at the command line when grading could not do its job, else None."""
+    if out.is_error:
+        return 'grade: could not grade %s: %s' % (path, out.extra_data.get('grader_error') or 'see results.json')
+    if not os.path.exists(path):
+        return 'grade: %s does not exist (give a model.py, a folder holding one, or a zip)' % path
+    return None
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog='python -m autograder grade', description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('path', help='a model.py, a folder holding one, or a zip')
+    ap.add_argument('--profile', default='cpu', help='cpu (default, Gradescope) or gpu (the handout sizes)')
+    ap.add_argument('--results', default=DEFAULT_RESULTS, help='where to write results.json')
+    ap.add_argument('--verbose', '-v', action='store_true', help='print every test output, not just the table')
+    ap.add_argument('--autograder-root', metavar='DIR', help="Gradescope's /autograder: locked down before grading "
+                                                             "(run_autograder passes it)")
+    args = ap.parse_args(argv[1:])
+    out = grade_results(args.path, args.profile, args.results, autograder_root=args.autograder_root)  # always writes results.json (run_autograder relies on it)
+    problem = staff_problem(args.path, out)
+    if problem:  # the student-facing text is in results.json; the person here gets one sentence and an exit code
+        print(problem, file=sys.stderr)
+        return 2
+    print(table(out))
+    if args.verbose:
+        for t in out.tests.values():
+            print('\n== %s %s (%s/%s)\n%s' % (t.number, t.name, points(t.score), points(t.max_score), t.output))
+    print('results written to %s' % args.results)
+    return 0

@@ -1,0 +1,179 @@
+"""
+Judges of generation, on exact tokens against the reference's (never on the student's own
+logits, which its code could shape to fit the tokens):
+- generate (8.2): greedy tokens, top_k=1 and top_k=5 samples at a fixed seed, and greedy tokens
+  past block_size. Generation runs the rope-gqa model, so a model whose logits are wrong also
+  generates other tokens; the message then cites test 8.1's evidence for that model.
+- kv-cache (12.1, optional part): per configuration, one cached step through the KVCache
+  interface (logits and cache lengths), and generate(use_kv_cache=True): its tokens past
+  block_size, and its tokens when every value handed to KVCache.append is negated, which only an
+  attention that uses the cache turns into the reference's tokens under the same change.
+"""
+
+import numpy as np
+
+from autograder.judge.judges import Verdict, case_error_line, compare
+from autograder.judge.judges.behaviour import _evidence_output
+from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
+from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
+
+GENERATE_CASES = (('greedy', 'greedy decoding'), ('top_k=1', 'do_sample=True, top_k=1 at seed 0'),
+                  ('top_k=5', 'do_sample=True, top_k=5 at seed 0'),
+                  ('greedy_past_block', 'greedy decoding past block_size'))
+
+
+def first_difference(got, exp):
+    """'first at batch b, position t (expected x, got y)' of two token arrays of one shape."""
+    b, t = (int(i) for i in np.argwhere(got != exp)[0][:2])
+    return b, t, 'first at batch %d, position %d (expected %d, got %d)' % (b, t, exp[b, t], got[b, t])
+
+
+def _same_tokens(got, exp):
+    return got is not None and got.shape == exp.shape and got.dtype.kind in 'iu' and np.array_equal(got, exp)
+
+
+def _tokens_problem(got, exp):
+    """Why `got` cannot be compared token by token with `exp`, or None."""
+    if got is None:
+        return 'no tokens returned'
+    if got.shape != exp.shape:
+        return 'returned shape %s, expected %s (batch, prompt + new tokens)' % (tuple(got.shape), tuple(exp.shape))
+    if got.dtype.kind not in 'iu':
+        return 'returned %s values, expected integer token ids' % got.dtype
+    return None
+
+
+def _likely(fixtures, probe_id, key, got):
+    """The known bugs (known_bugs.py) whose tokens for `key` are exactly `got`."""
+    return [fp for fp, arrays in fixtures.known_bug_outputs(probe_id).items()
+            if key in arrays and _same_tokens(got, arrays[key])]
+
+
+def judge_generate(test, result, fixtures, grading, evidence):
+    expected = fixtures.probe('generate')
+    errors = result.info.get('case_errors', {})
+    block = grading.profiles[fixtures.profile]['model']['block_size']
+    prompt_len = expected['greedy'].shape[1] - GENERATE_NEW
+    lines, passed, likely = [], 0, []
+    for key, what in GENERATE_CASES:
+        exp, got = expected[key], result.arrays.get(key)
+        if key in errors:
+            lines.append('FAIL ' + case_error_line(what, errors[key]))
+            continue
+        problem = _tokens_problem(got, exp)
+        if problem:
+            lines.append('FAIL %s: %s' % (what, problem))
+            continue
+        if np.array_equal(got, exp):
+            passed += 1
+            lines.append('ok   %s: the %d new tokens are the reference\'s' % (what, exp.shape[1] - prompt_len))
+            continue
+        b, t, where = first_difference(got, exp)
+        line = 'FAIL %s: tokens differ from the reference\'s %s' % (what, where)
+        if key == 'greedy_past_block' and t >= block and _same_tokens(result.arrays.get('greedy'), expected['greedy']):
+            line += ('; they match until the sequence outgrows block_size=%d: from then on the model must be fed the '
+                     'last block_size tokens (idx[:, -block_size:])' % block)
+        lines.append(line)
+        likely += [fp for fp in _likely(fixtures, 'generate', key, got) if fp not in likely]
+    if passed < len(GENERATE_CASES):
+        logits, _ = _evidence_output(evidence, 'model', 'rope-gqa/logits')
+        ref_logits = fixtures.probe('model').get('rope-gqa/logits')
+        tol = grading.test('model').tolerance
+        if logits is not None and ref_logits is not None and logits.shape == ref_logits.shape \
+                and not compare(logits, ref_logits, tol.atol, tol.rtol)[0]:
+            lines.append('Generation runs the rope-gqa model, whose logits differ from the reference\'s in test 8.1: '
+                         'with other logits it generates other tokens.')
+    if likely:
+        lines.append('Likely bug: %s (your tokens are those of a known wrong variant: %s).'
+                     % (KNOWN_BUGS[likely[0]].description, likely[0]))
+    return Verdict(passed / len(GENERATE_CASES), ['%d of %d generation checks pass.' % (passed, len(GENERATE_CASES))]
+                   + lines)
+
+
+# ----------------------------------------------------------------------------- KV cache (optional part)
+
+def _step_check(label, result, expected, tol, prompt_len):
+    """(ok, line) of one cached step: the prompt's logits, the next token's, and the caches' lengths."""
+    lengths, exp_lengths = result.arrays.get(label + '/step/lengths'), expected[label + '/step/lengths']
+    if lengths is None or lengths.shape != exp_lengths.shape or not np.array_equal(lengths, exp_lengths):
+        got = 'none' if lengths is None else np.asarray(lengths).tolist()
+        return False, ('FAIL %s: KVCache.length of each layer after the prompt of %d tokens, then after one more token, '
+                       'is %s; expected %s' % (label, prompt_len, got, exp_lengths.tolist()))
+    prefill_ok, prefill_desc = compare(result.arrays.get(label + '/step/prefill'), expected[label + '/step/prefill'],
+                                       tol.atol, tol.rtol)
+    step_ok, step_desc = compare(result.arrays.get(label + '/step/logits'), expected[label + '/step/logits'],
+                                 tol.atol, tol.rtol)
+    if prefill_ok and step_ok:
+        return True, ('ok   %s: with empty caches the prompt\'s logits, then one more token fed alone, match the '
+                      'reference; KVCache.length is %d, then %d' % (label, prompt_len, prompt_len + 1))
+    if not prefill_ok:
+        return False, ('FAIL %s: GPT.forward(prompt, kv_caches=empty caches): the logits differ from the reference\'s '
+                       '(%s)' % (label, prefill_desc))
+    return False, ('FAIL %s: the prompt\'s logits match, but those of the next token fed alone with the filled caches do '
+                   'not (%s): that token sits at position %d = KVCache.length and attends to all %d cached keys'
+                   % (label, step_desc, prompt_len, prompt_len + 1))
+
+
+def _generate_check(label, result, expected, block):
+    """(ok, line, cache unused) of generate(use_kv_cache=True): tokens under altered cached values, and past block_size."""
+    plain, altered = result.arrays.get(label + '/uses_cache/plain'), result.arrays.get(label + '/uses_cache/altered')
+    exp_plain, exp_altered = expected[label + '/uses_cache/plain'], expected[label + '/uses_cache/altered']
+    problem = _tokens_problem(plain, exp_plain) or _tokens_problem(altered, exp_altered)
+    if problem:
+        return False, 'FAIL %s: generate(use_kv_cache=True): %s' % (label, problem), False
+    if np.array_equal(altered, plain):
+        return False, ('FAIL %s: generate(use_kv_cache=True) does not use the cache: with every value handed to '
+                       'KVCache.append negated it gives the same tokens as without that change' % label), True
+    if not np.array_equal(altered, exp_altered):
+        _, _, where = first_difference(altered, exp_altered)
+        cached = 'its tokens without the change are the reference\'s' if np.array_equal(plain, exp_plain) else \
+            'without the change they differ too (%s)' % first_difference(plain, exp_plain)[2]
+        return False, ('FAIL %s: with every value handed to KVCache.append negated, generate(use_kv_cache=True) '
+                       'gives other tokens than the reference under the same change (%s); %s: at each step the '
+                       'attention must use all the keys and values the cache holds, the new token\'s included, '
+                       'as append returns them' % (label, where, cached)), False
+    long_, exp_long = result.arrays.get(label + '/generate'), expected[label + '/generate']
+    problem = _tokens_problem(long_, exp_long)
+    if problem:
+        return False, 'FAIL %s: generate(use_kv_cache=True) past block_size: %s' % (label, problem), False
+    if not np.array_equal(long_, exp_long):
+        _, t, where = first_difference(long_, exp_long)
+        late = ('; they match until the sequence outgrows block_size=%d: from then on the tokens must still be those of '
+                'generation without a cache' % block) if t >= block else ''
+        return False, ('FAIL %s: generate(use_kv_cache=True) past block_size: tokens differ from the reference\'s (its '
+                       'tokens without a cache) %s%s' % (label, where, late)), False
+    return True, ('ok   %s: generate(use_kv_cache=True) uses the cache (the reference\'s tokens when the cached values '
+                  'are negated) and gives the reference\'s %d tokens past block_size' % (label, exp_long.shape[1])), False
+
+
+def judge_kv_cache(test, result, fixtures, grading):
+    expected = fixtures.probe(test.id)
+    errors = result.info.get('case_errors', {})
+    block = grading.profiles[fixtures.profile]['model']['block_size']
+    prompt_len = expected[KV_CACHE_CONFIGS[0][0] + '/step/lengths'][0][0]
+    lines, passed, untouched = [], 0, 0
+    for label, _, _ in KV_CACHE_CONFIGS:
+        step_error = errors.get(label + '/step')
+        if step_error:
+            lines.append('FAIL ' + case_error_line('%s: one cached step' % label, step_error))
+            step_ok = False
+        else:
+            step_ok, line = _step_check(label, result, expected, test.tolerance, prompt_len)
+            lines.append(line)
+        gen_error = errors.get(label + '/uses_cache') or errors.get(label + '/generate')
+        unused = False
+        if gen_error:
+            lines.append('FAIL ' + case_error_line('%s: generate(use_kv_cache=True)' % label, gen_error))
+            gen_ok = False
+        else:
+            gen_ok, line, unused = _generate_check(label, result, expected, block)
+            lines.append(line)
+        passed += step_ok + gen_ok
+        # untouched: the cached step is not there, and generate either is not there or ignores the cache
+        untouched += bool(step_error and step_error.get('status') == 'not_implemented'
+                          and (unused or (gen_error and gen_error.get('status') == 'not_implemented')))
+    total = 2 * len(KV_CACHE_CONFIGS)
+    if untouched == len(KV_CACHE_CONFIGS):
+        return Verdict(0.0, ['not implemented (optional): no KVCache or no kv_caches argument, and generate does not '
+                             'use a cache.'] + lines, not_implemented=True)
+    return Verdict(passed / total, ['%d of %d KV-cache checks pass.' % (passed, total)] + lines)

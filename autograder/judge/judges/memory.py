@@ -1,0 +1,183 @@
+"""
+Judges of memory, on evidence the student's process cannot forge.
+
+9.1: the figure GroupedQueryAttention.forward returned must be end - start of two memory
+readings its code took during that call, and at least the bytes a region containing the
+attention core keeps allocated (autograder/contract/memory_rules.py). The readings are the harness's
+log of the link (contract/memory_readings.py: RssAnon, VmHWM and clear_refs of the asking
+process, read from the kernel while the child waits); the probe only returns the figure.
+
+11.2: banded_attention at a long sequence must give the reference's output at rows the harness
+picked (only the fixtures hold them) while the kernel holds the process to an address-space
+limit in which one N x N float32 matrix cannot fit.
+"""
+
+import math
+import secrets
+
+import numpy as np
+
+from autograder.contract import memory_rules
+from autograder.judge.judges import Verdict, case_error_line
+from autograder.contract.report_schema import FIGURE_TYPES
+
+VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors say is_cuda and device cuda:0, '
+        'torch.cuda.is_available() is True), so the code your guard runs on a GPU runs here')
+
+
+# ----------------------------------------------------------------------------- 9.1
+
+def memory_floor(profile, n_kv_head):
+    """
+    (bytes, what they are): the least a region containing the attention core leaves allocated
+    (grading.yaml 9.1). With weights, one float32 (B, n_kv_head, T, T) tensor: every correct style
+    keeps n_query_head heads of weights, and n_kv_head of them is still far above a region without
+    the core; a core that wrongly shares weights within a group (a GQA value bug, which 4.1 catches)
+    keeps only n_kv_head heads and must not lose 9.1 for it.
+    """
+    mem, mod = profile['memory'], profile['module']
+    B, nh, T, hs = mem['batch'], mod['n_query_head'], mem['seq'], mod['n_embd'] // mod['n_query_head']
+    if mem['floor'] == 'output':
+        return B * nh * T * hs * 4, 'the attention output y (one float32 (%d, %d, %d, %d) tensor)' % (B, nh, T, hs)
+    return B * n_kv_head * T * T * 4, ('one float32 (%d, %d, %d, %d) tensor of attention weights (autograd keeps '
+                                       'n_query_head of them for backward)' % (B, n_kv_head, T, T))
+
+
+def memory_labels(profile):
+    """The measured calls in the probe's order (child/probes_workflow.probe_memory)."""
+    return ['n_kv_head=%d' % kv for kv in sorted(profile['kv_heads'], reverse=True)]
+
+
+def readings_log(result):
+    """The harness's log of the probe's link (autograder/sandbox/probe.py): the only readings 9.1 believes."""
+    return (getattr(result, 'harness', None) or {}).get('link', [])
+
+
+def figure_of(a):
+    """The {'type', 'value'} the probe recorded ([type code, value]), or None when unreadable."""
+    if a is None or a.shape != (2,) or a.dtype.kind != 'f' or not math.isfinite(a[0]) \
+            or not 0 <= int(a[0]) < len(FIGURE_TYPES):
+        return None
+    kind, value = FIGURE_TYPES[int(a[0])], float(a[1])
+    if kind in ('none', 'str', 'other') or (kind == 'tensor' and math.isnan(value)):
+        value = None
+    return {'type': kind, 'value': value}
+
+
+def judge_memory(test, result, fixtures, grading):
+    profile = grading.profiles[fixtures.profile]
+    labels = memory_labels(profile)
+    log = readings_log(result)
+    errors = result.info.get('case_errors', {})
+    lines, calls, where, floors = [], [], [], []
+    for label in labels:
+        fig = figure_of(result.arrays.get(label + '/figure'))
+        entries, problem = memory_rules.call_entries(log, label)
+        if label in errors:
+            err = errors[label]   # an error where the code measures on a GPU: the view is why it ran here
+            lines.append('FAIL %s%s' % (case_error_line(label, err), ' (%s)' % VIEW if err.get('status') == 'error' else ''))
+        elif fig is None:
+            lines.append('FAIL %s: the probe recorded no memory figure' % label)
+        elif problem:
+            lines.append('FAIL %s: %s' % (label, problem))
+        else:
+            calls.append((fig, entries))
+            floors.append(memory_floor(profile, int(label.split('=')[1])))
+            where.append(len(lines))
+            lines.append(label)
+    for k, (ok, sentence) in zip(where, memory_rules.judge_calls(calls, [f for f, _ in floors], [w for _, w in floors])):
+        lines[k] = '%s %s: %s' % ('ok  ' if ok else 'FAIL', lines[k], sentence)
+    passed = sum(line.startswith('ok') for line in lines)
+    return Verdict(passed / len(labels) if labels else 0.0,
+                   ['%d of %d memory figures are measurements of the attention.' % (passed, len(labels))] + lines)
+
+
+# ----------------------------------------------------------------------------- 11.2
+
+def probe_limits(profile):
+    """job['limits']: what the sandbox applies in a probe's process before model.py is imported (11.2's
+    address-space margin: child/runner.apply_limits)."""
+    return {'sliding-window-memory': {'address_space_margin_mb': profile['sliding_window']['memory_margin_mb']}}
+
+
+def window_key(profile):
+    return 'N=%d' % profile['sliding_window']['memory_seq']
+
+
+def pick_rows(n, count, window):
+    """Rows of 11.2's output the judge compares: the first rows (a window cut by the sequence start), the
+    last, and random ones drawn here (regenerate), which nothing in the child can know."""
+    w = window // 2 + 1
+    rows = {0, w - 2, w - 1, w, n - 1}
+    draw = secrets.SystemRandom()
+    while len(rows) < count:
+        rows.add(draw.randrange(n))
+    return np.array(sorted(r for r in rows if 0 <= r < n), dtype=np.int64)
+
+
+def keep_window_rows(expected, old, profile):
+    """
+    regenerate: the fixtures keep the reference's 11.2 output only at the picked rows; every other
+    row is NaN (the array keeps the output's shape, which the reader checks, and compresses to
+    almost nothing). The rows of the previous fixtures are kept while the sizes allow, so that the
+    fixtures change only when the reference does.
+    """
+    sw = profile['sliding_window']
+    key = 'sliding-window-memory/%s/out' % window_key(profile)
+    out = expected.get(key)
+    if out is None:
+        return expected
+    rows = judged_rows(old.get(key))
+    if len(rows) != sw['memory_rows'] or old[key].shape != out.shape:
+        rows = pick_rows(out.shape[2], sw['memory_rows'], sw['memory_window'])
+    kept = np.full_like(out, np.nan)
+    kept[:, :, rows] = out[:, :, rows]
+    expected[key] = kept
+    return expected
+
+
+def judged_rows(kept):
+    """The rows (queries) of 11.2's fixture that hold values."""
+    if kept is None or kept.ndim != 4:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.isfinite(kept).all(axis=(0, 1, 3)))
+
+
+def judge_window_memory(test, result, fixtures, grading):
+    profile = grading.profiles[fixtures.profile]
+    sw = profile['sliding_window']
+    key = window_key(profile)
+    kept = fixtures.probe(test.id)[key + '/out']
+    rows = judged_rows(kept)
+    want = kept[:, :, rows]
+    size = 'N=%d, window %d' % (sw['memory_seq'], sw['memory_window'])
+    err = result.info.get('case_errors', {}).get(key)
+    if err is not None:
+        if err.get('status') == 'not_implemented':
+            return Verdict(0.0, ['not implemented (optional): ' + case_error_line('banded_attention', err)],
+                           not_implemented=True)
+        if 'allocate' in err.get('message', '') or err.get('message', '').startswith('MemoryError'):
+            return Verdict(0.0, ['FAIL banded_attention ran out of memory at %s: it may use %d MB more than the process '
+                                 'held before, and one N x N float32 matrix alone is %d MB. Compute only the band '
+                                 '(scores of each query with its w//2 + 1 keys): never an N x N tensor, whether '
+                                 'scores, mask or weights.' % (size, sw['memory_margin_mb'], sw['memory_seq'] ** 2 * 4 >> 20),
+                                 case_error_line('banded_attention', err)])
+        return Verdict(0.0, ['FAIL ' + case_error_line('banded_attention', err)])
+    out = result.arrays.get(key + '/out')
+    if out is None or out.shape != kept.shape:
+        return Verdict(0.0, ['FAIL banded_attention at %s returned %s, expected shape %s'
+                             % (size, 'nothing' if out is None else 'shape %s' % (tuple(out.shape),), kept.shape)])
+    tol = test.tolerance
+    got = out[:, :, rows].astype(np.float64)
+    excess = np.abs(got - want) - (tol.atol + tol.rtol * np.abs(want))
+    excess[~np.isfinite(got)] = np.inf
+    if (excess > 0).any():
+        b, h, r, d = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        return Verdict(0.0, ['FAIL banded_attention at %s differs from the windowed attention at %d of the %d queries '
+                             'checked; worst at [%d, %d, %d, %d] (query %d): expected %.6g, got %.6g (allowed %.1g + '
+                             '%.1g*|expected|); see test 11.1'
+                             % (size, int((excess > 0).any(axis=(0, 1, 3)).sum()), len(rows), b, h, rows[r], d,
+                                rows[r], want[b, h, r, d], got[b, h, r, d], tol.atol, tol.rtol)])
+    return Verdict(1.0, ['ok   banded_attention at %s matches the reference at %d queries the grader picked, within '
+                         '%d MB of memory (one N x N float32 matrix would need %d MB)'
+                         % (size, len(rows), sw['memory_margin_mb'], sw['memory_seq'] ** 2 * 4 >> 20)])

@@ -1,0 +1,102 @@
+"""
+Judges of tests that compare output tensors with the reference's: RoPE, the attention
+modules, the full model and sliding-window attention. Partial credit per case; a failing
+case names the known bug whose outputs it matches.
+"""
+
+from collections import Counter
+
+from autograder.judge.judges import Verdict, case_error_line, case_of, close, compare
+from autograder.judge.known_bugs import BY_ID
+
+KNOWN_BUG_SLACK = 10.0  # a known bug matches at 10x the test's tolerance: styles add float noise
+# a single number (a loss) cannot name a bug: at 10x the tolerance it agrees with some wrong variant by
+# chance (GPT keeping wpe with RoPE matched rope-base-1000's loss, out_proj skipped gqa-no-scale's)
+KNOWN_BUG_MIN_VALUES = 2
+
+
+
+def group_cases(expected):
+    """Keys grouped by case: 'vanilla/logits' and 'vanilla/loss' are one case, 'vanilla'."""
+    cases = {}
+    for key in expected:
+        cases.setdefault(case_of(key), []).append(key)
+    return cases
+
+
+def known_bug_matches(key, observed, fp_outputs, tol):
+    names = []
+    if observed is None or observed.size < KNOWN_BUG_MIN_VALUES:
+        return names
+    for fp, arrays in fp_outputs.items():
+        if key in arrays and close(observed, arrays[key], tol.atol * KNOWN_BUG_SLACK, tol.rtol * KNOWN_BUG_SLACK):
+            names.append(fp)
+    return names
+
+
+def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None):
+    """Partial credit per case of the fixtures; `graded(key)` False leaves a reference-only key out."""
+    tol = test.tolerance
+    expected = {k: v for k, v in fixtures.probe(test.id).items() if graded is None or graded(k)}
+    fp_outputs = fixtures.known_bug_outputs(test.id)
+    errors = result.info.get('case_errors', {})
+    cases = group_cases(expected)
+    lines, passed, fp_votes = [], 0, Counter()
+    for case, keys in cases.items():
+        if case in errors:
+            lines.append('FAIL ' + case_error_line(case, errors[case]))
+            continue
+        case_ok, details = True, []
+        for key in keys:
+            ok, desc = compare(result.arrays.get(key), expected[key], tol.atol, tol.rtol)
+            if ok and extra_check:
+                ok, desc = extra_check(key, desc)
+            if not ok:
+                case_ok = False
+                details.append('%s: %s' % (key, desc))
+                fp_votes.update(known_bug_matches(key, result.arrays.get(key), fp_outputs, tol))
+        if case_ok:
+            passed += 1
+            lines.append('ok   %s' % case)
+        else:
+            lines.append('FAIL ' + '\n     '.join(details))
+            if hint:
+                h = hint(case)
+                if h:
+                    lines.append('     hint: ' + h)
+    if fp_votes:
+        fp, _ = fp_votes.most_common(1)[0]
+        lines.append('Likely bug: %s (your outputs match a known wrong variant: %s).' % (BY_ID[fp].description, fp))
+    fraction = passed / len(cases) if cases else 0.0
+    lines.insert(0, '%d of %d cases match the reference.' % (passed, len(cases)))
+    return Verdict(fraction, lines)
+
+
+def judge_values(test, result, fixtures, grading):
+    return judge_cases(test, result, fixtures)
+
+
+def judge_rope_cache(test, result, fixtures, grading):
+    dtypes = result.info.get('dtypes', {})
+
+    def dtype_check(key, desc):
+        got = dtypes.get(key)
+        if isinstance(got, list) and len(got) == 2 and got[0] != got[1]:
+            return False, ('output dtype %s for a %s input: the cos/sin cache must be rebuilt (or cast) '
+                           'when another dtype or device arrives' % (got[1], got[0]))
+        return True, desc
+    # the cache-length hint only where the evidence shows it: the first call (T=8) is right, the longer one is not
+    expected, tol = fixtures.probe(test.id), test.tolerance
+    first_ok = 'call0_T8' in expected and compare(result.arrays.get('call0_T8'), expected['call0_T8'], tol.atol, tol.rtol)[0]
+    return judge_cases(test, result, fixtures, extra_check=dtype_check,
+                       hint=lambda case: 'the first call (T=8) is right and this longer one is not: a longer T than the '
+                                         'first call needs a longer cache' if 'T24' in case and first_ok else None)
+
+
+def judge_model(test, result, fixtures, grading):
+    verdict = judge_cases(test, result, fixtures)
+    for label, has_wpe in result.info.get('has_wpe', {}).items():
+        if 'rope' in label and has_wpe:
+            verdict.lines.append('Note: with rope=True your GPT still has transformer.wpe; RoPE replaces the '
+                                 'absolute position embedding, so wpe must exist only when rope=False.')
+    return verdict

@@ -1,0 +1,44 @@
+"""
+The probe job of one run in the sandbox, built here alone for the grading (grade.py) and for
+regenerate (the reference and every known bug): the job every probe process reads (its
+profile, the loss-curve seeds, the resource limits), the inputs of each probe's process, and
+the handlers of the harness link.
+"""
+
+from autograder.judge import inputs
+from autograder.judge.judges import memory
+
+
+def job(profile, loss_curve_seeds=None):
+    """What every probe process of the run reads: the profile, its limits and (when given) the loss-curve seeds."""
+    out = {'profile': profile, 'limits': memory.probe_limits(profile)}
+    if loss_curve_seeds is not None:
+        out['loss_curve_seeds'] = list(loss_curve_seeds)
+    return out
+
+
+def link_handlers(profile):
+    """
+    {probe id: handler of its harness link}: the memory probe's torch.cuda queries are answered
+    from the kernel's figures of the asking process and logged here (contract/memory_readings.py),
+    the only readings 9.1 believes (ProbeResult.harness['link']).
+    """
+    from autograder.contract.memory_readings import Readings
+    handler = Readings(forwarded=profile['device'] == 'cuda')
+
+    def memory(payload, pid):
+        before = len(handler.log)
+        reply = handler(payload, pid)
+        return reply, handler.log[before:]   # the entries this query added (memory_stats adds two)
+    return {'memory': memory}
+
+
+def run(sandbox, model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None, **options):
+    """
+    Sandbox.run of `probe_ids` on `model_py` with the job, the inputs cut per probe (from
+    `arrays`, default inputs.build(profile)) and the link handlers; `options` go to Sandbox.run
+    (expected, private, on_result).
+    """
+    return sandbox.run(model_py, job(profile, loss_curve_seeds), probe_ids, inputs.per_probe(profile, probe_ids, arrays),
+                       timeouts, import_timeout=import_timeout, handlers=link_handlers(profile),
+                       need_data='loss-curve' in probe_ids, **options)

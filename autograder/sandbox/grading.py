@@ -1,0 +1,406 @@
+"""
+Sandbox.run: the student's model.py behind the wall, one fresh process per probe, and only plain
+data back. See autograder/sandbox/__init__.py for the package's map; this module is the loop.
+
+For each grading: claim a sandbox user (lock), make the grading's cgroup, copy the code into a
+scratch folder, run the self-test (a process forked exactly like a probe, checking every defence
+in force; any failure stops the grading before student code runs), then the import check and
+each probe in its own process. Between processes every process of the user and the cgroup is
+killed and confirmed gone, the user's files and IPC objects and keys are removed, and only then
+are the probe's outputs read (readback.py: bounded bytes read once, parsed from the copy).
+"""
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+from autograder import DATA_FILE, TEMPLATE_DIR
+from autograder.contract import report_schema
+from autograder.sandbox import cgroups, defences, leftovers, probe, readback, scratch, seccomp, users, wall
+from autograder.sandbox.defences import SandboxRefused
+from autograder.sandbox.readback import ProbeResult
+from autograder.sandbox.settings import Settings
+from autograder.sandbox.zygote import Zygote
+
+LOG_TAIL = 1000              # characters of each process's stdout/stderr kept for staff
+
+
+@dataclass
+class RunResult:
+    import_result: ProbeResult
+    probes: Dict[str, ProbeResult]
+    stdout_tail: str = ''
+    sandboxed_as: Optional[str] = None
+    wall_seconds: float = 0.0
+    isolation: dict = field(default_factory=dict)
+
+
+class GradingStopped(BaseException):
+    """SIGTERM (run_autograder's watchdog): stop the probe, clean up, and let the caller end."""
+
+
+def _on_sigterm(signum, frame):
+    raise GradingStopped('stopped by SIGTERM')
+
+
+def _status(pid):
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            return dict(line.split(':', 1) for line in f.read().splitlines() if ':' in line)
+    except OSError:
+        return {}
+
+
+class Sandbox:
+    """One per worker process: `run` may be called for any number of gradings; close() ends its zygote."""
+
+    def __init__(self, settings, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE, zygote=None):
+        """`settings`: a Settings (settings.py), or grading.yaml's `sandbox:` section, checked into one."""
+        sandbox_cfg = self.cfg = Settings.from_mapping(settings)
+        self.handout_dir, self.data_file = handout_dir, data_file
+        self.pool, self.user_note = users.sandbox_pool(sandbox_cfg.user, sandbox_cfg.pool_size,
+                                                       sandbox_cfg.python_copy)
+        self.caps = defences.capabilities(self.user_note)
+        self.plan = defences.plan(sandbox_cfg.defences, self.caps)   # SandboxRefused: nothing runs
+        self.on = {name: self.plan[name][0] for name in defences.NAMES}
+        if not self.on['user']:
+            self.pool = None
+        self.user = self.pool[0] if self.pool else None
+        self.python, self.python_env = sys.executable, {}
+        if self.user:
+            self.python, self.python_env = users.child_python(self.user[0], self.user[1], sandbox_cfg.python_copy)
+        self.program = seccomp.program() if self.on['seccomp'] else None
+        self.zygote = zygote or Zygote(self.python, self.python_env)
+        self._own_zygote = zygote is None
+        self.isolation = defences.describe(self.plan)
+        self.isolation['python'] = self.python
+
+    def close(self):
+        if self._own_zygote:
+            self.zygote.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ one grading
+
+    def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False, expected=None,
+            handlers=None, private=(), on_result=None, skip=None):
+        """
+        Run the import check, then each probe of `probes`, on `model_py`, each in a fresh process.
+        inputs: {probe id: {key: array}}: only those reach the probe (autograder.judge.inputs.per_probe
+          cuts them from the declaration of each probe's inputs).
+        timeouts: {probe id: CPU seconds}; import_timeout: the import check's.
+        expected: {probe id: {key: reference shape}}, the arrays each probe may return (None: any).
+        handlers: {probe id: handler(payload: bytes, pid: int) -> bytes | (bytes, log entry or list of them)} served
+          over that probe's harness link while it runs.
+        private: paths student code must not be able to read (checked by the self-test).
+        job['limits']: {probe id: {'address_space_margin_mb': N}}, applied before model.py is imported.
+        on_result(probe id, ProbeResult): called as each probe ends (results.json written as it goes).
+        skip(probe id, {probe id: ProbeResult} so far) -> str | None: called before each probe (never the
+          import check); a string: the probe is not run, its ProbeResult is status 'skipped' with that message.
+        Returns a RunResult; never raises for anything the student's code does. SandboxRefused
+        when a defence is missing or fails its self-test: then no student code has run.
+        """
+        lock, previous = None, None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)   # a handler of the caller's (batch) is kept
+        try:
+            if self.pool:
+                self.user, lock = users.claim(self.pool)
+            return self._run_locked(model_py, job, list(probes), inputs, timeouts, import_timeout, need_data,
+                                    expected, handlers or {}, private, on_result, skip)
+        finally:
+            if lock is not None:
+                os.close(lock)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected, handlers,
+                    private, on_result, skip=None):
+        started = time.time()
+        self.budget_end = started + self.cfg.total_seconds
+        per_probe = {p: dict(inputs.get(p, {})) for p in probes}
+        self.landed = {'files_removed': 0, 'ipc_removed': 0}
+        self.cgroup, self.scratch, self.logs = None, None, []
+        results, import_result = {}, None
+        try:
+            self._clean(whole=True)   # what a killed grading of this user left
+            if self.on['cgroups']:
+                self.cgroup = cgroups.Cgroup(self.cfg.cgroup_memory_mb, self.cfg.max_processes + 8)
+            self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
+            self.landed['selftest'] = self._selftest(private)
+            import_result = self._probe(report_schema.IMPORT, {}, import_timeout, job, {}, handlers.get(report_schema.IMPORT))
+            self._tell(on_result, report_schema.IMPORT, import_result)
+            for pid in probes if import_result.status == 'ok' else []:
+                skipped = skip(pid, dict(results)) if skip is not None else None
+                if skipped is not None:
+                    results[pid] = ProbeResult('skipped', str(skipped))
+                elif time.time() > self.budget_end:
+                    results[pid] = ProbeResult('timeout', 'not run: ' + self._describe({'ended': 'budget'}))
+                else:
+                    spec = None if expected is None else expected.get(pid, {})
+                    results[pid] = self._probe(pid, per_probe[pid], timeouts.get(pid, 60), job, spec,
+                                               handlers.get(pid))
+                self._tell(on_result, pid, results[pid])
+        finally:
+            self._end_grading()
+        for pid in probes:
+            results.setdefault(pid, ProbeResult('missing', 'this test did not run because the submission '
+                                                           'could not be imported'))
+        isolation = dict(self.isolation, **self.landed)
+        if self.cgroup is not None:
+            isolation['cgroup'] = dict(self.cgroup.limits, name=self.cgroup.name)
+        isolation['zygote'] = {k: self.zygote.info.get(k) for k in ('start_seconds', 'threads', 'executable')}
+        return RunResult(import_result, results, '\n'.join(self.logs)[-4000:],
+                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started, isolation)
+
+    @staticmethod
+    def _tell(on_result, probe_id, result):
+        """The caller's progress callback (partial results.json): its failure never stops the grading."""
+        if on_result is not None:
+            try:
+                on_result(probe_id, result)
+            except Exception:  # noqa: BLE001
+                pass
+
+    # ------------------------------------------------------------------ between processes
+
+    def _kill(self, pid=None):
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        if self.user:
+            users.kill_as(self.user[0])
+
+    def _clean(self, whole=False, meter=None):
+        """
+        Every process of the user and the cgroup killed and confirmed gone, zombies reaped, and the zygote's
+        reports of them charged to `meter` (the process that just ended: never to the next one); its files
+        removed (after every process: they could be read by the next). Kernel keys and SysV IPC objects,
+        which seccomp keeps a probe from making, are removed before and after the whole grading (`whole`),
+        should a set-up lack it.
+        """
+        users.kill_and_confirm(self.user[0] if self.user else None, self.cgroup)
+        if self.user:
+            users.wait_reaped(self.user[0])
+        if self.zygote.running:
+            for event in self.zygote.sync():
+                if meter is not None:
+                    meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
+        if self.user:
+            if not self.on['namespaces']:
+                self.landed['files_removed'] += leftovers.remove_user_files(*self.user)
+            if whole or not self.on['seccomp']:
+                self.landed['ipc_removed'] += leftovers.remove_ipc(self.user[0])
+                self.landed['keys_left'] = leftovers.clear_keys(*self.user)
+
+    def _end_grading(self):
+        try:
+            self._clean(whole=True)
+        finally:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            if self.scratch:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ------------------------------------------------------------------ one process
+
+    def _spec(self, kind, folder, paths, cpu_limit):
+        cfg, mb = self.cfg, 1 << 20
+        env = dict(scratch.ENV, HOME=paths['home'], TMPDIR=paths['home'], **self.python_env)
+        if 'CUDA_VISIBLE_DEVICES' in os.environ:   # the gpu profile needs to see the staff's GPU choice
+            env['CUDA_VISIBLE_DEVICES'] = os.environ['CUDA_VISIBLE_DEVICES']
+        rlimits = {'CORE': 0, 'AS': cfg.address_space_mb * mb, 'FSIZE': cfg.max_file_mb * mb,
+                   'CPU': [int(min(cfg.cpu_seconds, cpu_limit + 10)), int(min(cfg.cpu_seconds, cpu_limit + 10)) + 5]}
+        if self.user:
+            rlimits['NPROC'] = cfg.max_processes
+        spec = {'kind': kind, 'namespaces': self.on['namespaces'], 'uid': self.user[0] if self.user else None,
+                'gid': self.user[1] if self.user else None, 'cwd': paths['home'], 'job_dir': paths['job'],
+                'cgroup_procs': self.cgroup.procs_files() if self.cgroup else [], 'rlimits': rlimits,
+                'seccomp': self.program.hex() if self.program else None, 'env': env}
+        if self.on['namespaces']:
+            self.zygote.start()
+            devices, extra = scratch.DEVICES, ()
+            if os.path.exists('/dev/nvidiactl'):   # the gpu profile: the driver's devices, and /sys for its library
+                devices += tuple(d for d in os.listdir('/dev') if d.startswith('nvidia'))
+                extra = ('/sys',)
+            spec['root'] = scratch.root_spec(self.scratch, folder, scratch.interpreter_dirs(self.zygote.info),
+                                             self.user, pwd.getpwuid(self.user[0]).pw_name, devices, extra)
+        return spec
+
+    def _check_ready(self, pid):
+        """The process as seen from outside at its wall-up frame: in the cgroup, as the user, under seccomp."""
+        if self.cgroup is not None and not self.cgroup.contains(pid):
+            return 'the probe process is not in the grading cgroup %s' % self.cgroup.name
+        status = _status(pid)
+        if self.user and status.get('Uid', '').split() != [str(self.user[0])] * 4:
+            return 'the probe process runs as uid %s' % status.get('Uid', '?').strip()
+        if self.program and (status.get('Seccomp', '').strip() != '2' or status.get('NoNewPrivs', '').strip() != '1'):
+            return 'the probe process has no seccomp filter (Seccomp: %s)' % status.get('Seccomp', '?').strip()
+        return None
+
+    def _cpu_meter(self):
+        if self.cgroup is not None:
+            return cgroups.Meter(self.cgroup)
+        if self.user:   # no cgroup: every process the user ever had in this probe, zombies and reaped ones included
+            return users.CpuMeter(self.user[0])
+        return cgroups.Meter(None)
+
+    def _process(self, kind, folder, job, cpu_limit, handler):
+        """Fork, watch and end one process; every process of it is dead when this returns. The harness dict."""
+        paths = scratch.inside_paths(folder, self.on['namespaces'], os.path.join(self.scratch, 'code'))
+        folder.write_job(dict(job, link_fd=wall.LINK_FD, paths=paths))
+        spec = self._spec(kind, folder, paths, cpu_limit)
+        if kind == 'selftest':
+            spec['selftest'] = job['selftest']
+        oom_before = self.cgroup.oom_kills() if self.cgroup else None
+        if self.cgroup:
+            self.cgroup.reset_peak()
+        wall_limit = cpu_limit * self.cfg.wall_factor + 10
+        meter = self._cpu_meter()
+        try:
+            h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
+                          meter=meter, kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
+                          budget_end=self.budget_end,
+                          dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP),
+                          idle_seconds=self.cfg.idle_seconds)
+        finally:
+            self._clean(meter=meter)   # nothing of the process is alive, nothing left, before anything of it is read
+        h['cpu_seconds'] = round(max(h['cpu_seconds'], meter.sample()), 3)   # with what its orphans did to the end
+        if h['ended'] in ('exit', 'signal') and h['cpu_seconds'] > cpu_limit:
+            h['ended'] = 'timeout'
+        if self.cgroup is not None:
+            h['cgroup_peak_bytes'] = self.cgroup.memory_peak()
+            if (self.cgroup.oom_kills() or 0) > (oom_before or 0) and h['ended'] in ('signal', 'exit', 'wall'):
+                h['ended'] = 'oom'
+        h.update(cpu_limit=cpu_limit, wall_limit=wall_limit)
+        self._keep_log(kind, folder.log)
+        if h['ended'] == 'wall_failed':
+            raise SandboxRefused('the sandbox wall could not be built around a probe process: %s. Student code '
+                                 'did not run past this point.' % h.get('wall_error'))
+        return h
+
+    def _keep_log(self, kind, path):
+        try:
+            with open(path, 'rb') as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL))
+                text = f.read(LOG_TAIL).decode('utf-8', 'replace')
+        except OSError:
+            return
+        if text.strip():
+            self.logs.append('[%s] %s' % (kind, text))
+
+    def _probe(self, probe_id, inputs, cpu_limit, job, expected, handler):
+        tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
+        folder = scratch.ProbeFolder(self.scratch, probe_id, inputs, self.user, tmpfs)
+        try:
+            probe_job = dict(job, probe=probe_id, probes=[] if probe_id == report_schema.IMPORT else [probe_id],
+                             limits=job.get('limits', {}))
+            h = self._process(probe_id, folder, probe_job, cpu_limit, handler)
+            if h['ended'] == 'exit':   # exited by itself: its outputs are final, and nothing can change them now
+                result = readback.read_probe(folder.out, probe_id, expected, self.cfg.max_json_kb * 1024,
+                                             self.cfg.max_file_mb << 20)
+                if result is None:
+                    result = self._failure(probe_id, h, exited_without_results=True)
+            else:
+                if h['ended'] in ('timeout', 'wall', 'budget'):
+                    hang = readback.read_hang(folder.out)   # where model.py was (none: no dump, or not in model.py)
+                    if hang:
+                        h['hang'] = hang
+                result = self._failure(probe_id, h)
+            result.harness = h
+            return result
+        finally:
+            folder.remove()
+
+    # ------------------------------------------------------------------ self-test
+
+    def _selftest(self, private):
+        """A process forked and walled exactly like a probe checks every defence in force from inside."""
+        from autograder import REPO_ROOT
+        folder = scratch.ProbeFolder(self.scratch, 'selftest', {}, self.user,
+                                     (1, 64) if self.on['namespaces'] else None)
+        got = {}
+
+        def handler(payload, pid):
+            if payload.startswith(b'selftest '):
+                got.update(json.loads(payload[len(b'selftest '):].decode()))
+            return b'ok'
+        try:
+            paths = scratch.inside_paths(folder, self.on['namespaces'], os.path.join(self.scratch, 'code'))
+            hidden = [p for p in private if p]
+            readonly = [paths['code'], os.path.dirname(paths['inputs'])]
+            if self.on['namespaces']:
+                hidden += [REPO_ROOT, scratch.BASE, '/root', '/var/lib', '/home', '/etc/shadow']
+                readonly += ['/', '/usr', '/etc', '/dev', paths['job']]
+            expect = {'uid': self.user[0] if self.user else None, 'gid': self.user[1] if self.user else None,
+                      'seccomp': self.on['seccomp'], 'namespaces': self.on['namespaces'], 'hidden': hidden,
+                      'writable': [paths['out'], paths['home']], 'readonly': readonly,
+                      'rlimits': self._spec('selftest', folder, paths, 30)['rlimits']}
+            h = self._process('selftest', folder, {'probe': 'selftest', 'selftest': expect}, 30, handler)
+        finally:
+            folder.remove()
+        failed = {k: v for k, v in got.items() if v is not True}
+        if h['ended'] != 'exit' or h['exit_code'] != 0 or not got or failed:
+            advice = ''
+            if 'filesystem' in failed and not self.on['namespaces'] and any(p in failed['filesystem'] for p in private):
+                advice = ('. Without namespaces student code can read whatever the sandbox user can: make these '
+                          'private to root (chmod 700, e.g. the folder of a batch export), or grade where namespaces '
+                          'are available')
+            raise SandboxRefused('the sandbox self-test failed, so no student code was run: %s%s'
+                                 % ('; '.join('%s: %s' % kv for kv in failed.items()) if failed
+                                    else 'the self-test process ended with %s (exit %s, signal %s)'
+                                    % (h['ended'], h['exit_code'], h['signal']), advice))
+        return {k: True for k in got}
+
+    # ------------------------------------------------------------------ messages
+
+    def _describe(self, h):
+        kind = h['ended']
+        if kind == 'timeout':
+            return ('it ran longer than the %g s allowed (%.1f s of CPU time: an infinite loop or a very slow forward?) '
+                    'and was stopped' % (h['cpu_limit'], h.get('cpu_seconds', 0)))
+        if kind == 'wall' and h.get('idle_seconds'):
+            return ('it used almost no CPU for %g s (sleeping, or waiting for something that never comes?) and was '
+                    'stopped' % h['idle_seconds'])
+        if kind == 'wall':
+            return ('it ran longer than the %g s allowed (%.0f s of wall-clock time while using little CPU: '
+                    'sleeping or waiting forever?) and was stopped' % (h['cpu_limit'], h['wall_seconds']))
+        if kind == 'budget':
+            return ('the grading time budget of %g s was used up (earlier tests timed out: look for an infinite '
+                    'loop or a very slow forward)' % self.cfg.total_seconds)
+        if kind == 'link':
+            return ('it was stopped: %s' % '; '.join(h.get('link_errors') or ['it misused the grader\'s channel'])[:600])
+        if kind == 'oom':
+            return ('the process ran out of memory and was killed by SIGKILL (the grading\'s memory limit is %d MB; '
+                    'allocating more than the test needs?)' % self.cfg.cgroup_memory_mb)
+        if h.get('signal'):
+            hint = {'SIGKILL': ' (out of memory, or a limit was hit)', 'SIGXCPU': ' (CPU time limit)',
+                    'SIGXFSZ': ' (wrote or printed more than the file-size limit)',
+                    'SIGSEGV': ' (crashed)', 'SIGSYS': ' (a forbidden system call)'}.get(h['signal'], '')
+            return 'the process was killed by %s%s' % (h['signal'], hint)
+        return 'the process exited with code %d (sys.exit or os._exit in your code?)' % h['exit_code']
+
+    def _failure(self, probe_id, h, exited_without_results=False):
+        status = 'timeout' if h['ended'] in ('timeout', 'wall', 'budget') else 'crashed'
+        text = self._describe(h)
+        if probe_id == report_schema.IMPORT:
+            return ProbeResult(status, 'importing your model.py did not finish: %s' % text)
+        if exited_without_results:
+            return ProbeResult('invalid', 'its process ended without leaving results: %s' % text)
+        return ProbeResult(status, text)

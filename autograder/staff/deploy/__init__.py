@@ -1,0 +1,1 @@
+"""Staff: the Gradescope zip (build-zip) and its golden file listing."""

@@ -1,0 +1,1 @@
+"""Staff: reference answers to the handout's empirical and written questions (experiments)."""

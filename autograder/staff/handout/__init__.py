@@ -1,0 +1,1 @@
+"""Staff: the student handout built from the reference (build-template, build-handout)."""

@@ -1,0 +1,448 @@
+"""
+The student handout as a build product of the staff reference.
+
+    python -m autograder build-template [--check] [--output DIR]
+    python -m autograder build-handout [--output ZIP]
+
+build-template turns reference/ into student_template/hw1/: solution markers are stripped
+(see strip_markers), the hand-written files of student_template/templates/ are added, and
+the public tests get their expected values computed from the reference in a subprocess, so
+that the reference's `mingpt` package never meets the template's, and the signatures of the
+grader's known bugs on the same public inputs (public_known_bugs.py). --check regenerates into
+a temporary folder and fails if the committed template differs.
+
+build-handout zips the generated template plus the corpus into dist/hw1_handout.zip.
+"""
+
+import argparse
+import inspect
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+from autograder import DATA_FILE, GRADING_YAML, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from autograder.staff.handout import public_known_bugs
+
+TEMPLATES_DIR = os.path.join(REPO_ROOT, 'student_template', 'templates')
+HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
+
+# reference files shipped to students, processed for markers (copied verbatim if they have none)
+REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py']
+# hand-written files of student_template/templates/, also processed for markers
+TEMPLATE_FILES = ['README.md', 'plot_logs.py', 'requirements.txt', 'test_model.py']
+# optional parts known to the markers; grading.yaml handout.optional_parts switches them
+OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
+
+# the placeholders in templates/test_model.py that the generator fills in
+EXPECTED_PLACEHOLDER = 'EXPECTED = {}  # filled in by build-template from the staff reference\n'
+PARAMETERS_PLACEHOLDER = 'GPT_PARAMETERS = []  # filled in by build-template from the staff reference\n'
+PLAN_PLACEHOLDER = 'PROJECTION_PLAN = None  # filled in by build-template: plan_projections of autograder/child/adapter.py\n'
+BUGS_PLACEHOLDER = 'LIKELY_BUGS = {}  # filled in by build-template: fingerprint id -> likely bug\n'
+SIGNATURES_PLACEHOLDER = 'BUG_SIGNATURES = {}  # filled in by build-template: case -> [(fingerprint id, signature)]\n'
+RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
+# the grader's own memory code (test 9.1), shipped beside test_model.py so that the public tests judge the
+# memory figure exactly as the grader does: {handout path: the grader module it is copied from}
+MEMORY_MODULES = {'grader_memory/cuda_view.py': 'autograder/child/cuda_view.py',
+                  'grader_memory/memory_readings.py': 'autograder/contract/memory_readings.py',
+                  'grader_memory/memory_rules.py': 'autograder/contract/memory_rules.py'}
+MEMORY_PACKAGE_DOC = (
+    '"""\n'
+    "The autograder's own code for test 9.1 (attention memory), copied here by the course staff's\n"
+    "build-template so that `python test_model.py` judges your memory figure exactly as the grader\n"
+    "does. Do not edit: it is regenerated, and it is not uploaded.\n"
+    '"""\n')
+
+
+def _upload_rules_source():
+    """
+    The grader's own upload checks, copied so that the public tests and test 1.1 say the same:
+    size and decoding (submission.py), the handout interface and 'nothing to grade' (interface_check.py).
+    """
+    from autograder.judge import interface_check, submission
+    parts = ['# copied by build-template from autograder/judge/submission.py and interface_check.py: do not edit here',
+             'MAX_MODEL_BYTES = %d' % submission.MAX_MODEL_BYTES,
+             'INTERFACE = %r' % (interface_check.INTERFACE,),
+             '_MODULE_BASES = frozenset(%r)' % sorted(interface_check._MODULE_BASES)]
+    functions = (submission.too_large, submission._line_of, submission.not_utf8, submission.read_source,
+                 interface_check._names_defined, interface_check._classes, interface_check._has_method, interface_check.missing,
+                 interface_check.nothing_to_grade)
+    return '\n'.join(parts) + '\n\n\n' + '\n\n'.join(inspect.getsource(f) for f in functions)
+
+
+def _projection_plan_source():
+    """The grader's own layer matching (autograder/child/adapter.py), copied so public tests and grader agree."""
+    from autograder.child import adapter
+    body = '\n\n'.join(inspect.getsource(f) for f in (adapter._role_hint, adapter.plan_projections))
+    return '# copied by build-template from autograder/child/adapter.py: do not edit here\n' + body
+
+# ----------------------------------------------------------------------------- markers
+
+_MARKER = re.compile(r'^(?P<indent>[ \t]*)# (?P<kind>BEGIN|END) (?P<block>SOLUTION|PROMPT|OPTIONAL)(?: (?P<name>\S+))?[ \t]*$')
+# any mention of a block marker that is not a well-formed marker line is refused, so a typo
+# ("#BEGIN SOLUTION", "# END SOLUTION here") cannot silently ship solution code
+_MARKER_WORDS = re.compile(r'\b(BEGIN|END) (SOLUTION|PROMPT|OPTIONAL)\b')
+_LINE_SOLUTION = re.compile(r'#\s*SOLUTION[ \t]*$')
+
+
+class MarkerError(ValueError):
+    """A malformed, unpaired or wrongly nested solution marker, with its file and line."""
+
+    def __init__(self, filename, lineno, message):
+        super().__init__('%s:%d: %s' % (filename, lineno, message))
+        self.filename, self.lineno = filename, lineno
+
+
+def has_markers(text):
+    return bool(_MARKER_WORDS.search(text) or any(_LINE_SOLUTION.search(l) for l in text.splitlines()))
+
+
+def strip_markers(text, filename='<text>', optional_parts=None):
+    """
+    The student version of `text`:
+      - `# BEGIN SOLUTION` .. `# END SOLUTION`: removed with the markers;
+      - a line ending in `# SOLUTION`: removed;
+      - `# BEGIN PROMPT` .. `# END PROMPT`: every line is a comment `<indent># ...` in the
+        reference and becomes `<indent>...` (its leading `# ` removed);
+      - `# BEGIN OPTIONAL name` .. `# END OPTIONAL`: kept (markers removed, inner markers
+        processed) when optional_parts[name] is true, removed entirely when false;
+        `# BEGIN OPTIONAL !name` the other way round (what the part replaces when it is off).
+    SOLUTION and PROMPT blocks may sit inside an OPTIONAL one; no other nesting is allowed.
+    Blank lines around a removed region are collapsed to at most two.
+    """
+    optional_parts = dict.fromkeys(OPTIONAL_PARTS, True) if optional_parts is None else optional_parts
+
+    def kept(name):
+        # `# BEGIN OPTIONAL !part`: kept only when the part is OFF, for the code the part replaces
+        # (the original starter's generate without a KV cache); its lines are PROMPT comments in the reference
+        return optional_parts[name.lstrip('!')] != name.startswith('!')
+    out = []
+    removed_at = []       # indices into `out` where something was dropped
+    stack = []            # open blocks: (block, lineno, indent, name)
+    dropping = 0          # > 0 while inside a removed region (SOLUTION, or a switched-off OPTIONAL)
+
+    def open_blocks():
+        return [b for b, _, _, _ in stack]
+
+    for lineno, line in enumerate(text.splitlines(keepends=True), 1):
+        m = _MARKER.match(line.rstrip('\r\n'))
+        if m is None and _MARKER_WORDS.search(line):
+            raise MarkerError(filename, lineno, 'malformed marker %r: a marker is alone on its line, '
+                              'as "# BEGIN SOLUTION", "# END PROMPT" or "# BEGIN OPTIONAL <name>"' % line.strip())
+        if m is not None:
+            kind, block, name, indent = m.group('kind'), m.group('block'), m.group('name'), m.group('indent')
+            if kind == 'BEGIN':
+                if stack and (stack[-1][0] != 'OPTIONAL' or block == 'OPTIONAL'):
+                    raise MarkerError(filename, lineno, 'BEGIN %s inside %s opened at line %d: these blocks do not nest'
+                                      % (block, stack[-1][0], stack[-1][1]))
+                if block == 'OPTIONAL':
+                    if name is None or name.lstrip('!') not in optional_parts:
+                        raise MarkerError(filename, lineno, 'unknown optional part %r (known: %s)'
+                                          % (name, ', '.join(sorted(optional_parts))))
+                elif name is not None:
+                    raise MarkerError(filename, lineno, 'BEGIN %s takes no name' % block)
+                stack.append((block, lineno, indent, name))
+                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(name)):
+                    dropping += 1
+            else:
+                if not stack or stack[-1][0] != block:
+                    where = 'no block is open' if not stack else '%s opened at line %d is still open' % (stack[-1][0], stack[-1][1])
+                    raise MarkerError(filename, lineno, 'END %s without BEGIN %s: %s' % (block, block, where))
+                if name is not None:
+                    raise MarkerError(filename, lineno, 'END %s takes no name' % block)
+                opened = stack.pop()
+                if block == 'SOLUTION' or (block == 'OPTIONAL' and not kept(opened[3])):
+                    dropping -= 1
+            removed_at.append(len(out))
+            continue
+
+        if _LINE_SOLUTION.search(line):
+            if 'PROMPT' in open_blocks():
+                raise MarkerError(filename, lineno, '"# SOLUTION" line inside the PROMPT block opened at line %d'
+                                  % stack[-1][1])
+            removed_at.append(len(out))
+            continue
+        if dropping:
+            removed_at.append(len(out))
+            continue
+        if stack and stack[-1][0] == 'PROMPT':
+            indent = stack[-1][2]
+            body = line.rstrip('\r\n')
+            ending = line[len(body):]
+            if body.strip() == '':
+                line = ending
+            elif body == indent + '#':
+                line = ending
+            elif body.startswith(indent + '# '):
+                line = indent + body[len(indent) + 2:] + ending
+            else:
+                raise MarkerError(filename, lineno, 'line in a PROMPT block must be a comment "%s# ..." '
+                                  'at the indentation of its BEGIN PROMPT' % indent)
+        out.append(line)
+
+    if stack:
+        block, lineno, _, _ = stack[-1]
+        raise MarkerError(filename, lineno, 'BEGIN %s is never closed (END %s missing before the end of the file)'
+                          % (block, block))
+    return ''.join(_collapse_blank_runs(out, set(removed_at)))
+
+
+def _collapse_blank_runs(lines, removed_at):
+    """At most two blank lines where a region was removed, none at the end of the file."""
+    result, i = [], 0
+    while i < len(lines):
+        if lines[i].strip():
+            result.append(lines[i])
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and not lines[j].strip():
+            j += 1
+        run = lines[i:j]
+        if any(i <= k <= j for k in removed_at):
+            run = run[:2] if j < len(lines) else []
+        result.extend(run)
+        i = j
+    return result
+
+
+def solution_lines(text):
+    """Stripped non-blank lines inside SOLUTION blocks or ending in `# SOLUTION` (for leak checks)."""
+    inside, lines = False, []
+    for line in text.splitlines():
+        m = _MARKER.match(line)
+        if m and m.group('block') == 'SOLUTION':
+            inside = m.group('kind') == 'BEGIN'
+        elif (inside or _LINE_SOLUTION.search(line)) and line.strip() and not m:
+            lines.append(line.strip())
+    return lines
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def load_optional_parts(path=GRADING_YAML):
+    """grading.yaml handout.optional_parts (config.load validates it), each known part defaulting to on."""
+    from autograder.judge import config
+    parts = dict.fromkeys(OPTIONAL_PARTS, True)
+    parts.update(config.load(path).handout['optional_parts'])
+    return parts
+
+# ----------------------------------------------------------------------------- generation
+
+
+def _read(path):
+    with open(path, encoding='utf-8', newline='') as f:
+        return f.read()
+
+
+def _format_floats(values, indent, per_line=8):
+    # 7 significant digits of float64 results: far below the tests' 1e-5 tolerance, and
+    # float64 noise (~1e-16) practically never crosses a rounding boundary, so the file is
+    # the same on every CPU
+    items = ['%.7g' % v for v in values]
+    rows = [', '.join(items[i:i + per_line]) + ',' for i in range(0, len(items), per_line)]
+    return ''.join('%s%s\n' % (indent, row) for row in rows)
+
+
+def _expected_literal(expected):
+    parts = ['EXPECTED = {\n']
+    for name, (shape, values) in expected.items():
+        parts.append('    %r: (%r, [\n' % (name, tuple(shape)))
+        parts.append(_format_floats(values, ' ' * 8))
+        parts.append('    ]),\n')
+    parts.append('}\n')
+    return ''.join(parts)
+
+
+def _parameters_literal(parameters):
+    rows = ''.join('    (%r, %r),\n' % (name, tuple(shape)) for name, shape in parameters)
+    return 'GPT_PARAMETERS = [\n%s]\n' % rows
+
+
+_EXPECTED_SCRIPT = '''
+import importlib.util, json, sys
+import torch
+torch.set_num_threads(1)
+sys.path.insert(0, sys.argv[1])
+spec = importlib.util.spec_from_file_location('hw1_public_tests', sys.argv[2])
+tests = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tests)
+json.dump(tests.compute_expected(), sys.stdout)
+'''
+
+
+def compute_expected(test_source, reference_dir=REFERENCE_DIR, beside=None):
+    """
+    Run the public tests' cases on the reference in a fresh interpreter (float64) and return
+    {'expected': {name: (shape, values)}, 'parameters': [(name, shape)]}. `beside`: {relative
+    path: text} of the files the tests import from their own folder (grader_memory/).
+    """
+    with tempfile.TemporaryDirectory(prefix='hw1_expected_') as tmp:
+        write_tree(beside or {}, tmp)
+        path = os.path.join(tmp, 'public_tests.py')
+        with open(path, 'w', encoding='utf-8') as f:
+            f.write(test_source)
+        env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+        env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1')
+        proc = subprocess.run([sys.executable, '-c', _EXPECTED_SCRIPT, reference_dir, path], cwd=tmp, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if proc.returncode != 0:
+        raise RuntimeError('computing the public tests\' expected values on the reference failed:\n%s' % proc.stderr)
+    result = json.loads(proc.stdout)
+    for name, (_, values) in result['expected'].items():
+        if not all(abs(v) < float('inf') for v in values):
+            raise RuntimeError('the reference gives non-finite values for public test case %r' % name)
+    return result
+
+
+def generate(optional_parts=None):
+    """The student template as {relative path: text}, in a fixed order."""
+    optional_parts = load_optional_parts() if optional_parts is None else optional_parts
+    files = {}
+    for rel in REFERENCE_FILES:
+        text = _read(os.path.join(REFERENCE_DIR, rel))
+        files[rel] = strip_markers(text, 'reference/' + rel, optional_parts) if has_markers(text) else text
+    for rel in TEMPLATE_FILES:
+        text = _read(os.path.join(TEMPLATES_DIR, rel))
+        files[rel] = strip_markers(text, 'student_template/templates/' + rel, optional_parts)
+
+    files['grader_memory/__init__.py'] = MEMORY_PACKAGE_DOC
+    for rel, origin in MEMORY_MODULES.items():
+        files[rel] = ('# copied by build-template from %s: do not edit here\n' % origin) + _read(os.path.join(REPO_ROOT, origin))
+
+    source = files['test_model.py']
+    for placeholder in (EXPECTED_PLACEHOLDER, PARAMETERS_PLACEHOLDER, PLAN_PLACEHOLDER, BUGS_PLACEHOLDER,
+                        SIGNATURES_PLACEHOLDER, RULES_PLACEHOLDER):
+        if source.count(placeholder) != 1:
+            raise ValueError('student_template/templates/test_model.py must contain the line %r exactly once'
+                             % placeholder.strip())
+    source = source.replace(PLAN_PLACEHOLDER, _projection_plan_source())
+    source = source.replace(RULES_PLACEHOLDER, _upload_rules_source())
+    beside = {rel: text for rel, text in files.items() if rel.startswith('grader_memory/')}
+    computed = compute_expected(source, beside=beside)
+    likely, signatures = public_known_bugs.bug_signatures(source, computed['expected'], beside=beside)
+    source = source.replace(BUGS_PLACEHOLDER, public_known_bugs.descriptions_literal(likely))
+    source = source.replace(SIGNATURES_PLACEHOLDER, public_known_bugs.signatures_literal(signatures))
+    source = source.replace(EXPECTED_PLACEHOLDER, _expected_literal(computed['expected']))
+    files['test_model.py'] = source.replace(PARAMETERS_PLACEHOLDER, _parameters_literal(computed['parameters']))
+    return files
+
+
+def write_tree(files, out_dir):
+    for rel, text in files.items():
+        path = os.path.join(out_dir, *rel.split('/'))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w', encoding='utf-8', newline='') as f:
+            f.write(text)
+
+
+def _tree_files(root):
+    """Relative paths of the files under root, minus caches a test run leaves behind."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ('__pycache__', '.pytest_cache'))
+        for name in filenames:
+            if not name.endswith('.pyc'):
+                found.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, '/'))
+    return sorted(found)
+
+
+def diff_files(files, directory):
+    """Paths where `directory` differs from the generated `files` (missing, extra or other bytes)."""
+    on_disk = set(_tree_files(directory)) if os.path.isdir(directory) else set()
+    differing = set(on_disk ^ set(files))
+    for rel in on_disk & set(files):
+        with open(os.path.join(directory, *rel.split('/')), 'rb') as f:
+            if f.read() != files[rel].encode('utf-8'):
+                differing.add(rel)
+    return sorted(differing)
+
+
+def build_template(out_dir=TEMPLATE_DIR, optional_parts=None):
+    """Regenerate the template into out_dir, removing files the generator no longer writes."""
+    files = generate(optional_parts)
+    if os.path.isdir(out_dir):
+        for rel in _tree_files(out_dir):
+            if rel not in files:
+                os.remove(os.path.join(out_dir, *rel.split('/')))
+    write_tree(files, out_dir)
+    return sorted(files)
+
+
+def check_template(template_dir=TEMPLATE_DIR, optional_parts=None):
+    """Paths of template_dir that differ from a fresh generation (empty when up to date)."""
+    return diff_files(generate(optional_parts), template_dir)
+
+# ----------------------------------------------------------------------------- handout zip
+
+
+def build_handout(output=HANDOUT_ZIP, data_file=DATA_FILE, template_dir=TEMPLATE_DIR):
+    """
+    Write the handout zip: hw1/<template files> and hw1/input.txt, byte-for-byte reproducible.
+    It is built from a fresh generation and refused if the committed template is stale, so
+    what students download is always what the repository shows.
+    """
+    if not os.path.isfile(data_file):
+        raise FileNotFoundError('%s is missing: run ./setup.sh to build the Shakespeare corpus first.' % data_file)
+    files = generate()
+    stale = diff_files(files, template_dir)
+    if stale:
+        raise RuntimeError('student_template/hw1 differs from the reference (%s): run `python -m autograder '
+                           'build-template` and commit the result before building the handout.' % ', '.join(stale))
+    entries = {'hw1/' + rel: text.encode('utf-8') for rel, text in files.items()}
+    with open(data_file, 'rb') as f:
+        entries['hw1/input.txt'] = f.read()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, 'w', zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(entries):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # fixed time: same bytes every build
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3  # unix, whatever machine builds it
+            zf.writestr(info, entries[name])
+    with open(output, 'wb') as f:
+        f.write(buffer.getvalue())
+    return sorted(entries)
+
+# ----------------------------------------------------------------------------- command line
+
+
+def main(argv):
+    command, args = argv[0], argv[1:]
+    parser = argparse.ArgumentParser(prog='python -m autograder %s' % command)
+    try:
+        if command == 'build-template':
+            parser.description = 'Regenerate student_template/hw1 from reference/ and student_template/templates/.'
+            parser.add_argument('--check', action='store_true', help='regenerate into a temporary folder and '
+                                'exit 1 listing the files that differ from the committed template')
+            parser.add_argument('--output', default=TEMPLATE_DIR, help='folder to write (default: %(default)s)')
+            opts = parser.parse_args(args)
+            if opts.check:
+                differing = check_template(opts.output)
+                if differing:
+                    print('student_template is out of date with the reference; differing files:', file=sys.stderr)
+                    for rel in differing:
+                        print('  ' + rel, file=sys.stderr)
+                    print('run `python -m autograder build-template` and commit the result', file=sys.stderr)
+                    return 1
+                print('student_template/hw1 is up to date')
+                return 0
+            written = build_template(opts.output)
+            print('wrote %d files to %s' % (len(written), opts.output))
+            return 0
+        if command == 'build-handout':
+            parser.description = 'Write the student handout zip (generated template plus input.txt).'
+            parser.add_argument('--output', default=HANDOUT_ZIP, help='zip to write (default: %(default)s)')
+            opts = parser.parse_args(args)
+            names = build_handout(opts.output)
+            print('wrote %s (%d files)' % (opts.output, len(names)))
+            return 0
+    except (MarkerError, FileNotFoundError, RuntimeError, ValueError) as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    parser.error('unknown command %r' % command)

@@ -1,0 +1,136 @@
+"""
+Signatures of the known bugs for the public tests (build-template).
+
+The grader names the known bugs of autograder/judge/known_bugs.py (source patches of
+the reference). build-template applies the same patches, runs the public tests' own cases
+on every patched reference (float64, in one fresh interpreter), and keeps, for each case an
+output fails, the short signature that test_model.py's `signature()` computes. Only the
+public inputs are ever run, so nothing of the grader's hidden inputs reaches the handout.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from autograder import REFERENCE_DIR
+from autograder.judge import known_bugs
+
+# an output of a bug is worth naming only where the public test fails on it: every public
+# tolerance is at most this (ATOL_GPT), and the bugs differ from the reference by > 1e-2
+FAILS_ABOVE = 1e-4
+# signatures are written with 7 significant digits, like EXPECTED
+_DIGITS = '%.7g'
+
+_VARIANTS_SCRIPT = '''
+import contextlib, importlib.util, io, json, sys
+import torch
+torch.set_num_threads(1)
+torch.set_default_dtype(torch.float64)
+test_path, variants, out_path = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+result = {}
+for n, (variant_id, folder) in enumerate(variants):
+    for name in [m for m in sys.modules if m == 'mingpt' or m.startswith('mingpt.')]:
+        del sys.modules[name]  # each variant imports its own mingpt package
+    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location('hw1_public_tests_%d' % n, test_path)
+    tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tests)
+    outputs = {}
+    for case in tests.CASES.values():
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                produced = case(torch.float64)
+        except Exception:
+            continue  # a variant that crashes on a case has no signature there
+        for name, (out, _) in produced.items():
+            outputs[name] = {'values': out.detach().double().flatten().tolist(),
+                             'signature': tests.signature(out)}
+    result[variant_id] = outputs
+    sys.path.remove(folder)
+with open(out_path, 'w') as f:
+    json.dump(result, f)
+'''
+
+
+def _variant_folder(root, known_bug, reference_dir):
+    """A copy of reference/mingpt with the known bug's patch applied to model.py."""
+    folder = os.path.join(root, known_bug.id)
+    shutil.copytree(os.path.join(reference_dir, 'mingpt'), os.path.join(folder, 'mingpt'),
+                    ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+    model = os.path.join(folder, 'mingpt', 'model.py')
+    with open(model, encoding='utf-8') as f:
+        source = f.read()
+    with open(model, 'w', encoding='utf-8') as f:
+        f.write(known_bugs.apply(known_bug, source))
+    return folder
+
+
+def run_variants(test_source, reference_dir=REFERENCE_DIR, beside=None):
+    """
+    {known bug id: {case name: {'values': [...], 'signature': [...]}}} on the public cases.
+    `beside`: {relative path: text} of the files the tests import from their own folder.
+    """
+    with tempfile.TemporaryDirectory(prefix='hw1_bugs_') as tmp:
+        for rel, text in (beside or {}).items():
+            path = os.path.join(tmp, *rel.split('/'))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w', encoding='utf-8') as f:
+                f.write(text)
+        variants = [(f.id, _variant_folder(tmp, f, reference_dir)) for f in known_bugs.KNOWN_BUGS]
+        test_path, out_path = os.path.join(tmp, 'public_tests.py'), os.path.join(tmp, 'variants.json')
+        with open(test_path, 'w', encoding='utf-8') as f:
+            f.write(test_source)
+        env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+        env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1')
+        proc = subprocess.run([sys.executable, '-c', _VARIANTS_SCRIPT, test_path, json.dumps(variants), out_path],
+                              cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True)
+        if proc.returncode != 0:
+            raise RuntimeError('running the known bug variants on the public cases failed:\n%s' % proc.stderr)
+        with open(out_path) as f:
+            return json.load(f)
+
+
+def _fails(values, expected):
+    """True when a variant's output is finite and differs from the reference past FAILS_ABOVE."""
+    if len(values) != len(expected):
+        return False  # another shape: the test's shape message says enough
+    if not all(abs(v) < float('inf') for v in values):
+        return False
+    return max(abs(a - b) for a, b in zip(values, expected)) > FAILS_ABOVE
+
+
+def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR, beside=None):
+    """
+    (likely_bugs, signatures): {known bug id: what the student is told} and
+    {case name: [(known bug id, signature)]} for every variant output the public test fails.
+    """
+    by_case = {}
+    for variant_id, outputs in run_variants(test_source, reference_dir, beside).items():
+        for name, output in outputs.items():
+            if name in expected and _fails(output['values'], expected[name][1]):
+                signature = [float(_DIGITS % v) for v in output['signature']]
+                by_case.setdefault(name, []).append((variant_id, signature))
+    used = sorted({variant_id for entries in by_case.values() for variant_id, _ in entries})
+    likely = {variant_id: known_bugs.BY_ID[variant_id].description for variant_id in used}
+    ordered = {name: by_case[name] for name in expected if name in by_case}
+    return likely, ordered
+
+
+def descriptions_literal(likely):
+    rows = ''.join('    %r: %r,\n' % (variant_id, text) for variant_id, text in likely.items())
+    return 'LIKELY_BUGS = {\n%s}\n' % rows
+
+
+def signatures_literal(signatures):
+    parts = ['BUG_SIGNATURES = {\n']
+    for name, entries in signatures.items():
+        parts.append('    %r: [\n' % name)
+        for variant_id, signature in entries:
+            parts.append('        (%r, [%s]),\n' % (variant_id, ', '.join(_DIGITS % v for v in signature)))
+        parts.append('    ],\n')
+    parts.append('}\n')
+    return ''.join(parts)

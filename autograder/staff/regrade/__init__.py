@@ -1,0 +1,1 @@
+"""Staff: a class export regraded (batch), its gradebook, class report, diff and pictures."""
