@@ -246,7 +246,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors, wall_error.
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
-    reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in core.py).
+    reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in grading.py).
     `dump_path`: the harness's path of the process's out/<report_schema.HANG_DUMP>; None: killed at once.
     `idle_seconds`: a process that used less than IDLE_CPU of CPU over this much wall time sleeps or waits
     forever: it is stopped like one past its wall cap (ended 'wall', harness['idle_seconds'] says why).
