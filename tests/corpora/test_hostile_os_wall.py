@@ -225,7 +225,7 @@ def test_attacks_on_the_sandbox_design_gain_nothing(ag_root, monkeypatch, setup)
 
 @needs_sandbox
 def test_the_self_test_holds_in_a_fresh_interpreter_whatever_is_imported():
-    code = 'import sys; sys.path.insert(0, %r); from autograder.sandbox.cli import main; sys.exit(main(["x", "check"]))'
+    code = 'import sys; sys.path.insert(0, %r); from autograder.judge.sandbox_commands import main; sys.exit(main(["x", "check"]))'
     proc = subprocess.run([sys.executable, '-I', '-c', code % REPO], cwd='/', capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
