@@ -184,6 +184,22 @@ def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+def arm_hang_dump(out_dir):
+    """
+    faulthandler dumps every thread's Python stack into out/HANG_DUMP on report_schema.HANG_SIGNAL: the harness
+    sends it at a deadline or wall cap and kills the process a moment later, so that the message can
+    name the line of model.py that was running. Armed before model.py is imported (the import can hang
+    too); student code can unset it, and then there is no dump (the message names no line).
+    """
+    import faulthandler
+    import signal
+    try:
+        fd = os.open(os.path.join(out_dir, report_schema.HANG_DUMP), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        faulthandler.register(signal.Signals(report_schema.HANG_SIGNAL), file=os.fdopen(fd, 'w'), all_threads=True)
+    except (OSError, ValueError, RuntimeError):
+        pass   # no dump: the harness reports the hang without a line
+
+
 def run(job_dir):
     """One probe (job['probe']; 'import' only imports model.py). Returns the exit code."""
     global JOB_DIR, OUT
@@ -192,6 +208,7 @@ def run(job_dir):
         job = json.load(f)
     probe_id, paths = job['probe'], job['paths']
     OUT = paths['out']
+    arm_hang_dump(OUT)
     sys.path.insert(0, paths['code'])   # mingpt/ (the student's model.py) and chargpt.py
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True, warn_only=True)

@@ -11,7 +11,9 @@ Protocol (SOCK_SEQPACKET, one JSON object per message):
   harness -> zygote   {"op": "spawn", "id": n, "spec": {...}} with two descriptors (log, link)
   zygote -> harness   {"op": "ready", ...} once; {"op": "spawned", "id": n, "pid": p} or
                       {"op": "error", "id": n, "error": "..."}; {"op": "exit", "pid": p, "status": s,
-                      "rusage": {...}} for every child it reaps (it is their subreaper).
+                      "rusage": {...}} for every child it reaps (it is their subreaper);
+  harness -> zygote   {"op": "sync", "id": n}: it reaps what it can, then answers {"op": "synced", "id": n}
+                      (every exit event of a process that is gone now comes before that answer).
 When the control socket closes, the zygote kills what it started and ends.
 
 Imports nothing of `autograder` but its contract (autograder/contract/): the wall arrives as an argument.
@@ -142,6 +144,10 @@ def main(control_fd, wall, drop_path=None):
                     pass
             os._exit(0)
         request = json.loads(data.decode())
+        if request.get('op') == 'sync' and not fds:   # every exit so far reported before the answer
+            _reap(control, children)
+            _send(control, {'op': 'synced', 'id': request.get('id')})
+            continue
         if request.get('op') != 'spawn' or len(fds) != 2:
             for fd in fds:
                 os.close(fd)

@@ -7,13 +7,16 @@ torch.cuda memory queries (child/cuda_view.py) and logs every one of them.
     handler.log -> [{'i': 0, 'kind': 'allocated', 'call': 'memory_allocated', 'value': 123, 'pid': pid}, ...]
 
 What each query means, read from /proc/<pid>/status of the process that asked:
-  memory_allocated / memory_reserved           RssAnon: the anonymous memory it holds (tensor data)
-  max_memory_allocated / max_memory_reserved   VmHWM - RssFile - RssShmem: its anonymous peak since the
-                                               last reset (VmHWM is total resident peak; file pages are not tensors)
+  memory_allocated / memory_reserved           RssAnon + RssShmem: every page it holds that is not a file's
+                                               copy: private anonymous memory (tensor data) AND shared memory
+                                               (mmap(-1, MAP_SHARED), memfd, a mapped tmpfs or /dev/shm file),
+                                               so that no tensor can live where the meter does not look
+  max_memory_allocated / max_memory_reserved   VmHWM - RssFile: that peak since the last reset (VmHWM is the
+                                               total resident peak; pages of ordinary files are not tensors)
   reset_peak_memory_stats                      writes 5 to /proc/<pid>/clear_refs, which resets VmHWM
   memory_stats                                 one allocated and one peak reading ("current peak")
-  mem_get_info                                 free = total - RssAnon ("free total")
-  mark <text>                                  the probe's start/end of a measured call (value: RssAnon)
+  mem_get_info                                 free = total - allocated ("free total")
+  mark <text>                                  the probe's start/end of a measured call (value: allocated)
   report <query> <int>                         gpu profile only: a reading of the real CUDA allocator that
                                                the child forwards (logged with 'source': 'child')
 
@@ -49,10 +52,11 @@ def proc_status(pid):
 
 
 def proc_measure(pid):
-    """(allocated, peak) of a process: RssAnon, and its anonymous peak since the last reset."""
+    """(allocated, peak) of a process: RssAnon + RssShmem (anonymous and shared memory: a tensor in a shared
+    mapping is memory too), and that peak since the last reset (VmHWM less the pages of files)."""
     s = proc_status(pid)
-    anon = s['RssAnon']
-    return anon, max(anon, s['VmHWM'] - s['RssFile'] - s.get('RssShmem', 0))
+    anon = s['RssAnon'] + s.get('RssShmem', 0)
+    return anon, max(anon, s['VmHWM'] - s['RssFile'])
 
 
 def proc_reset(pid):

@@ -43,6 +43,11 @@ MAX_ITEMSIZE = 8                    # bytes per element (float64, int64)
 FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')
 
 
+HANG_DUMP = 'hang-stack.txt'   # in out/: the Python stack the probe process dumps on HANG_SIGNAL (runner.arm_hang_dump)
+HANG_SIGNAL = 10               # SIGUSR1: the harness sends it at a deadline or wall cap, then kills a moment later
+MAX_HANG_DUMP = 64 * 1024      # bytes of the dump the harness reads back (faulthandler writes ~100 frames a thread)
+
+
 def report_name(probe_id):
     return probe_id + '.json'
 

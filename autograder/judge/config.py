@@ -87,7 +87,8 @@ class Grading:
 SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu_seconds': int, 'max_processes': int,
                 'max_file_mb': int, 'max_json_kb': int, 'max_output_chars': int,
                 'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int,
-                'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float), 'student_text_chars': int}
+                'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float), 'student_text_chars': int,
+                'idle_seconds': (int, float)}
 PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
                 'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict,
                 'workflow': dict, 'dropout': dict, 'input_sets': int}

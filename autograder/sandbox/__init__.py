@@ -4,21 +4,23 @@ judge (the rest of autograder/). Standard library and ctypes only; nothing here 
 student code, and nothing of autograder/child/ imports this package.
 
     grading.py    Sandbox.run: one grading, one fresh process per probe, plain data back
+    settings.py   Settings: the sandbox's typed settings, given by the caller (never read from grading.yaml here)
     zygote.py     the harness's side of the zygote (child/zygote.py is the other): forks probe processes
     wall.py       what a probe process does to itself before the probe runs (namespaces, allow-listed
                   root, limits, user, seccomp); loaded by path into the zygote
-    probe.py      one probe process watched to its end: harness link, CPU deadline, how it ended
+    probe.py      one probe process watched to its end, never waited on: the link (non-blocking, the probe's
+                  own pid only), CPU deadline, idle and wall caps, the stack dump before the kill, how it ended
     seccomp.py    the seccomp filter (BPF), Docker's default deny-list and more
     defences.py   which defences are in force (grading.yaml sandbox.defences), fail closed
     cgroups.py    one cgroup per grading: CPU time, equal share, memory and task limits, OOM, kill
-    users.py      the pool of sandbox users, their locks, kill-and-confirm
-    leftovers.py  files in every writable folder, kernel keys, SysV IPC: removed
+    users.py      the pool of sandbox users, their locks, kill-and-confirm, CPU of every process they ever had
+    leftovers.py  files in every writable folder (iterative, fd-relative, fail closed), kernel keys, SysV IPC
     scratch.py    the grading's folders and the file system a probe sees
     readback.py   reading a probe's outputs: bounded bytes read once, parsed from the copy with caps
     cli.py        python -m autograder sandbox: the self-test, the clean-up, the writable-folder scan
 
-Order within the package (no circle): wall, seccomp, cgroups, readback, users <- leftovers,
-defences, zygote, scratch <- probe <- grading <- cli.
+Order within the package (no circle): wall, seccomp, cgroups, readback, users, settings <- defences
+<- leftovers, zygote, scratch <- probe <- grading <- cli.
 """
 
 import contextlib
@@ -30,6 +32,7 @@ import stat
 from autograder.sandbox.grading import GradingStopped, RunResult, Sandbox  # noqa: F401
 from autograder.sandbox.defences import SandboxRefused  # noqa: F401
 from autograder.sandbox.readback import ProbeResult  # noqa: F401
+from autograder.sandbox.settings import Settings  # noqa: F401
 from autograder.sandbox.users import claim as _claim_user  # noqa: F401  (tests and the batch engine)
 from autograder.sandbox.users import lock_path as _lock_path  # noqa: F401
 from autograder.sandbox.users import sandbox_pool as _sandbox_user  # noqa: F401

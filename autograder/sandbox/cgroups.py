@@ -248,3 +248,17 @@ def sweep_stale():
                 except OSError:
                     time.sleep(0.02)
     return removed
+
+
+class Meter:
+    """The grading cgroup's CPU counter since this probe began: every process in it, whoever reaps it."""
+
+    def __init__(self, cgroup):
+        self.cgroup = cgroup
+        self.start = cgroup.cpu_seconds() if cgroup is not None else 0.0
+
+    def sample(self):
+        return self.cgroup.cpu_seconds() - self.start if self.cgroup is not None else 0.0
+
+    def reaped(self, pid, seconds):
+        pass   # already in the counter

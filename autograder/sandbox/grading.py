@@ -26,6 +26,7 @@ from autograder.contract import report_schema
 from autograder.sandbox import cgroups, defences, leftovers, probe, readback, scratch, seccomp, users, wall
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
+from autograder.sandbox.settings import Settings
 from autograder.sandbox.zygote import Zygote
 
 LOG_TAIL = 1000              # characters of each process's stdout/stderr kept for staff
@@ -60,20 +61,21 @@ def _status(pid):
 class Sandbox:
     """One per worker process: `run` may be called for any number of gradings; close() ends its zygote."""
 
-    def __init__(self, sandbox_cfg, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE, zygote=None):
-        self.cfg = sandbox_cfg
+    def __init__(self, settings, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE, zygote=None):
+        """`settings`: a Settings (settings.py), or grading.yaml's `sandbox:` section, checked into one."""
+        sandbox_cfg = self.cfg = Settings.from_mapping(settings)
         self.handout_dir, self.data_file = handout_dir, data_file
-        self.pool, self.user_note = users.sandbox_pool(sandbox_cfg['user'], sandbox_cfg['pool_size'],
-                                                       sandbox_cfg['python_copy'])
+        self.pool, self.user_note = users.sandbox_pool(sandbox_cfg.user, sandbox_cfg.pool_size,
+                                                       sandbox_cfg.python_copy)
         self.caps = defences.capabilities(self.user_note)
-        self.plan = defences.plan(sandbox_cfg['defences'], self.caps)   # SandboxRefused: nothing runs
+        self.plan = defences.plan(sandbox_cfg.defences, self.caps)   # SandboxRefused: nothing runs
         self.on = {name: self.plan[name][0] for name in defences.NAMES}
         if not self.on['user']:
             self.pool = None
         self.user = self.pool[0] if self.pool else None
         self.python, self.python_env = sys.executable, {}
         if self.user:
-            self.python, self.python_env = users.child_python(self.user[0], self.user[1], sandbox_cfg['python_copy'])
+            self.python, self.python_env = users.child_python(self.user[0], self.user[1], sandbox_cfg.python_copy)
         self.program = seccomp.program() if self.on['seccomp'] else None
         self.zygote = zygote or Zygote(self.python, self.python_env)
         self._own_zygote = zygote is None
@@ -93,7 +95,7 @@ class Sandbox:
     # ------------------------------------------------------------------ one grading
 
     def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False, expected=None,
-            handlers=None, private=(), on_result=None):
+            handlers=None, private=(), on_result=None, skip=None):
         """
         Run the import check, then each probe of `probes`, on `model_py`, each in a fresh process.
         inputs: {probe id: {key: array}}: only those reach the probe (autograder.judge.inputs.per_probe
@@ -105,6 +107,8 @@ class Sandbox:
         private: paths student code must not be able to read (checked by the self-test).
         job['limits']: {probe id: {'address_space_margin_mb': N}}, applied before model.py is imported.
         on_result(probe id, ProbeResult): called as each probe ends (results.json written as it goes).
+        skip(probe id, {probe id: ProbeResult} so far) -> str | None: called before each probe (never the
+          import check); a string: the probe is not run, its ProbeResult is status 'skipped' with that message.
         Returns a RunResult; never raises for anything the student's code does. SandboxRefused
         when a defence is missing or fails its self-test: then no student code has run.
         """
@@ -115,7 +119,7 @@ class Sandbox:
             if self.pool:
                 self.user, lock = users.claim(self.pool)
             return self._run_locked(model_py, job, list(probes), inputs, timeouts, import_timeout, need_data,
-                                    expected, handlers or {}, private, on_result)
+                                    expected, handlers or {}, private, on_result, skip)
         finally:
             if lock is not None:
                 os.close(lock)
@@ -123,9 +127,9 @@ class Sandbox:
                 signal.signal(signal.SIGTERM, previous)
 
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected, handlers,
-                    private, on_result):
+                    private, on_result, skip=None):
         started = time.time()
-        self.budget_end = started + self.cfg['total_seconds']
+        self.budget_end = started + self.cfg.total_seconds
         per_probe = {p: dict(inputs.get(p, {})) for p in probes}
         self.landed = {'files_removed': 0, 'ipc_removed': 0}
         self.cgroup, self.scratch, self.logs = None, None, []
@@ -133,13 +137,16 @@ class Sandbox:
         try:
             self._clean(whole=True)   # what a killed grading of this user left
             if self.on['cgroups']:
-                self.cgroup = cgroups.Cgroup(self.cfg['cgroup_memory_mb'], self.cfg['max_processes'] + 8)
+                self.cgroup = cgroups.Cgroup(self.cfg.cgroup_memory_mb, self.cfg.max_processes + 8)
             self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
             self.landed['selftest'] = self._selftest(private)
             import_result = self._probe(report_schema.IMPORT, {}, import_timeout, job, {}, handlers.get(report_schema.IMPORT))
             self._tell(on_result, report_schema.IMPORT, import_result)
             for pid in probes if import_result.status == 'ok' else []:
-                if time.time() > self.budget_end:
+                skipped = skip(pid, dict(results)) if skip is not None else None
+                if skipped is not None:
+                    results[pid] = ProbeResult('skipped', str(skipped))
+                elif time.time() > self.budget_end:
                     results[pid] = ProbeResult('timeout', 'not run: ' + self._describe({'ended': 'budget'}))
                 else:
                     spec = None if expected is None else expected.get(pid, {})
@@ -180,13 +187,21 @@ class Sandbox:
         if self.user:
             users.kill_as(self.user[0])
 
-    def _clean(self, whole=False):
+    def _clean(self, whole=False, meter=None):
         """
-        Every process of the user and the cgroup killed and confirmed gone; its files removed (after every
-        process: they could be read by the next). Kernel keys and SysV IPC objects, which seccomp keeps a
-        probe from making, are removed before and after the whole grading (`whole`), should a set-up lack it.
+        Every process of the user and the cgroup killed and confirmed gone, zombies reaped, and the zygote's
+        reports of them charged to `meter` (the process that just ended: never to the next one); its files
+        removed (after every process: they could be read by the next). Kernel keys and SysV IPC objects,
+        which seccomp keeps a probe from making, are removed before and after the whole grading (`whole`),
+        should a set-up lack it.
         """
         users.kill_and_confirm(self.user[0] if self.user else None, self.cgroup)
+        if self.user:
+            users.wait_reaped(self.user[0])
+        if self.zygote.running:
+            for event in self.zygote.sync():
+                if meter is not None:
+                    meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
         if self.user:
             if not self.on['namespaces']:
                 self.landed['files_removed'] += leftovers.remove_user_files(*self.user)
@@ -210,10 +225,10 @@ class Sandbox:
         env = dict(scratch.ENV, HOME=paths['home'], TMPDIR=paths['home'], **self.python_env)
         if 'CUDA_VISIBLE_DEVICES' in os.environ:   # the gpu profile needs to see the staff's GPU choice
             env['CUDA_VISIBLE_DEVICES'] = os.environ['CUDA_VISIBLE_DEVICES']
-        rlimits = {'CORE': 0, 'AS': cfg['address_space_mb'] * mb, 'FSIZE': cfg['max_file_mb'] * mb,
-                   'CPU': [int(min(cfg['cpu_seconds'], cpu_limit + 10)), int(min(cfg['cpu_seconds'], cpu_limit + 10)) + 5]}
+        rlimits = {'CORE': 0, 'AS': cfg.address_space_mb * mb, 'FSIZE': cfg.max_file_mb * mb,
+                   'CPU': [int(min(cfg.cpu_seconds, cpu_limit + 10)), int(min(cfg.cpu_seconds, cpu_limit + 10)) + 5]}
         if self.user:
-            rlimits['NPROC'] = cfg['max_processes']
+            rlimits['NPROC'] = cfg.max_processes
         spec = {'kind': kind, 'namespaces': self.on['namespaces'], 'uid': self.user[0] if self.user else None,
                 'gid': self.user[1] if self.user else None, 'cwd': paths['home'], 'job_dir': paths['job'],
                 'cgroup_procs': self.cgroup.procs_files() if self.cgroup else [], 'rlimits': rlimits,
@@ -241,11 +256,10 @@ class Sandbox:
 
     def _cpu_meter(self):
         if self.cgroup is not None:
-            start = self.cgroup.cpu_seconds()
-            return lambda: self.cgroup.cpu_seconds() - start
-        if self.user:   # no cgroup: the user's live processes, sampled (their reaped children included)
-            return lambda: users.cpu_seconds_of(users.processes_of(self.user[0]))
-        return lambda: 0.0
+            return cgroups.Meter(self.cgroup)
+        if self.user:   # no cgroup: every process the user ever had in this probe, zombies and reaped ones included
+            return users.CpuMeter(self.user[0])
+        return cgroups.Meter(None)
 
     def _process(self, kind, folder, job, cpu_limit, handler):
         """Fork, watch and end one process; every process of it is dead when this returns. The harness dict."""
@@ -257,13 +271,19 @@ class Sandbox:
         oom_before = self.cgroup.oom_kills() if self.cgroup else None
         if self.cgroup:
             self.cgroup.reset_peak()
-        wall_limit = cpu_limit * self.cfg['wall_factor'] + 10
+        wall_limit = cpu_limit * self.cfg.wall_factor + 10
+        meter = self._cpu_meter()
         try:
             h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
-                          cpu_used=self._cpu_meter(), kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
-                          budget_end=self.budget_end)
+                          meter=meter, kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
+                          budget_end=self.budget_end,
+                          dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP),
+                          idle_seconds=self.cfg.idle_seconds)
         finally:
-            self._clean()   # nothing of the process is alive, nothing left, before anything of it is read
+            self._clean(meter=meter)   # nothing of the process is alive, nothing left, before anything of it is read
+        h['cpu_seconds'] = round(max(h['cpu_seconds'], meter.sample()), 3)   # with what its orphans did to the end
+        if h['ended'] in ('exit', 'signal') and h['cpu_seconds'] > cpu_limit:
+            h['ended'] = 'timeout'
         if self.cgroup is not None:
             h['cgroup_peak_bytes'] = self.cgroup.memory_peak()
             if (self.cgroup.oom_kills() or 0) > (oom_before or 0) and h['ended'] in ('signal', 'exit', 'wall'):
@@ -286,18 +306,22 @@ class Sandbox:
             self.logs.append('[%s] %s' % (kind, text))
 
     def _probe(self, probe_id, inputs, cpu_limit, job, expected, handler):
-        tmpfs = (self.cfg['scratch_mb'], self.cfg['scratch_inodes']) if self.on['namespaces'] else None
+        tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
         folder = scratch.ProbeFolder(self.scratch, probe_id, inputs, self.user, tmpfs)
         try:
             probe_job = dict(job, probe=probe_id, probes=[] if probe_id == report_schema.IMPORT else [probe_id],
                              limits=job.get('limits', {}))
             h = self._process(probe_id, folder, probe_job, cpu_limit, handler)
             if h['ended'] == 'exit':   # exited by itself: its outputs are final, and nothing can change them now
-                result = readback.read_probe(folder.out, probe_id, expected, self.cfg['max_json_kb'] * 1024,
-                                             self.cfg['max_file_mb'] << 20)
+                result = readback.read_probe(folder.out, probe_id, expected, self.cfg.max_json_kb * 1024,
+                                             self.cfg.max_file_mb << 20)
                 if result is None:
                     result = self._failure(probe_id, h, exited_without_results=True)
             else:
+                if h['ended'] in ('timeout', 'wall', 'budget'):
+                    hang = readback.read_hang(folder.out)   # where model.py was (none: no dump, or not in model.py)
+                    if hang:
+                        h['hang'] = hang
                 result = self._failure(probe_id, h)
             result.harness = h
             return result
@@ -351,15 +375,20 @@ class Sandbox:
         if kind == 'timeout':
             return ('it ran longer than the %g s allowed (%.1f s of CPU time: an infinite loop or a very slow forward?) '
                     'and was stopped' % (h['cpu_limit'], h.get('cpu_seconds', 0)))
+        if kind == 'wall' and h.get('idle_seconds'):
+            return ('it used almost no CPU for %g s (sleeping, or waiting for something that never comes?) and was '
+                    'stopped' % h['idle_seconds'])
         if kind == 'wall':
             return ('it ran longer than the %g s allowed (%.0f s of wall-clock time while using little CPU: '
                     'sleeping or waiting forever?) and was stopped' % (h['cpu_limit'], h['wall_seconds']))
         if kind == 'budget':
             return ('the grading time budget of %g s was used up (earlier tests timed out: look for an infinite '
-                    'loop or a very slow forward)' % self.cfg['total_seconds'])
+                    'loop or a very slow forward)' % self.cfg.total_seconds)
+        if kind == 'link':
+            return ('it was stopped: %s' % '; '.join(h.get('link_errors') or ['it misused the grader\'s channel'])[:600])
         if kind == 'oom':
             return ('the process ran out of memory and was killed by SIGKILL (the grading\'s memory limit is %d MB; '
-                    'allocating more than the test needs?)' % self.cfg['cgroup_memory_mb'])
+                    'allocating more than the test needs?)' % self.cfg.cgroup_memory_mb)
         if h.get('signal'):
             hint = {'SIGKILL': ' (out of memory, or a limit was hit)', 'SIGXCPU': ' (CPU time limit)',
                     'SIGXFSZ': ' (wrote or printed more than the file-size limit)',

@@ -21,6 +21,7 @@ import stat
 import time
 
 from autograder.sandbox import seccomp
+from autograder.sandbox.defences import SandboxRefused
 
 VOLATILE = ('/tmp', '/var/tmp', '/dev/shm', '/run/lock', '/run/shm', '/dev/mqueue', '/var/crash')
 SKIP_FS = {'proc', 'sysfs', 'cgroup', 'cgroup2', 'devpts', 'securityfs', 'debugfs', 'tracefs', 'bpf', 'fusectl',
@@ -33,12 +34,12 @@ _scanned = {}                # (uid, gid) -> places: one scan per process at mos
 
 
 def _as_user(uid, gid, fn):
-    """fn() in a fork running as uid:gid (no groups); returns the integer it returns, or 0."""
+    """fn() in a fork running as uid:gid (no groups); returns the integer it returns, or -1 when it failed."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        result = 0
+        result = -1   # a failure inside counts as one (the sweep then fails closed)
         try:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
@@ -50,12 +51,12 @@ def _as_user(uid, gid, fn):
         os._exit(0)
     os.close(w)
     with os.fdopen(r, 'rb') as f:
-        data = f.read()
+        data = f.read(64)
     os.waitpid(pid, 0)
     try:
-        return int(data or 0)
+        return int(data or -1)
     except ValueError:
-        return 0
+        return -1
 
 
 # ----------------------------------------------------------------------------- where the user can write
@@ -157,55 +158,112 @@ def writable_places(uid, gid):
 
 # ----------------------------------------------------------------------------- removal
 
-def _remove_tree(path, uid):
-    """Remove `path` (an entry the user owns) and everything below it; returns the count. Runs as the user."""
-    removed = 0
-    if os.path.isdir(path) and not os.path.islink(path):
-        try:
-            os.chmod(path, 0o700)   # a 0000 folder of its own would hide its files
-        except OSError:
-            pass
-        try:
-            names = os.listdir(path)
-        except OSError:
-            names = []
-        for name in names:
-            removed += _remove_tree(os.path.join(path, name), uid)
-        try:
-            os.rmdir(path)
-            removed += 1
-        except OSError:
-            pass
-    else:
-        try:
-            os.unlink(path)
-            removed += 1
-        except OSError:
-            pass
-    return removed
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def remove_user_files(uid, gid, folders=None, max_seconds=30.0):
+class SweepFailed(SandboxRefused):
+    """Something of the sandbox user's could not be removed: the grading must not go on (fail closed)."""
+
+
+def remove_entry(dir_fd, name, end):
+    """
+    Remove `name` in the folder `dir_fd` and everything below it, with no recursion and no link followed:
+    one folder open at a time (openat with O_NOFOLLOW; back up through its '..', which no link can be),
+    a list of the names still to remove per level. Returns (removed, failed, unfinished). Run as the user,
+    after every process of it is dead (nothing changes the tree meanwhile).
+    """
+    removed = failed = 0
+    fd, pending, stack = os.dup(dir_fd), [name], []   # stack: (folder name in its parent, the parent's pending)
+    try:
+        while True:
+            if time.time() > end:
+                return removed, failed, True
+            if pending:
+                entry = pending.pop()
+                try:
+                    st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+                    if not stat.S_ISDIR(st.st_mode):
+                        os.unlink(entry, dir_fd=fd)
+                        removed += 1
+                        continue
+                    try:
+                        os.rmdir(entry, dir_fd=fd)   # empty: done
+                        removed += 1
+                        continue
+                    except OSError:
+                        pass
+                    if stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+                        os.chmod(entry, 0o700, dir_fd=fd)   # a 0000 folder of its own would hide its files
+                    child = os.open(entry, DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    failed += 1
+                    continue
+                stack.append((entry, pending))
+                os.close(fd)
+                fd, pending = child, os.listdir(child)
+                continue
+            if not stack:
+                return removed, failed, False
+            entry, pending = stack.pop()
+            parent = os.open('..', DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            try:
+                os.rmdir(entry, dir_fd=fd)
+                removed += 1
+            except OSError:
+                failed += 1
+    finally:
+        os.close(fd)
+
+
+def remove_user_files(uid, gid, folders=None, max_seconds=60.0):
     """
     Delete every entry owned by `uid` in `folders` (default: writable_places), from a fork that runs
-    AS that user. Returns the number of entries removed.
+    AS that user (a planted link can only make it delete what the student could). Returns the number
+    of entries removed; SweepFailed when one could not be removed, the time ran out, or an entry of
+    the user is still there afterwards (checked as root).
     """
     folders = writable_places(uid, gid) if folders is None else folders
 
     def sweep():
-        removed, end = 0, time.time() + max_seconds
+        removed, failed, end = 0, 0, time.time() + max_seconds
         for folder in folders:
             try:
-                with os.scandir(folder) as it:
-                    mine = [e.path for e in it if e.stat(follow_symlinks=False).st_uid == uid]
+                top = os.open(folder, DIR_FLAGS)
             except OSError:
-                continue
-            for path in mine:
-                if time.time() > end:
-                    return removed
-                removed += _remove_tree(path, uid)
-        return removed
-    return _as_user(uid, gid, sweep)
+                continue   # a folder the user cannot open holds nothing it could reach
+            try:
+                with os.scandir(top) as it:
+                    mine = [e.name for e in it if e.stat(follow_symlinks=False).st_uid == uid]
+                for name in mine:
+                    r, f, unfinished = remove_entry(top, name, end)
+                    removed, failed = removed + r, failed + f
+                    if unfinished:
+                        return -1
+            finally:
+                os.close(top)
+        return -1 if failed else removed
+    removed = _as_user(uid, gid, sweep)
+    left = owned_in(uid, folders)
+    if removed < 0 or left:
+        raise SweepFailed('the sandbox user\'s files could not all be removed (%s): the next test or grading '
+                          'could read them' % (', '.join(left[:5]) if left else 'the sweep could not finish'))
+    return removed
+
+
+def owned_in(uid, folders):
+    """Entries owned by `uid` directly in `folders` (what a complete sweep leaves: none)."""
+    left = []
+    for folder in folders:
+        try:
+            with os.scandir(folder) as it:
+                left += [e.path for e in it if e.stat(follow_symlinks=False).st_uid == uid]
+        except OSError:
+            continue
+    return left
 
 
 KEYCTL_GET_PERSISTENT, KEYCTL_CLEAR = 22, 7

@@ -1,17 +1,28 @@
 """
-One probe process, from the zygote's fork to its end, watched by the harness:
+One probe process, from the zygote's fork to its end, watched by the harness, which never waits
+on it:
 
 - the harness link: an AF_UNIX SOCK_SEQPACKET socketpair per process; the harness end has
   SO_PASSCRED, so every message carries the sender's pid from the kernel (SCM_CREDENTIALS, in
   the harness's PID namespace: /proc/<pid> is that process). The first frame is the wall's own
   ("wall up", before any probe code runs); the harness checks the process from outside (cgroup,
-  user, seccomp) and answers "go". Every later message goes to the caller's handler
-  `handler(payload, pid) -> reply` (or `-> (reply, log entry or list of them)`), served while the process runs;
-  the entries become harness['link'].
+  user, seccomp) and answers "go". Every later message must come from the probe process itself
+  (the pid the zygote forked): one from any other process (a forked helper, anything that
+  inherited descriptor 3) stops the probe. The others go to the caller's handler
+  `handler(payload, pid) -> reply` (or `-> (reply, log entry or list of them)`); the entries
+  become harness['link'].
+- never blocking: the link is read and written with MSG_DONTWAIT, a bounded batch of messages per
+  turn of the loop; replies wait in a queue of at most MAX_QUEUED_REPLIES (an honest probe asks one
+  question at a time), and a process that floods the link or stops reading its replies is stopped
+  (ended 'link'). The loop checks the deadlines at least every TICK whatever the child does.
 - the deadline counts CPU time (the grading cgroup's, else the sandbox user's processes from
-  /proc), with a wall-clock cap only against sleeping, and the whole grading's budget;
+  /proc), with a wall-clock cap only against sleeping, an idle cap (almost no CPU for idle_seconds:
+  asleep or waiting), and the whole grading's budget;
+- the stop: at a deadline, wall cap or budget the process is first asked for its Python stack
+  (report_schema.HANG_SIGNAL: runner.arm_hang_dump writes it to out/), given at most DUMP_WAIT seconds,
+  then killed;
 - the end: exit code or signal and rusage from the zygote (which reaps it), or the harness's own
-  stop (timeout, wall, budget). OOM is decided by the caller from the cgroup's counter.
+  stop (timeout, wall, budget, link). OOM is decided by the caller from the cgroup's counter.
 """
 
 import os
@@ -20,15 +31,23 @@ import signal
 import socket
 import struct
 import time
+from collections import deque
 
+from autograder.contract import report_schema
 from autograder.sandbox import wall
 from autograder.sandbox.zygote import ZygoteFailed
 
 MAX_MESSAGE = 1 << 16            # bytes of one link message (child/socket_link.py's cap)
-MAX_LINK_MESSAGES = 100_000      # per probe: the memory probe asks a few hundred; past this the link is closed
+MAX_LINK_MESSAGES = 100_000      # per probe: the memory probe asks a few hundred; past this the probe is stopped
+MAX_QUEUED_REPLIES = 16          # replies the child has not read yet; an honest probe has at most one outstanding
+READ_BATCH = 64                  # link messages handled per turn of the loop, between two deadline checks
 TICK = 0.05                      # seconds between deadline checks (and the longest a reply waits for one)
+DUMP_WAIT = 1.0                  # seconds a stopped process has to write its stack before SIGKILL
+IDLE_CPU = 0.1                   # CPU seconds: a process that used less over its idle window is asleep (stopped)
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine
 UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
+
+FLOODED = 'your code flooded or stopped reading the grader\'s channel (descriptor 3)'
 
 
 def _sender(ancdata):
@@ -44,22 +63,197 @@ def _sender(ancdata):
     return None
 
 
-def _reply(link, data):
-    try:
-        link.send(data)
-    except OSError:
-        pass   # the process is gone or stopped reading: nothing to answer
+class _Watch:
+    """The harness's side of one probe process while it runs (see the module's docstring)."""
+
+    def __init__(self, zygote, link, pid, handler, check_ready, kill, dump_path):
+        self.zygote, self.link, self.pid = zygote, link, pid
+        self.handler, self.check_ready, self.kill, self.dump_path = handler, check_ready, kill, dump_path
+        self.out = {'pid': pid, 'ended': None, 'exit_code': None, 'signal': None, 'link': [], 'link_messages': 0}
+        self.ready, self.link_open = False, True
+        self.replies = deque()
+        self.stopped_at = self.killed_at = None
+        self.dump_sizes = []
+        self.cpu_history = deque()   # (time, CPU seconds) over the last idle window
+        self.status = self.rusage = None
+        self.meter = None
+
+    # ------------------------------------------------------------------ the stop
+
+    def stop(self, reason, error=None, dump=False):
+        if self.stopped_at is not None:
+            return
+        self.out['ended'], self.stopped_at = reason, time.time()
+        if error:
+            self.out.setdefault('link_errors', []).append(error)
+        self.link_open = False   # nothing the process says now is heard
+        if dump and self.dump_path:
+            try:
+                os.kill(self.pid, report_schema.HANG_SIGNAL)   # its stack into out/ (runner.arm_hang_dump), then the kill
+                return
+            except OSError:
+                pass
+        self._kill()
+
+    def _kill(self):
+        self.killed_at = time.time()
+        self.kill(self.pid)
+
+    def _dump_written(self):
+        """The dump's size has stayed the same, and not 0, for two ticks (faulthandler writes it in one go)."""
+        try:
+            size = os.lstat(self.dump_path).st_size
+        except OSError:
+            size = 0
+        self.dump_sizes.append(size)
+        return size > 0 and self.dump_sizes[-3:] == [size] * 3
+
+    def _idle(self, now, cpu, started, idle_seconds):
+        """Whether the process used less than IDLE_CPU seconds of CPU over the last `idle_seconds` of wall time."""
+        self.cpu_history.append((now, cpu))
+        while len(self.cpu_history) > 1 and self.cpu_history[1][0] <= now - idle_seconds:
+            self.cpu_history.popleft()
+        then, cpu_then = self.cpu_history[0]
+        return now - started > idle_seconds and then <= now - idle_seconds and cpu - cpu_then < IDLE_CPU
+
+    def check_time(self, cpu, cpu_limit, wall_limit, started, budget_end, idle_seconds=None):
+        now = time.time()
+        if self.stopped_at is None:
+            if cpu > cpu_limit:
+                self.stop('timeout', dump=True)
+            elif now - started > wall_limit:
+                self.stop('wall', dump=True)
+            elif idle_seconds and self._idle(now, cpu, started, idle_seconds):
+                self.out['idle_seconds'] = idle_seconds
+                self.stop('wall', dump=True)
+            elif now > budget_end:
+                self.stop('budget', dump=True)
+        elif self.killed_at is None:
+            if now - self.stopped_at > DUMP_WAIT or self._dump_written():
+                self._kill()
+        elif now - self.killed_at > KILL_GRACE:
+            raise ZygoteFailed('probe process %d did not end %g s after SIGKILL' % (self.pid, KILL_GRACE))
+        elif now - self.killed_at > 1.0:
+            self.kill(self.pid)
+
+    # ------------------------------------------------------------------ the link
+
+    def _send_queued(self):
+        while self.replies:
+            try:
+                self.link.send(self.replies[0], socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return   # its buffer is full: the rest waits for the next turn
+            except OSError:
+                self.replies.clear()   # the process is gone: nothing to answer
+                return
+            self.replies.popleft()
+
+    def _reply(self, data):
+        self.replies.append(data)
+        if len(self.replies) > MAX_QUEUED_REPLIES:
+            self.stop('link', '%s: %d replies it did not read' % (FLOODED, len(self.replies)))
+        else:
+            self._send_queued()
+
+    def _first(self, data, sender):
+        if sender == self.pid and data == wall.READY:
+            problem = self.check_ready(self.pid)
+            if problem:
+                self.out['wall_error'] = problem
+                self.stop('wall_failed')
+            else:
+                self.ready = True
+                self._reply(b'go')
+        else:
+            self.out['wall_error'] = (data[len(wall.FAILED):].decode('utf-8', 'replace')[:2000]
+                                      if data.startswith(wall.FAILED) else 'an unexpected first message')
+            self.stop('wall_failed')
+
+    def _serve(self, data, sender, truncated):
+        self.out['link_messages'] += 1
+        if sender != self.pid:
+            self.stop('link', 'a process other than the test\'s own (pid %s, not %d: a forked helper, or '
+                              'something that inherited descriptor 3) wrote to the grader\'s channel'
+                      % (sender, self.pid))
+            return
+        if self.out['link_messages'] > MAX_LINK_MESSAGES:   # a flood costs the harness's time, not the probe's CPU
+            self.stop('link', '%s: more than %d messages' % (FLOODED, MAX_LINK_MESSAGES))
+            return
+        if truncated or self.handler is None:
+            self._reply(b'\x01')   # an empty answer: too long, or nobody to ask
+            return
+        try:
+            answer = self.handler(data[1:], sender)
+        except Exception as e:  # noqa: BLE001  a handler's bug costs this probe's link, not the grading
+            self.out.setdefault('link_errors', []).append('%s: %s' % (type(e).__name__, str(e)[:300]))
+            answer = b''
+        if isinstance(answer, tuple):
+            answer, entry = answer
+            if isinstance(entry, list):
+                self.out['link'].extend(entry)
+            elif entry is not None:
+                self.out['link'].append(entry)
+        self._reply(b'\x01' + bytes(answer or b'')[:MAX_MESSAGE])
+
+    def read_link(self):
+        """At most READ_BATCH messages, none waited for."""
+        for _ in range(READ_BATCH):
+            if not self.link_open:
+                return
+            try:
+                data, anc, flags, _ = self.link.recvmsg(MAX_MESSAGE + 1, socket.CMSG_SPACE(UCRED.size) + 64,
+                                                        socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.link_open = False
+                return
+            sender = _sender(anc)
+            if not data:
+                self.link_open = False   # every copy of the child's end is closed
+            elif not self.ready:
+                self._first(data, sender)
+            else:
+                self._serve(data, sender, flags & socket.MSG_TRUNC)
+
+    # ------------------------------------------------------------------ one turn
+
+    def turn(self):
+        """Wait at most TICK for the link or the zygote, and handle what came."""
+        if self.zygote.pending():
+            readable, writable = [self.zygote], []
+        else:
+            listen = [self.link] if self.link_open else []
+            readable, writable, _ = select.select([self.zygote] + listen, listen if self.replies else [], [], TICK)
+        if self.link in writable:
+            self._send_queued()
+        if self.link in readable:
+            self.read_link()
+        if self.zygote in readable:
+            event = self.zygote.next_event(0)
+            if event and event['pid'] == self.pid:
+                self.status, self.rusage = event['status'], event['rusage']
+            elif event:   # an orphan of the probe (no PID namespace), reaped by the zygote: its exact total
+                self.meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
 
 
-def run(zygote, spec, log_path, *, handler, check_ready, cpu_used, kill, cpu_limit, wall_limit, budget_end):
+def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
+        dump_path=None, idle_seconds=None):
     """
     Fork the probe process and watch it to its end. Returns the harness dict:
-    pid, ended (exit | signal | timeout | wall | budget | wall_failed), exit_code, signal,
-    cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, and wall_error.
+    pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
+    cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors, wall_error.
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
+    `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
+    reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in grading.py).
+    `dump_path`: the harness's path of the process's out/<report_schema.HANG_DUMP>; None: killed at once.
+    `idle_seconds`: a process that used less than IDLE_CPU of CPU over this much wall time sleeps or waits
+    forever: it is stopped like one past its wall cap (ended 'wall', harness['idle_seconds'] says why).
     """
     link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     link.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    link.setblocking(False)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     started = time.time()
     try:
@@ -67,89 +261,30 @@ def run(zygote, spec, log_path, *, handler, check_ready, cpu_used, kill, cpu_lim
     finally:
         os.close(log_fd)
         theirs.close()
-    out = {'pid': pid, 'ended': None, 'exit_code': None, 'signal': None, 'link': [], 'link_messages': 0}
-    ready, link_open, stopped_at, orphans_cpu = False, True, None, 0.0
-    status = rusage = None
+    w = _Watch(zygote, link, pid, handler, check_ready, kill, dump_path)
+    w.meter = meter
     cpu = 0.0
-
-    def stop(reason):
-        nonlocal stopped_at
-        out['ended'], stopped_at = reason, time.time()
-        kill(pid)
-
     try:
-        while status is None:
-            waiting = [zygote] + ([link] if link_open else [])
-            readable = [zygote] if zygote.pending() else select.select(waiting, [], [], TICK)[0]
-            if link in readable:
-                data, anc, flags, _ = link.recvmsg(MAX_MESSAGE + 1, socket.CMSG_SPACE(UCRED.size) + 64)
-                sender = _sender(anc)
-                if not data:
-                    link_open = False   # every copy of the child's end is closed
-                elif not ready:
-                    if sender == pid and data == wall.READY:
-                        problem = check_ready(pid)
-                        if problem:
-                            out['wall_error'] = problem
-                            stop('wall_failed')
-                        else:
-                            ready = True
-                            _reply(link, b'go')
-                    else:
-                        out['wall_error'] = (data[len(wall.FAILED):].decode('utf-8', 'replace')[:2000]
-                                             if data.startswith(wall.FAILED) else 'an unexpected first message')
-                        stop('wall_failed')
-                elif stopped_at is None:
-                    out['link_messages'] += 1
-                    if out['link_messages'] > MAX_LINK_MESSAGES:   # a flood costs the harness's time, not the probe's CPU
-                        out.setdefault('link_errors', []).append('more than %d messages: the link was closed'
-                                                                 % MAX_LINK_MESSAGES)
-                        link.shutdown(socket.SHUT_RDWR)
-                        link_open = False
-                    elif flags & socket.MSG_TRUNC or handler is None:
-                        _reply(link, b'\x01')   # an empty answer: too long, or nobody to ask
-                    else:
-                        try:
-                            answer = handler(data[1:], sender)
-                        except Exception as e:  # noqa: BLE001  a handler's bug costs this probe's link, not the grading
-                            out.setdefault('link_errors', []).append('%s: %s' % (type(e).__name__, str(e)[:300]))
-                            answer = b''
-                        if isinstance(answer, tuple):
-                            answer, entry = answer
-                            if isinstance(entry, list):
-                                out['link'].extend(entry)
-                            elif entry is not None:
-                                out['link'].append(entry)
-                        _reply(link, b'\x01' + bytes(answer or b'')[:MAX_MESSAGE])
-            if zygote in readable:
-                event = zygote.next_event(0)
-                if event and event['pid'] == pid:
-                    status, rusage = event['status'], event['rusage']
-                elif event:   # an orphan of the probe (no PID namespace), reaped by the zygote
-                    orphans_cpu += event['rusage']['utime'] + event['rusage']['stime']
-            if status is not None:
+        while w.status is None:
+            w.turn()
+            if w.status is not None:
                 break
-            now = time.time()
-            if stopped_at is None:
-                cpu = cpu_used() + orphans_cpu
-                if cpu > cpu_limit:
-                    stop('timeout')
-                elif now - started > wall_limit:
-                    stop('wall')
-                elif now > budget_end:
-                    stop('budget')
-            elif now - stopped_at > KILL_GRACE:
-                raise ZygoteFailed('probe process %d did not end %g s after SIGKILL' % (pid, KILL_GRACE))
-            elif now - stopped_at > 1.0:
-                kill(pid)
+            if w.stopped_at is None:
+                cpu = meter.sample()
+            w.check_time(cpu, cpu_limit, wall_limit, started, budget_end, idle_seconds)
     except BaseException:
         kill(pid)   # the grader itself is stopping (SIGTERM): the probe must not outlive it
         raise
     finally:
         link.close()
+    return _ending(w, started, max(cpu, meter.sample()))
+
+
+def _ending(w, started, cpu):
+    out, status, rusage = w.out, w.status, w.rusage
     out['wall_seconds'] = round(time.time() - started, 3)
     own = rusage['utime'] + rusage['stime']
-    out['cpu_seconds'] = round(max(cpu, own + orphans_cpu, cpu_used() + orphans_cpu), 3)
+    out['cpu_seconds'] = round(max(cpu, own), 3)
     out['max_rss_bytes'] = int(rusage['maxrss_kb']) * 1024   # the process and the children it reaped
     if os.WIFSIGNALED(status):
         out['signal'] = signal.Signals(os.WTERMSIG(status)).name if os.WTERMSIG(status) in \
@@ -157,7 +292,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, cpu_used, kill, cpu_lim
     else:
         out['exit_code'] = os.WEXITSTATUS(status)
     if out['ended'] is None:
-        if not ready:
+        if not w.ready:
             out['ended'] = 'wall_failed'
             out.setdefault('wall_error', 'the process ended before its wall was up (exit %s, signal %s)'
                            % (out['exit_code'], out['signal']))

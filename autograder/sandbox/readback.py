@@ -22,6 +22,7 @@ import io
 import json
 import math
 import os
+import re
 import stat
 import struct
 import zipfile
@@ -42,14 +43,15 @@ def element_bound(expected_size):
 
 @dataclass
 class ProbeResult:
-    status: str                      # ok | error | not_implemented | timeout | crashed | missing | invalid
+    status: str                      # ok | error | not_implemented | timeout | crashed | missing | invalid | skipped
     message: str = ''
     arrays: Dict[str, np.ndarray] = field(default_factory=dict)
     info: dict = field(default_factory=dict)
     seconds: float = 0.0
     refused: Dict[str, str] = field(default_factory=dict)   # key -> why its array was not read (too large)
     # facts the harness measured from outside the probe's process (trusted): cpu_seconds, wall_seconds,
-    # max_rss_bytes, ended (exit | signal | timeout | oom | budget), exit_code, signal, link (the handler's log)
+    # max_rss_bytes, ended (exit | signal | timeout | oom | budget | link), exit_code, signal, link (the handler's log),
+    # hang ({'frames': [...]}: where model.py was when a deadline or wall cap stopped it; absent without a dump)
     harness: dict = field(default_factory=dict)
 
 
@@ -205,6 +207,52 @@ def read_npz(f, size, expected=None):
                 flat = np.frombuffer(data, dtype=dtype, count=count)
                 arrays[key] = np.array(flat.reshape(shape, order='F' if fortran else 'C'), order='C')
     return arrays, refused
+
+
+# ----------------------------------------------------------------------------- where a hang was
+
+MAX_HANG_FRAMES = 20
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (\S{1,200})\s*$')
+
+
+def parse_hang(text):
+    """
+    {'frames': [{'file': 'model.py', 'line': N, 'function': name}, ...]} (innermost LAST, at most
+    MAX_HANG_FRAMES) from a faulthandler dump, or None. Only the frames of the submission's model.py
+    are kept, of the thread that ran the probe (the one whose stack holds runner.py's `run`; else the
+    first thread with a frame of model.py). Untrusted text: used for a message only.
+    """
+    threads, frames = [], None
+    for line in text.splitlines():
+        if line.startswith(('Current thread', 'Thread', 'Stack')):
+            frames = []
+            threads.append(frames)
+            continue
+        m = _FRAME.match(line)
+        if m and frames is not None:
+            frames.append((m.group(1), int(m.group(2)), m.group(3)))
+    main = [t for t in threads if any(f.endswith('runner.py') and fn == 'run' for f, _, fn in t)]
+    mine = [[f for f in t if f[0].replace('\\', '/').endswith('mingpt/model.py')] for t in main + threads]
+    mine = [t for t in mine if t]
+    if not mine:
+        return None
+    innermost_last = list(reversed(mine[0]))[-MAX_HANG_FRAMES:]   # faulthandler writes the most recent call first
+    return {'frames': [{'file': 'model.py', 'line': line, 'function': fn} for _, line, fn in innermost_last]}
+
+
+def read_hang(out_dir):
+    """The hang location from out/<report_schema.HANG_DUMP> (read once, capped, never followed), or None."""
+    try:
+        dir_fd = open_out(out_dir)
+    except OSError:
+        return None
+    try:
+        raw = read_bytes(dir_fd, report_schema.HANG_DUMP, report_schema.MAX_HANG_DUMP)
+        return parse_hang(raw.decode('utf-8', 'replace')) if raw else None
+    except Exception:  # noqa: BLE001  a bad dump only costs the line in the message
+        return None
+    finally:
+        os.close(dir_fd)
 
 
 # ----------------------------------------------------------------------------- one probe

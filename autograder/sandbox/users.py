@@ -141,30 +141,80 @@ def _ids(pid):
     return uids, state
 
 
-def processes_of(uid):
-    """pids of the live (not zombie) processes whose real, effective or saved uid is `uid`. Probe processes
-    changed user without exec, so /proc/<pid> belongs to root: the status file is read, not the owner."""
+def processes_of(uid, zombies=False):
+    """pids of the live (and, with `zombies`, the zombie) processes whose real, effective or saved uid is `uid`.
+    Probe processes changed user without exec, so /proc/<pid> belongs to root: the status file is read."""
     out = []
+    gone = ('X',) if zombies else ('Z', 'X')
     for entry in os.listdir(PROC):
         if entry.isdigit():
             ids = _ids(entry)
-            if ids and uid in ids[0] and ids[1] not in ('Z', 'X'):
+            if ids and uid in ids[0] and ids[1] not in gone:
                 out.append(int(entry))
     return out
 
 
-def cpu_seconds_of(pids):
-    """utime + stime of these processes and of the children they reaped (clock ticks from /proc/<pid>/stat)."""
-    ticks = os.sysconf('SC_CLK_TCK')
-    total = 0
-    for pid in pids:
-        try:
-            with open('%s/%d/stat' % (PROC, pid)) as f:
-                fields = f.read().rpartition(')')[2].split()
-            total += sum(int(x) for x in fields[11:15])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / ticks
+def _stat(pid):
+    """(ppid, start time, own CPU ticks utime+stime, reaped children's cutime+cstime) from /proc/<pid>/stat."""
+    try:
+        with open('%s/%d/stat' % (PROC, pid)) as f:
+            fields = f.read().rpartition(')')[2].split()
+        return int(fields[1]), int(fields[19]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class CpuMeter:
+    """
+    The CPU time of every process a probe ever had, without a cgroup: each sample reads every process of
+    the user, zombies included (a zombie keeps its times until it is reaped), and keeps per process the
+    most seen of its own time and of its reaped children's. A process that vanished was reaped: by its
+    parent, when that is one of the user's (its time is now in the parent's children's time, counted
+    there), else by the zygote, which reports its exact total (`reaped`, from wait4's rusage). What a
+    child did between the last sample and its end is in its parent's children's time or the zygote's
+    report: nothing is lost, and nothing is counted twice.
+    """
+
+    def __init__(self, uid):
+        self.uid = uid
+        self.ticks = os.sysconf('SC_CLK_TCK')
+        self.seen = {}     # pid -> [ppid, start, own ticks, children ticks]
+        self.counted = 0.0   # seconds of processes that are gone and were not reaped by one of the user's
+        self.orphans = {}    # pid -> seconds sampled of a process gone that way (the zygote's report replaces it)
+
+    def sample(self):
+        alive = {}
+        for pid in processes_of(self.uid, zombies=True):
+            st = _stat(pid)
+            if st is not None:
+                alive[pid] = st
+        for pid, (ppid, start, own, kids) in alive.items():
+            old = self.seen.get(pid)
+            if old is None or old[1] != start:
+                if old is not None:
+                    self._gone(pid, alive)
+                self.seen[pid] = [ppid, start, own, kids]
+            else:
+                old[0], old[2], old[3] = ppid, max(old[2], own), max(old[3], kids)
+        for pid in [p for p in self.seen if p not in alive]:
+            self._gone(pid, alive)
+        return self.seconds()
+
+    def _gone(self, pid, alive):
+        ppid, _, own, kids = self.seen.pop(pid)
+        if ppid not in alive:   # not reaped by one of the user's: the zygote's report (reaped) replaces this
+            self.counted += (own + kids) / self.ticks
+            self.orphans[pid] = (own + kids) / self.ticks
+
+    def reaped(self, pid, seconds):
+        """The zygote reaped `pid` (an orphan of the probe): its exact total replaces what was sampled of it."""
+        sampled = self.orphans.pop(pid, None)
+        if pid in self.seen:
+            sampled = sum(self.seen.pop(pid)[2:]) / self.ticks
+        self.counted += max(0.0, seconds - (sampled or 0.0))
+
+    def seconds(self):
+        return self.counted + sum(own + kids for _, _, own, kids in self.seen.values()) / self.ticks
 
 
 def kill_as(uid):
@@ -179,6 +229,17 @@ def kill_as(uid):
             pass
         os._exit(0)
     os.waitpid(pid, 0)
+
+
+def wait_reaped(uid, timeout=10.0):
+    """After kill_and_confirm: until no zombie of `uid` is left (the zygote, their subreaper, reaps them), so
+    that every exit report of them is sent before the next process starts. StillRunning past `timeout`."""
+    end = time.time() + timeout
+    while processes_of(uid, zombies=True):
+        if time.time() > end:
+            raise StillRunning('zombies of the sandbox user were not reaped: %s'
+                               % ', '.join(str(p) for p in processes_of(uid, zombies=True)[:10]))
+        time.sleep(0.005)
 
 
 def kill_and_confirm(uid, cgroup=None, timeout=10.0):

@@ -8,6 +8,7 @@ it, and every probe process builds the wall around itself before the probe runs.
     z = Zygote(python, env)          # started on first use (about 2 s: Python and torch)
     pid = z.spawn(spec, log_fd, link_fd)
     event = z.next_event(timeout)    # {'op': 'exit', 'pid', 'status', 'rusage'} of every process it reaps
+    events = z.sync()                # the exit events not handled yet, every one up to now
     z.close()
 """
 
@@ -121,6 +122,24 @@ class Zygote:
             elif message.get('id') == self._next_id:
                 raise ZygoteFailed('the zygote could not fork a probe process: %s' % message.get('error'))
         raise ZygoteFailed('the zygote did not answer a fork request')
+
+    def sync(self, timeout=30):
+        """Every exit event not handled yet, up to now: the zygote reaps first and then answers. Between two
+        probes, once every process of the last one is gone, these are its orphans and nobody else's."""
+        self.start()
+        self._next_id += 1
+        self.control.send(json.dumps({'op': 'sync', 'id': self._next_id}).encode())
+        events, self.events = list(self.events), deque()
+        end = time.time() + timeout
+        while time.time() < end:
+            message = self._receive(max(0.0, end - time.time()))
+            if message is None:
+                break
+            if message.get('op') == 'exit':
+                events.append(message)
+            elif message.get('op') == 'synced' and message.get('id') == self._next_id:
+                return events
+        raise ZygoteFailed('the zygote did not answer a sync request')
 
     def next_event(self, timeout):
         """The next exit event, or None after `timeout` seconds."""

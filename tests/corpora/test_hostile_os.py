@@ -8,7 +8,8 @@ process or file of the sandbox users left behind.
 What the OS can stop depends on the machine (autograder/sandbox/defences.py probes it; results.json's
 extra_data.isolation says what was in force). Here each case runs with the strongest set-up
 the machine allows and, where the grader is root, again with HW1_SANDBOX_DISABLE turning the
-namespaces off: the set-up of a Docker container without CAP_SYS_ADMIN (Gradescope, likely).
+namespaces and the cgroups off: Gradescope's set-up (a Docker container without CAP_SYS_ADMIN and
+with a read-only cgroup hierarchy).
 """
 
 import glob
@@ -37,8 +38,9 @@ from os_cases import CASES as OS_CASES  # noqa: E402
 GRADING = config.load(GRADING_YAML)
 IMPLEMENTATION = [t.id for t in GRADING.enabled_tests() if t.id != 'submission']
 SCRATCH_BASE = '/var/lib/hw1-sandbox'
-# the set-ups each case runs under: the strongest, and (as root) the one without namespaces or tmpfs
-SETUPS = {'strongest': '', 'no-namespaces': 'namespaces,tmpfs'}
+# the set-ups each case runs under: the strongest, and (as root) Gradescope's: no namespaces (so no tmpfs)
+# and no writable cgroups. The key keeps its name (other files parametrize on it).
+SETUPS = {'strongest': '', 'no-namespaces': 'namespaces,cgroups'}
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox users (./setup.sh)')
 
 

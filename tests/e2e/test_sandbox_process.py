@@ -161,3 +161,64 @@ def test_the_harness_measures_each_process(sandbox, tmp_path):
     assert r.isolation['selftest'] and all(v is True for v in r.isolation['selftest'].values())
     if r.isolation['cgroups'] is True:
         assert r.import_result.harness['cgroup_peak_bytes'] >= 40_000_000
+
+
+# ----------------------------------------------------------------------------- the link never blocks the harness
+
+def test_a_flood_of_the_link_is_stopped_and_the_harness_keeps_its_deadlines(sandbox, tmp_path):
+    """Queries written to descriptor 3 without ever reading a reply: the harness's replies queue up to
+    their cap, and the probe is stopped (before, a blocking send froze the grader past every deadline)."""
+    r = run(sandbox, tmp_path, "while True:\n    os.write(3, b'\\x01q' * 100)\n", timeout=5,
+            handlers={report_schema.IMPORT: lambda payload, pid: b'x' * 4000})
+    imp = r.import_result
+    assert imp.harness['ended'] == 'link' and imp.status == 'crashed', imp.harness
+    assert 'flooded or stopped reading the grader\'s channel' in imp.message, imp.message
+    assert imp.harness['wall_seconds'] < 10
+    assert sandbox_processes() == []
+
+
+def test_only_the_probe_process_speaks_on_the_link(sandbox, tmp_path):
+    """A forked helper inherits descriptor 3 and asks: refused (the kernel gives its pid), the probe stopped."""
+    seen = []
+    r = run(sandbox, tmp_path, """
+import autograder.child.socket_link as link
+if os.fork() == 0:
+    link.ask(b'from the helper')
+    os._exit(0)
+os.wait()
+print('ASKED', link.ask(b'from the probe'))
+""", handlers={report_schema.IMPORT: lambda payload, pid: seen.append((payload, pid)) or b'ok'})
+    imp = r.import_result
+    assert imp.harness['ended'] == 'link', imp.harness
+    assert 'a process other than the test\'s own' in imp.message, imp.message
+    assert seen == [] and 'ASKED' not in imp.info.get('stdout', '')
+
+
+# ----------------------------------------------------------------------------- where a hang was
+
+def test_a_hang_is_located_in_model_py(sandbox, tmp_path):
+    code = "def spin():\n    while True: pass\n\n\nspin()\n"
+    busy = run(sandbox, tmp_path, code, timeout=2)
+    h = busy.import_result.harness
+    assert h['ended'] == 'timeout', h
+    assert h['hang'] == {'frames': [{'file': 'model.py', 'line': 9, 'function': '<module>'},
+                                    {'file': 'model.py', 'line': 6, 'function': 'spin'}]}, h.get('hang')
+    asleep = run(sandbox, tmp_path, 'time.sleep(3600)\n', timeout=1)
+    h = asleep.import_result.harness
+    assert h['ended'] == 'wall', h
+    assert h['hang'] == {'frames': [{'file': 'model.py', 'line': 5, 'function': '<module>'}]}, h.get('hang')
+    assert not any('/' in str(v) for f in h['hang']['frames'] for v in f.values())
+
+
+def test_skipped_probes_are_not_run(sandbox, tmp_path):
+    asked = []
+
+    def skip(probe_id, so_far):
+        asked.append((probe_id, sorted(so_far)))
+        return 'not run: it hung in 4.1'
+    r = run(sandbox, tmp_path, 'X = 1\n', probes=['gqa', 'rope'], skip=skip)
+    assert r.import_result.status == 'ok'
+    assert r.probes['gqa'].status == 'skipped'
+    assert r.probes['gqa'].message == 'not run: it hung in 4.1'
+    assert r.probes['gqa'].harness == {}
+    assert asked == [('gqa', []), ('rope', ['gqa'])] and r.probes['rope'].status == 'skipped'

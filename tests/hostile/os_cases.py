@@ -344,7 +344,7 @@ _hostile_forger()
 
 DESIGN = '''
 # HOSTILE: attacks on the sandbox's own design, at import: every descriptor it holds (the zygote's control
-# socket must not be among them), the harness link flooded and given a forged first frame, a kill of its
+# socket must not be among them), the harness link given a forged first frame, a kill of its
 # parent (the zygote, root), a move out of the grading's cgroup, a new user namespace, ptrace of the parent
 def _hostile_design():
     ctypes = __import__('ct' + 'ypes')   # the import denylist reads import statements only
@@ -377,18 +377,7 @@ def _hostile_design():
     nr = {'x86_64': (272, 101), 'aarch64': (97, 117)}[os.uname().machine]
     found.append('unshare-user=%d errno=%d' % (libc.syscall(nr[0], 0x10000000), ctypes.get_errno()))
     found.append('ptrace-parent=%d errno=%d' % (libc.syscall(nr[1], 16, os.getppid(), 0, 0), ctypes.get_errno()))
-    sent = 0
-    import json
-    with open(os.path.join(sys.argv[1], 'job.json')) as f:
-        flood = json.load(f)['probe'] == 'import'   # once per grading: every probe process imports this file
-    try:
-        while flood and sent < 150_000:
-            os.write(3, b'\\x01' + b'f' * 64)
-            os.read(3, 70000)
-            sent += 1
-    except Exception as e:
-        found.append('flood:%s' % type(e).__name__)
-    found.append('flood-sent=%d' % sent)
+    # a flood of the link stops the probe (sandbox/probe.py): tests/corpora/test_hostile_os_round3.py
     print('HOSTILE-DESIGN ' + ' '.join(found))
 
 
@@ -424,6 +413,6 @@ CASES = {
     'busy_loops': _case('starts 60 busy loops in every process of its grading', BUSY),
     'background_forger': _case("leaves a process that writes forged results into later probes' folders "
                                "(the untouched template)", FORGER, 'template'),
-    'sandbox_design': _case('descriptors, the link (forged first frame, flood), its parent, its cgroup, '
+    'sandbox_design': _case('descriptors, the link (forged first frame), its parent, its cgroup, '
                             'user namespaces, ptrace', DESIGN),
 }

@@ -193,6 +193,71 @@ def test_remove_user_files_as_that_user():
 
 
 @needs_sandbox
+def test_the_sweep_removes_a_tree_of_any_depth_without_recursion():
+    """A 1,500-deep folder (and a FIFO, a unix socket, a 0000 folder at the bottom): removed with no
+    recursion; before, RecursionError stopped the whole sweep and was swallowed."""
+    pw, lock = claimed_user()   # a grading running beside this test kills every process of its user
+    top = tempfile.mkdtemp(prefix='hw1-sandbox-test-')
+    os.chmod(top, 0o1777)
+    try:
+        def plant():
+            as_user(pw)
+            fd = os.open(top, os.O_RDONLY)
+            for _ in range(1500):
+                os.mkdir('d', dir_fd=fd)
+                child = os.open('d', os.O_RDONLY, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            os.mkfifo('fifo', dir_fd=fd)
+            os.fchdir(fd)
+            s = socket.socket(socket.AF_UNIX)
+            s.bind('sock')
+            os.mkdir('locked')
+            os.chmod('locked', 0)
+            return True
+
+        assert in_fork(plant) == 0
+        assert leftovers.remove_user_files(pw.pw_uid, pw.pw_gid, folders=(top,)) == 1500 + 3
+        assert os.listdir(top) == []
+    finally:
+        subprocess_rm(top)
+        os.close(lock)
+
+
+@needs_sandbox
+def test_a_sweep_that_cannot_finish_fails_closed():
+    pw, lock = claimed_user()
+    top = tempfile.mkdtemp(prefix='hw1-sandbox-test-')
+    os.chmod(top, 0o1777)
+    try:
+        def plant():
+            as_user(pw)
+            os.mkdir(os.path.join(top, 'mine'))
+            return True
+        assert in_fork(plant) == 0
+        os.chown(top, 0, 0)
+        os.chmod(top, 0o755)   # the user can no longer remove its folder: the sweep must say so, not go on
+        with pytest.raises(leftovers.SweepFailed, match='could not all be removed'):
+            leftovers.remove_user_files(pw.pw_uid, pw.pw_gid, folders=(top,))
+        assert issubclass(leftovers.SweepFailed, defences.SandboxRefused)   # the grading stops, fail closed
+    finally:
+        subprocess_rm(top)
+        os.close(lock)
+
+
+def claimed_user():
+    """A pool user no grading holds, and its lock (held by the caller until it closes it)."""
+    pool, _ = users.sandbox_pool(SANDBOX_USER, 4)
+    uid, lock = users.claim(pool)
+    return pwd.getpwuid(uid[0]), lock
+
+
+def subprocess_rm(path):
+    import subprocess
+    subprocess.run(['rm', '-rf', path], check=True)
+
+
+@needs_sandbox
 def test_writable_places_cover_the_shared_folders():
     pw = pwd.getpwnam(SANDBOX_USER)
     places = leftovers.writable_places(pw.pw_uid, pw.pw_gid)
