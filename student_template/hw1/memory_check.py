@@ -281,8 +281,8 @@ def proc_status(pid):
 
 def proc_measure(pid):
     s = proc_status(pid)
-    anon = s['RssAnon']
-    return anon, max(anon, s['VmHWM'] - s['RssFile'] - s.get('RssShmem', 0))
+    anon = s['RssAnon'] + s.get('RssShmem', 0)
+    return anon, max(anon, s['VmHWM'] - s['RssFile'])
 
 
 def proc_reset(pid):
