@@ -231,7 +231,8 @@ def keep_previous(out, previous, folder, submissions):
     return target
 
 
-def main(argv):
+def _parser():
+    """The command line of `python -m autograder batch`."""
     ap = argparse.ArgumentParser(prog='python -m autograder batch', description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('export', help='the Gradescope export: the .zip, the folder it unzips to, or assignment_<id>_export/')
@@ -248,6 +249,11 @@ def main(argv):
     ap.add_argument('--overwrite', action='store_true',
                     help='replace an earlier CSV made with other grader inputs without keeping it')
     ap.add_argument('--no-report', action='store_true', help='do not write the class report beside the CSV')
+    return ap
+
+
+def main(argv):
+    ap = _parser()
     args = ap.parse_args(argv[1:])
     if args.jobs < 1:
         ap.error('--jobs must be at least 1')
@@ -291,16 +297,7 @@ def main(argv):
           '%d rows written to %s' % (len(batch.export.submissions) + len(batch.export.missing), c.get('graded', 0),
                                      c.get('skipped', 0), c.get('error', 0), c.get('missing', 0),
                                      time.time() - started, len(rows), out))
-    code = 0
-    # the same grader must give the same grades: checked against the CSV replaced (same inputs) and --compare's
-    for label, earlier in (('--compare', old), ('previous', previous if old is None else None)):
-        if earlier is None:
-            continue
-        d = regrade_diff.compare(earlier, gradebook.read(out))
-        if label == '--compare' or d.changes:
-            print('\n'.join(d.lines()))
-        if d.unreproducible:
-            code = 1
+    code = _compare_regrades(out, old, previous)
     if not args.no_report:
         write_report(out)
     not_graded = sum(r[5] == 'not graded' for r in rows)
@@ -316,6 +313,21 @@ def main(argv):
     if not_graded:
         print('batch: %d student row(s) "not graded" (no model.py, or code that cannot run): see the note column'
               % not_graded, file=sys.stderr)
+    return code
+
+
+def _compare_regrades(out, old, previous):
+    """1 when a score moved that the same grader inputs should have reproduced, else 0; prints the diffs.
+    The same grader must give the same grades: checked against the CSV replaced (same inputs) and --compare's."""
+    code = 0
+    for label, earlier in (('--compare', old), ('previous', previous if old is None else None)):
+        if earlier is None:
+            continue
+        d = regrade_diff.compare(earlier, gradebook.read(out))
+        if label == '--compare' or d.changes:
+            print('\n'.join(d.lines()))
+        if d.unreproducible:
+            code = 1
     return code
 
 
