@@ -397,6 +397,17 @@ def test_hostile(name, ag_root):
     grade_and_check(name, root, check, env=READER_ENV if name in READER_CASES else None)
 
 
+def test_a_leak_through_an_error_is_capped_in_gradescopes_mode(ag_root):
+    """leak_input_in_error again, without namespaces and cgroups: the cap is the harness's, whatever the mode."""
+    timeouts, check = CASES['leak_input_in_error']
+    root = ag_root(grading_text(timeouts))
+    root.submit('model.py', read('leak_input_in_error'))
+    grade_and_check('leak_input_in_error', root, check, env=GRADESCOPE_ENV)
+    with open(root.results_path) as f:
+        lacks = json.load(f)['extra_data']['isolation']['lacks']
+    assert {item.split(':')[0] for item in lacks} >= {'namespaces', 'cgroups'}, lacks
+
+
 # Cases that attack the harness's reader with outputs of tens of MB. Where mounts are allowed,
 # out/ is a 64 MB tmpfs and the kernel refuses those writes first (the child then dies with
 # ENOSPC and scores 0: safe, but the reader is never reached). They run without the tmpfs, as
@@ -531,19 +542,30 @@ EVIDENCE_ATTACKS = {
 }
 
 
-def _graded(ag_root, text):
+def _graded(ag_root, text, env=None):
     root = ag_root(grading_text())
     root.submit('model.py', text)
-    out, _ = root.run()
+    out, _ = root.run(env=env)
+    if env == GRADESCOPE_ENV:   # the mode really was Gradescope's
+        lacks = out['extra_data']['isolation']['lacks']
+        assert {item.split(':')[0] for item in lacks} >= {'namespaces', 'cgroups'}, lacks
     return out, by_id(out)
 
 
-@pytest.mark.parametrize('name', sorted(EVIDENCE_ATTACKS))
-def test_an_attack_on_evidence_gains_nothing(name, ag_root):
+# Gradescope's own mode: no namespaces and no writable cgroups (README, grading.yaml sandbox.defences). The
+# attacks on answers rest on no OS defence; graded again in that mode, they prove it where students are graded.
+GRADESCOPE_ENV = {'HW1_SANDBOX_DISABLE': 'namespaces,cgroups'}
+ANSWER_ATTACKS = ('memorise_answers', 'dropout_only_at_p_one')
+
+
+@pytest.mark.parametrize('name,env', [(n, None) for n in sorted(EVIDENCE_ATTACKS)]
+                         + [(n, GRADESCOPE_ENV) for n in ANSWER_ATTACKS],
+                         ids=[n for n in sorted(EVIDENCE_ATTACKS)] + [n + '-gradescope' for n in ANSWER_ATTACKS])
+def test_an_attack_on_evidence_gains_nothing(name, env, ag_root):
     sys.path.insert(0, HOSTILE)
     import build as hostile_build
-    honest_out, honest = _graded(ag_root, hostile_build.honest(name))
-    attack_out, attack = _graded(ag_root, read(name))
+    honest_out, honest = _graded(ag_root, hostile_build.honest(name), env)
+    attack_out, attack = _graded(ag_root, read(name), env)
     target = EVIDENCE_ATTACKS[name]
     assert honest[target]['score'] < honest[target]['max_score'], 'the honest bug must cost %s' % target
     gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
