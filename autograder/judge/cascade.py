@@ -117,6 +117,8 @@ class Cascade:
                 'Your code was stopped at model.py line %d: a loop that never ends?' % found[2]
         if found and found[0]:
             part, name, line = found
+            if part == 'gpt' and name.split('.')[-1] != 'forward':
+                part = name   # a GPT method of its own (load_pretrained, generate): probes that never call it run
         elif len(calls) == 1:   # no dump: a probe that runs one part of model.py can only have hung there
             part, name, line = calls[0], registry.PARTS[calls[0]], None
         else:

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, mode, possible, sandbox_processes,
+from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, possible, sandbox_processes,
                         score_in_range, sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML, sandbox
 from autograder.judge import config
@@ -35,7 +35,6 @@ GRADING = config.load(GRADING_YAML)
 CAP = GRADING.sandbox['max_output_chars']
 PROFILE = GRADING.profiles['cpu']
 IMPLEMENTATION = [t.id for t in GRADING.enabled_tests() if t.id != 'submission']
-ROPE_TESTS = ('rope', 'rope-cache', 'mha-rope', 'gqa-rope')
 GRADER_MEMORY_MB = 250   # the harness alone (numpy, fixtures, judges) is ~45 MB; Gradescope gives the tree 768 MB
 PEAK_MB = {}             # case -> the grader's peak resident memory, printed at the end (pytest -s)
 
@@ -126,7 +125,9 @@ def check_alloc_at_import(out, tests, root):
 
 
 def check_alloc_in_forward(out, tests, root):
-    for tid in ('gqa', 'gqa-rope', 'memory', 'loss-curve'):
+    # the allocation is in GroupedQueryAttention.forward: it costs the tests of that part; under cascade: insulate
+    # the training (10.1) runs with a stand-in attention in its place and judges the rest of the student's code
+    for tid in ('gqa', 'gqa-rope', 'memory'):
         assert tests[tid]['score'] == 0, tid
         assert 'allocate' in tests[tid]['output'], tests[tid]['output']
     for tid in ('rope', 'rope-cache', 'mha-rope'):  # CausalSelfAttention and RoPE do not allocate
@@ -165,7 +166,7 @@ def check_write_results(out, tests, root):
     # creating its folder meets the read-only root (OSError: EROFS)
     assert re.search(r'HOSTILE-WRITE %s: (PermissionError|OSError|FileNotFoundError)' % re.escape(target),
                      tests['submission']['output']), tests['submission']['output']
-    assert mode(root.results_dir) == (0o700, 0)   # root-only while grading (and after)
+    # root-only while grading (the PermissionError above); the grading gives the folder its mode back after
     time.sleep(1.0)  # the detached writer, had it survived, would try again within 0.1 s
     with open(root.results_path) as f:
         assert 'HOSTILE-FAKE' not in f.read()
@@ -179,13 +180,14 @@ def check_read_fixtures(out, tests, root):
     assert len(lines) == 4, msg
     assert all(l.endswith(': PermissionError') or l.endswith(': FileNotFoundError') for l in lines), msg   # root-only,
     # or (with namespaces) not in the probe's allow-listed file system at all
-    assert mode(root.source)[0] == 0o700
+    # root-only while grading (the PermissionErrors above); the grading gives the folder its mode back after
     all_zero(tests)
 
 
 def check_monkeypatch(out, tests, root):
-    # the RoPE sign bug fails as it would without the patches: comparisons run in the harness
-    for tid in ROPE_TESTS:
+    # the RoPE sign bug fails as it would without the patches: comparisons run in the harness (RoPE's own
+    # tests; under cascade: insulate the attention tests judge the attention with a stand-in RoPE)
+    for tid in ('rope', 'rope-cache'):
         assert tests[tid]['score'] == 0, tid
         assert 'max abs error' in tests[tid]['output']
     assert full(tests['gqa'])
@@ -193,10 +195,9 @@ def check_monkeypatch(out, tests, root):
 
 
 def check_nan_outputs(out, tests, root):
-    for tid in ROPE_TESTS:
+    # RoPE's own tests see the NaN outputs; under cascade: insulate the tests built on RoPE use a stand-in
+    for tid in ('rope', 'rope-cache'):
         assert tests[tid]['score'] == 0, tid
-    assert not full(tests['model'])  # its RoPE configurations
-    for tid in ROPE_TESTS:
         assert 'non-finite' in tests[tid]['output'], tests[tid]['output']
     assert full(tests['gqa'])  # no RoPE there
 
@@ -241,8 +242,18 @@ def check_forge_malformed(out, tests, root):
     all_zero(tests)
 
 
+# an optional test that builds on a required part the submission fails is "Not judged" (0 / 0, never red):
+# it names the failing part instead of the attack's symptom, and scores nothing
+OPTIONAL_TESTS = {t.id for t in GRADING.enabled_tests() if GRADING.is_extra_credit(t)}
+
+
+def not_judged(test_id, test):
+    return test_id in OPTIONAL_TESTS and test['output'].startswith('Not judged') and test['score'] == 0
+
+
 def outputs_say(tests, words, ids=IMPLEMENTATION):
-    missing = {i: tests[i]['output'][:300] for i in ids if words not in tests[i]['output']}
+    missing = {i: tests[i]['output'][:300] for i in ids
+               if words not in tests[i]['output'] and not not_judged(i, tests[i])}
     assert not missing, 'expected %r in: %s' % (words, missing)
 
 
@@ -299,9 +310,10 @@ def check_many_notes(out, tests, root):
 def check_load_pretrained_hangs(out, tests, root):
     # a load_pretrained that never returns costs that test only, in one sentence
     lp = tests['load-pretrained']
-    assert lp['score'] == 0 and lp['output'].startswith('timed out:'), lp['output']
+    assert lp['score'] == 0 and 'timed out:' in lp['output'], lp['output']
+    assert lp['output'].startswith('Your code was stopped in GPT.load_pretrained (model.py line '), lp['output']
     own = [line for line in lp['output'].splitlines() if line.strip() and 'scored 0% of its points' not in line]
-    assert len(own) == 1, lp['output']   # besides the standard '... scored 0% of its points' line
+    assert len(own) == 2, lp['output']   # where it was stopped, and the timeout (besides '... scored 0% ...')
     ref = reference_scores()
     assert {i: t['score'] for i, t in tests.items() if i != 'load-pretrained'} == \
         {i: s for i, s in ref.items() if i != 'load-pretrained'}
@@ -317,12 +329,18 @@ def check_forged_progress(out, tests, root):
     # every other test is the reference's own.
     assert 'end loss-curve' in out['extra_data']['child_log_tail']   # the attack fired: its stdout reached the log
     lc = tests['loss-curve']
-    assert lc['score'] == 0 and lc['output'].startswith('timed out') and 'ran longer than the 8 s allowed' \
+    assert lc['score'] == 0 and 'timed out' in lc['output'] and 'ran longer than the 8 s allowed' \
         in lc['output'] and 'CPU time' in lc['output'], lc['output']
+    # the harness names the part its stack was in (GPT.forward): a part that hung is not run again in later
+    # probes, which say so; every test before the training keeps its points
+    hung = 'not run: GPT.forward did not return in test 10.1 (model.py line '
     grad = tests['gradients']
-    assert grad['score'] == 0 and 'the training gave no gradients' in grad['output'], grad['output']
-    assert [i for i, t in tests.items() if i not in ('loss-curve', 'gradients') and not full(t)] == []
-    assert total(out) == possible(out) - lc['max_score'] - grad['max_score']
+    assert grad['score'] == 0 and ('the training gave no gradients' in grad['output']
+                                   or grad['output'].startswith(hung)), grad['output']
+    lost = {i: t['output'][:200] for i, t in tests.items()
+            if i not in ('loss-curve', 'gradients') and not full(t) and not t['output'].startswith(hung)}
+    assert lost == {}, lost
+    assert total(out) <= possible(out) - lc['max_score'] - grad['max_score']
 
 
 def check_leak_input_in_error(out, tests, root):

@@ -73,8 +73,9 @@ def row(sub, out, course, seconds):
     """One submission's row: its expected.yaml, its Results and the course tests' verdict."""
     tests = {tid: {'score': t.score, 'max_score': t.max_score, 'output': t.output, 'status': t.status}
              for tid, t in out.tests.items()}
+    # grade_seconds: the whole job, the course's tests included; execution_time: the grading's own (results.json)
     return dict(sub, tests=tests, skipped=list(skipped_tests(sub)), grade_seconds=round(seconds, 1), course=course,
-                grader_output=out.output)
+                grader_output=out.output, execution_time=round(out.execution_time, 1))
 
 
 def error_row(sub, message, seconds):
