@@ -143,7 +143,9 @@ def _kinds(outcome):
 
 @pytest.mark.parametrize('label', ['reference'] + ['correct/' + os.path.basename(os.path.dirname(p)) for p in CORRECT])
 def test_correct_models_pass_every_public_test(outcomes, label):
-    failing = {test: entry for test, entry in outcomes[label].items() if entry[0] != 'PASS'}
+    # an optional part the model leaves out reads NOT ATTEMPTED (a skip that costs nothing), as on the grader
+    failing = {test: entry for test, entry in outcomes[label].items()
+               if entry[0] != 'PASS' and not (entry[0] == 'NOT ATTEMPTED' and '_optional_' in test)}
     assert failing == {}, label
 
 
