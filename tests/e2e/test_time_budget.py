@@ -1,6 +1,6 @@
 """
-The whole run's time budget (grading.yaml sandbox.total_seconds): a submission whose RoPE
-hangs times out every test that uses RoPE, and without a cap those timeouts add up past
+The whole run's time budget (grading.yaml sandbox.total_seconds): a hang the cascade cannot
+place times out every test that runs it, and without a cap those timeouts add up past
 Gradescope's own limit, after which Gradescope shows no results at all. With the cap the
 grading ends on time and still writes a valid results.json.
 """
@@ -14,17 +14,24 @@ from autograder.judge import source_patches
 from autograder.judge import results as results_mod
 from autograder.judge.grade import grade
 
-BUDGET_S = 40
-# RoPE tests time out one by one (CPU seconds: three of them, up to twice as long in wall-clock time on a
-# busy machine, before GQA, which runs), and the ten that hang need more than the budget: it ends
+BUDGET_S = 20
 PER_TEST_S = 4
+# Block.forward never returns, and model.py unsets the hang dump (faulthandler.unregister), so the harness
+# cannot say where it hung: a probe that runs several parts is then not skipped (cascade.py names a part only
+# from a dump, or from a probe that runs one part), and every GPT probe (8.1 on: at least seven) runs into its
+# 4 s timeout. Before them the import and tests 2.1-7.1 take ~10 s here; seven timeouts need 28 s more: past 20.
+HIDDEN_HANG = [
+    ('import json\n', 'import faulthandler\nimport json\nimport signal\n'),
+    ('        x = x + attn_out\n', '        while True:\n            pass\n        x = x + attn_out\n'),
+    ('from mingpt.utils import CfgNode as CN\n',
+     'from mingpt.utils import CfgNode as CN\nfaulthandler.unregister(signal.SIGUSR1)\n'),
+]
 
 
-def test_a_hanging_rope_stops_at_the_budget_with_valid_results(tmp_path):
-    hang = '        # BEGIN SOLUTION\n        # `offset` shifts'
+def test_a_hang_that_hides_where_it_is_stops_at_the_budget_with_valid_results(tmp_path):
+    """The budget is the defence left when the cascade cannot skip a hang: the grading ends at it, results valid."""
     submission = tmp_path / 'model.py'
-    submission.write_text(source_patches.patched_reference([(hang, '        while True:\n            pass\n' + hang)],
-                                                     'the infinite loop of test_time_budget'))
+    submission.write_text(source_patches.patched_reference(HIDDEN_HANG, 'a Block.forward that hangs, dump unset'))
     with open(GRADING_YAML) as f:
         text = f.read()
     text, n = re.subn(r'total_seconds: \d+', 'total_seconds: %d' % BUDGET_S, text)
@@ -41,13 +48,14 @@ def test_a_hanging_rope_stops_at_the_budget_with_valid_results(tmp_path):
     results_mod.validate(out)
     with open(tmp_path / 'results' / 'results.json') as f:
         assert json.load(f)['tests'] == out['tests']
-    # the budget, plus one child start and the judging, not the 60 s timeout of every RoPE test
+    # the budget, plus one child start and the judging, not the timeouts of every GPT test
     assert elapsed < BUDGET_S + 30, elapsed
     by_number = {t['number']: t for t in out['tests']}
-    assert by_number['2.1']['score'] == 0 and 'longer than the %d s allowed' % PER_TEST_S in by_number['2.1']['output']
+    assert by_number['8.1']['score'] == 0 and 'longer than the %d s allowed' % PER_TEST_S in by_number['8.1']['output']
     assert any('grading time budget of %d s was used up' % BUDGET_S in t.get('output', '') for t in out['tests'])
-    # tests that never touch RoPE and ran before the budget ended keep their points
-    assert by_number['4.1']['score'] == by_number['4.1']['max_score']
+    # tests that never run a Block and ran before the budget ended keep their points
+    for number in ('2.1', '4.1'):
+        assert by_number[number]['score'] == by_number[number]['max_score'], by_number[number]
 
 
 # ----------------------------------------------------------------------------- run_autograder's ends
@@ -92,7 +100,7 @@ def test_a_grader_killed_before_the_budget_is_not_called_a_timeout(tmp_path):
     fake = tmp_path / 'python'
     # the real interpreter for everything but the grading, which writes one finished test and is SIGKILLed
     fake.write_text('#!/bin/bash\nif [[ "$*" == *"autograder grade"* ]]; then\n'
-                    '  %s -c "import sys; sys.path.insert(0, \'%s\'); from autograder import config; '
+                    '  %s -c "import sys; sys.path.insert(0, \'%s\'); from autograder.judge import config; '
                     'from autograder.judge.judges import Verdict; from autograder.judge.results import partial; '
                     'g = config.load(\'%s\'); partial(g.enabled_tests(), {\'rope\': Verdict(1.0, [\'ok\'])}, 0)'
                     '.write(\'%s\')"\n  kill -9 $$\nfi\nexec %s "$@"\n'
