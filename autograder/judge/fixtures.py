@@ -160,6 +160,42 @@ def load(grading, profile, check=True):
     return Fixtures(profile, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, sets)
 
 
+_LOADED = {}   # one entry per profile: (signature, Fixtures), see load_for_grading
+
+
+def _signature(grading, profile):
+    """What a loaded copy depends on: the profile, and the stat of every file load() and staleness() read."""
+    base = folder(profile)
+    stats = []
+    paths = [os.path.join(base, n) for n in ('manifest.json', 'expected.npz', 'known_bugs.npz', KEY_FILE)]
+    for path in paths + [DATA_FILE] + PROBE_CODE + REFERENCE_CODE + HANDOUT_CODE:   # what staleness() reads
+        try:
+            st = os.stat(path)
+            stats.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            stats.append((path, None))
+    return grading.profile_hash(profile), tuple(stats)
+
+
+def load_for_grading(grading, profile):
+    """
+    load(grading, profile) kept for the next grading of this process while neither grading.yaml's
+    profile nor any fixture file changes: a batch worker grades many submissions, and reading and
+    checking ~9 MB of npz took ~0.2 CPU-s of every grading. The arrays are made read-only, so that no
+    judge can change what the next grading compares against (it would raise instead).
+    """
+    signature = _signature(grading, profile)
+    kept = _LOADED.get(profile)
+    if kept is not None and kept[0] == signature:
+        return kept[1]
+    fx = load(grading, profile)
+    for expected, by_bug, _seed in fx.sets or ((fx.expected, fx.known_bugs, None),):
+        for array in list(expected.values()) + [a for arrays in by_bug.values() for a in arrays.values()]:
+            array.setflags(write=False)
+    _LOADED[profile] = (signature, fx)
+    return fx
+
+
 def staleness(grading, profile, manifest):
     problems = []
     if manifest.get('profile_hash') != grading.profile_hash(profile):

@@ -45,27 +45,28 @@ def _probe_ids(specs):
     return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
-def _submission_verdict(located, problems, run, import_hang=None):
+def _submission_verdict(located, problems, run, import_hang=None, static=None):
+    """Test 1.1. `static`: (import warnings, missing interface) of model.py when already computed: the verdict is
+    judged for the partial results.json and again at the end, and the AST passes need to run only once."""
     lines = [located.note] if located.note else []
     if located.problem or problems:
         return Verdict(0.0, lines + (problems or [located.problem]))
+    warnings, lacks = static if static is not None else static_findings(located.path)
     imp = run.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
         where = ['%s: code at the top level of model.py runs when it is imported (a loop, a sleep, a training '
                  'run?); put it under `if __name__ == "__main__":` or remove it.' % import_hang] if import_hang else []
         return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + where + detail
-                       + submission.import_warnings(located.path))
+                       + warnings)
     notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
     for r in run.probes.values():
         notes.update(dict.fromkeys(r.info.get('notes', [])))
     lines += ['Note: ' + n for n in list(notes)[:report_schema.MAX_NOTES]]
-    lines += submission.import_warnings(located.path)
+    lines += warnings
     printed = imp.info.get('stdout', '')
     if printed.strip():
         lines.append('model.py printed at import:\n' + printed[:1000])
-    with open(located.path, encoding='utf-8', errors='replace') as f:
-        lacks = interface_check.missing(f.read())
     if lacks:
         return Verdict(0.0, lines + ['model.py does not define the handout interface: %s is missing. Keep the '
                                      "handout's class and method names." % ', '.join(lacks)])
@@ -74,6 +75,14 @@ def _submission_verdict(located, problems, run, import_hang=None):
                                      '(it is worth no points) only so that you read the line above: the upload holds '
                                      'more than one model.py and only the first one named was graded.'])
     return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
+
+
+def static_findings(path):
+    """(import warnings, missing parts of the interface) of the file at `path`; ([], []) when there is none."""
+    if not path:
+        return [], []
+    with open(path, encoding='utf-8', errors='replace') as f:
+        return submission.import_warnings(path), interface_check.missing(f.read())
 
 
 def upload_problems(path):
@@ -147,8 +156,10 @@ class Judging:
         self.problems = upload_problems(located.path) if located.path else []
         self.info = {'sandbox': 'not run'}
         self.cascade = None
+        self.static = None
         if located.problem or self.problems:
             return
+        self.static = static_findings(located.path)
         prof = grading.profiles[profile]
         probe_ids = _probe_ids(self.specs)
         timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
@@ -219,7 +230,7 @@ class Judging:
         located, run = self.located, self.run
         if spec.id == 'submission':
             return _submission_verdict(located, self.problems, run,
-                                       self.cascade.import_hang if self.cascade is not None else None)
+                                       self.cascade.import_hang if self.cascade is not None else None, self.static)
         if located.problem or self.problems:
             return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
         if run.import_result.status != 'ok':
@@ -316,7 +327,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         if sandbox is None:
             sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
         held.enter_context(lockdown(sandbox, results_path, autograder_root))
-        fx = fixtures.load(grading, profile)
+        fx = fixtures.load_for_grading(grading, profile)
         located = submission.locate(path, upload_scratch)
         judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
                           progress_writer(grading, skip, started, results_path))

@@ -375,6 +375,19 @@ def _static_problems(path):
     return [problem] if problem else []
 
 
+def imported_names(tree):
+    """(import node, module name, its top-level package) of every absolute import in the tree, in walk order."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            yield node, name, name.split('.')[0]
+
+
 def import_warnings(path) -> List[str]:
     """
     Lines for test 1.1 about imports that cost nothing now: modules a model has no use for, and
@@ -392,23 +405,15 @@ def import_warnings(path) -> List[str]:
     top_level = {n for stmt in tree.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))
                  and not _inside_def(stmt, n)}
     warnings = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        for name in names:
-            top = name.split('.')[0]
-            if top in UNUSUAL:
-                warnings.append("Warning: model.py line %d imports %r, which a model has no use for; it costs nothing, "
-                                "but the grader's sandbox may refuse what it does" % (node.lineno, name))
-            elif top not in THIRD_PARTY and top not in stdlib and (node in optional or node not in top_level):
-                warnings.append("Note: model.py line %d imports %r %s; the autograder provides only torch, einops, "
-                                "numpy and the standard library, so that code must not run during grading"
-                                % (node.lineno, name, 'inside a try/except ImportError' if node in optional
-                                   else 'inside a function'))
+    for node, name, top in imported_names(tree):
+        if top in UNUSUAL:
+            warnings.append("Warning: model.py line %d imports %r, which a model has no use for; it costs nothing, "
+                            "but the grader's sandbox may refuse what it does" % (node.lineno, name))
+        elif top not in THIRD_PARTY and top not in stdlib and (node in optional or node not in top_level):
+            warnings.append("Note: model.py line %d imports %r %s; the autograder provides only torch, einops, "
+                            "numpy and the standard library, so that code must not run during grading"
+                            % (node.lineno, name, 'inside a try/except ImportError' if node in optional
+                               else 'inside a function'))
     return warnings[:MAX_LISTED]
 
 

@@ -278,6 +278,19 @@ def read_source(path):
         return None, 'model.py has a coding line Python does not accept: %s' % e
 
 
+def imported_names(tree):
+    """(import node, module name, its top-level package) of every absolute import in the tree, in walk order."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            yield node, name, name.split('.')[0]
+
+
 def _names_defined(body):
     names = set()
     for node in body:
@@ -383,21 +396,13 @@ def import_notes(tree):
     """
     at_import = set(_runs_at_import(tree))
     notes = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        for name in names:
-            top = name.split('.')[0]
-            if top in DENIED_NOTE:
-                notes.append('model.py line %d imports %r: allowed, but a model has no use for it, and on the grader '
-                             'it cannot start processes, reach the network or write files' % (node.lineno, name))
-            elif top not in GRADER_MODULES and not _stdlib(top) and node not in at_import:
-                notes.append('model.py line %d imports %r inside a function: the grader does not have it, so a test '
-                             'that runs this code fails there (importing model.py still works)' % (node.lineno, name))
+    for node, name, top in imported_names(tree):
+        if top in DENIED_NOTE:
+            notes.append('model.py line %d imports %r: allowed, but a model has no use for it, and on the grader '
+                         'it cannot start processes, reach the network or write files' % (node.lineno, name))
+        elif top not in GRADER_MODULES and not _stdlib(top) and node not in at_import:
+            notes.append('model.py line %d imports %r inside a function: the grader does not have it, so a test '
+                         'that runs this code fails there (importing model.py still works)' % (node.lineno, name))
     return notes
 
 

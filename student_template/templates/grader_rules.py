@@ -160,7 +160,7 @@ def _load_by_shape(module, weights):
 
 # ----------------------------------------------------------------------------- the grader's upload rules
 
-UPLOAD_RULES = None  # filled in by build-template: the grader's own checks (submission.py, interface.py)
+UPLOAD_RULES = None  # filled in by build-template: the grader's own checks (submission.py, interface_check.py)
 
 
 def _runs_at_import(tree):
@@ -189,21 +189,13 @@ def import_notes(tree):
     """
     at_import = set(_runs_at_import(tree))
     notes = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        for name in names:
-            top = name.split('.')[0]
-            if top in DENIED_NOTE:
-                notes.append('model.py line %d imports %r: allowed, but a model has no use for it, and on the grader '
-                             'it cannot start processes, reach the network or write files' % (node.lineno, name))
-            elif top not in GRADER_MODULES and not _stdlib(top) and node not in at_import:
-                notes.append('model.py line %d imports %r inside a function: the grader does not have it, so a test '
-                             'that runs this code fails there (importing model.py still works)' % (node.lineno, name))
+    for node, name, top in imported_names(tree):
+        if top in DENIED_NOTE:
+            notes.append('model.py line %d imports %r: allowed, but a model has no use for it, and on the grader '
+                         'it cannot start processes, reach the network or write files' % (node.lineno, name))
+        elif top not in GRADER_MODULES and not _stdlib(top) and node not in at_import:
+            notes.append('model.py line %d imports %r inside a function: the grader does not have it, so a test '
+                         'that runs this code fails there (importing model.py still works)' % (node.lineno, name))
     return notes
 
 

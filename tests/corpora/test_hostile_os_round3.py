@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from ag_helpers import SANDBOXED, sandbox_processes
+from ag_helpers import sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.contract import report_schema
@@ -35,18 +35,7 @@ SHARED = ('/tmp', '/var/tmp', '/dev/shm', '/run/lock')
 
 @pytest.fixture(scope='module', params=['strongest', 'gradescope'])
 def sandbox(request):
-    if request.param == 'gradescope' and not SANDBOXED:
-        pytest.skip('the weaker set-up differs only under root')
-    old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
-    if request.param == 'gradescope':
-        os.environ['HW1_SANDBOX_DISABLE'] = 'namespaces,cgroups'
-    try:
-        with Sandbox(GRADING.sandbox) as sb:
-            yield sb
-    finally:
-        os.environ.pop('HW1_SANDBOX_DISABLE', None)
-        if old is not None:
-            os.environ['HW1_SANDBOX_DISABLE'] = old
+    yield from sandbox_in_mode(request, 'gradescope')
 
 
 def run(sandbox, tmp_path, code, probes=(), timeout=60, **kwargs):

@@ -7,15 +7,13 @@ process that does not outlive its probe, an OOM kill reported as such, and what 
 measured in ProbeResult.harness.
 """
 
-import os
 
 import pytest
 
-from ag_helpers import SANDBOXED, sandbox_processes
+from ag_helpers import SANDBOXED, sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.contract import report_schema
-from autograder.sandbox import Sandbox
 
 GRADING = config.load(GRADING_YAML)
 JOB = {'profile': GRADING.profiles['cpu']}
@@ -24,18 +22,7 @@ JOB = {'profile': GRADING.profiles['cpu']}
 @pytest.fixture(scope='module', params=['strongest', 'no-namespaces'])
 def sandbox(request):
     """The strongest set-up here, and the one of a Docker container without CAP_SYS_ADMIN (Gradescope)."""
-    if request.param == 'no-namespaces' and not SANDBOXED:
-        pytest.skip('the weaker set-up differs only under root')
-    old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
-    if request.param == 'no-namespaces':
-        os.environ['HW1_SANDBOX_DISABLE'] = 'namespaces,cgroups'
-    try:
-        with Sandbox(GRADING.sandbox) as sb:
-            yield sb
-    finally:
-        os.environ.pop('HW1_SANDBOX_DISABLE', None)
-        if old is not None:
-            os.environ['HW1_SANDBOX_DISABLE'] = old
+    yield from sandbox_in_mode(request, 'no-namespaces')
 
 
 def run(sandbox, tmp_path, code, probes=(), timeout=60, **kwargs):

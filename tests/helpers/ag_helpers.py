@@ -200,3 +200,24 @@ def sandbox_processes():
 def mode(path):
     st = os.stat(path)
     return stat.S_IMODE(st.st_mode), st.st_uid
+
+
+def sandbox_in_mode(request, weaker='gradescope'):
+    """
+    The body of a module-scoped `sandbox` fixture parametrized over 'strongest' and `weaker`: one Sandbox
+    with every defence this machine gives, or with Gradescope's (HW1_SANDBOX_DISABLE=namespaces,cgroups:
+    no namespaces and no writable cgroups). The environment is restored afterwards.
+    """
+    from autograder.sandbox import Sandbox
+    if request.param == weaker and not SANDBOXED:
+        pytest.skip('the weaker set-up differs only under root')
+    old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
+    if request.param == weaker:
+        os.environ['HW1_SANDBOX_DISABLE'] = 'namespaces,cgroups'
+    try:
+        with Sandbox(config.load(GRADING_YAML).sandbox) as sb:
+            yield sb
+    finally:
+        os.environ.pop('HW1_SANDBOX_DISABLE', None)
+        if old is not None:
+            os.environ['HW1_SANDBOX_DISABLE'] = old

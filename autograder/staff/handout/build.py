@@ -45,7 +45,7 @@ OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 
 # the placeholders in templates/grader_rules.py that the generator fills in with the grader's own code
 PLAN_PLACEHOLDER = "PROJECTION_PLAN = None  # filled in by build-template: the grader's layer matching\n"
-RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface.py)\n'
+RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface_check.py)\n'
 # the public tests' reference values, written beside test_model.py
 EXPECTED_FILE = 'test_model_expected.json'
 
@@ -60,7 +60,7 @@ def _upload_rules_source():
              'MAX_MODEL_BYTES = %d' % submission.MAX_MODEL_BYTES,
              'INTERFACE = %r' % (interface_check.INTERFACE,),
              '_MODULE_BASES = frozenset(%r)' % sorted(interface_check._MODULE_BASES)]
-    functions = (submission.too_large, submission._line_of, submission.not_utf8, submission.read_source,
+    functions = (submission.too_large, submission._line_of, submission.not_utf8, submission.read_source, submission.imported_names,
                  interface_check._names_defined, interface_check._classes, interface_check._has_method, interface_check.missing,
                  interface_check.nothing_to_grade)
     return '\n'.join(parts) + '\n\n\n' + '\n\n'.join(inspect.getsource(f) for f in functions)
