@@ -25,10 +25,13 @@ from typing import Dict, List, Optional
 from gradescope_utils.autograder_utils.decorators import number, partial_credit, tags, visibility
 from gradescope_utils.autograder_utils.json_test_runner import JSONTestRunner
 
+from autograder.judge import markdown
+
 MAX_OUTPUT_CHARS = 20_000      # per test and top level, unless grading.yaml says less; Gradescope cuts at ~100k
 SCORE_DIGITS = 4               # stored; totals are shown with at most 2 decimals
 ERROR_NAME = 'Autograder error'
 VISIBILITIES = ('hidden', 'after_due_date', 'after_published', 'visible')
+OUTPUT_FORMATS = ('text', 'html', 'simple_format', 'md', 'ansi')   # Gradescope's
 # numpy scalars printed by repr (numpy >= 2): 'np.int64(0)', 'np.float32(1.5)' -> '0', '1.5'
 _NP_SCALAR = re.compile(r"\bnp\.(?:u?int\d*|float\d*|bool_?|str_)\((-?[^()]*)\)")
 
@@ -69,6 +72,9 @@ class TestResult:
             out['number'] = self.number
         if self.output:
             out['output'] = truncate(self.output, limit)
+            md = markdown.render(out['output'])   # a table of expected against got, where there is one
+            if md is not None:
+                out['output'], out['output_format'] = md, markdown.FORMAT
         out['visibility'] = self.visibility
         if self.tags:
             out['tags'] = list(self.tags)
@@ -176,8 +182,11 @@ class Results:
         for t in data['tests']:
             tid = (t.get('extra_data') or {}).get('id') or (ids_by_number or {}).get(str(t.get('number', ''))) \
                 or str(t.get('number') or t['name'])
+            output = t.get('output', '')
+            if t.get('output_format') == markdown.FORMAT:
+                output = markdown.plain(output)
             tests[tid] = TestResult(tid, t['name'], float(t['score']), float(t['max_score']), t['status'],
-                                    str(t.get('number', '')), t.get('output', ''), t.get('visibility', 'visible'),
+                                    str(t.get('number', '')), output, t.get('visibility', 'visible'),
                                     list(t.get('tags') or []))
         return cls(tests, data.get('output', ''), data['execution_time'], data.get('extra_data'))
 
@@ -297,6 +306,8 @@ def validate(results):
             raise ValueError('bad visibility %r' % t.get('visibility'))
         if not isinstance(t.get('output', ''), str) or len(t.get('output', '')) > 50_000:
             raise ValueError('an output is too long or not a string')
+        if t.get('output_format', 'text') not in OUTPUT_FORMATS:
+            raise ValueError('bad output_format %r' % t.get('output_format'))
     json.dumps(results, allow_nan=False)
 
 

@@ -182,8 +182,8 @@ def test_plant_tmp_removed_afterwards(ag_root, monkeypatch, setup):
         iso = out['extra_data']['isolation']
         if SETUPS[setup]:
             # shared temp folders: everything landed there, and the clean-up (as the sandbox user) removed it
-            assert line.startswith('HOSTILE-PLANT 20000 inodes') and 'locked' in line.split(), line
-            assert iso['files_removed'] >= 20000 + 6, iso
+            assert line.startswith('HOSTILE-PLANT 10000 inodes') and 'locked' in line.split(), line
+            assert iso['files_removed'] >= 10000 + 6, iso
         else:
             # private, size-limited /tmp: the inode flood stops at sandbox.scratch_inodes
             assert 'inodes:OSError' in line, line

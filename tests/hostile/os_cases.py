@@ -57,7 +57,7 @@ _hostile_net()
 
 PLANT = '''
 # HOSTILE: plant files in the shared temp folders, meant to outlive the grading: an importable torch.py
-# and sitecustomize.py, 8 MB in /dev/shm, 20,000 inodes, and a folder locked with mode 0
+# and sitecustomize.py, 8 MB in /dev/shm, 10,000 inodes (past sandbox.scratch_inodes), and a folder locked with mode 0
 def _hostile_plant():
     made = []
     for top in ('/tmp', '/var/tmp', '/dev/shm'):
@@ -81,7 +81,7 @@ def _hostile_plant():
     count = 0
     try:
         os.makedirs(flood, exist_ok=True)
-        for i in range(20000):
+        for i in range(10000):
             open(os.path.join(flood, str(i)), 'w').close()
             count += 1
     except Exception as e:
@@ -397,7 +397,7 @@ def _case(what, code, base='reference'):
 # name -> (what it does, base, edits): the format of build.py's CASES
 CASES = {
     'net_socket': _case('connects to a loopback listener through __import__, raw syscalls, IPv6 and AF_UNIX', NET),
-    'plant_tmp': _case('plants torch.py, sitecustomize.py, 8 MB and 20,000 inodes in /tmp, /var/tmp, /dev/shm', PLANT),
+    'plant_tmp': _case('plants torch.py, sitecustomize.py, 8 MB and 10,000 inodes in /tmp, /var/tmp, /dev/shm', PLANT),
     'thread_forever': _case('starts a non-daemon thread that never ends', THREAD),
     'proc_snoop': _case("reads every other process's command line through /proc", PROC),
     'other_victim': _case('leaves secrets in its folders and /tmp, then waits at import (for other_reader)', VICTIM),
