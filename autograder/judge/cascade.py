@@ -17,6 +17,9 @@ from autograder.judge import registry
 from autograder.judge.judges import Verdict
 from autograder.judge.verdicts import judge
 
+# where a probe was stopped at its deadline, as the student reads it (the public tests say the same)
+STOPPED_IN = 'Your code was stopped in %s (model.py line %d): a loop that never ends?'
+STOPPED_AT = 'Your code was stopped at model.py line %d: a loop that never ends?'
 STAND_IN_NAMES = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}
 # probes that also run these parts outside a GPT (the student's modules are judged there): never replaced
 DIRECT = {'causality': ('mha', 'gqa'), 'sliding-window': ('mha', 'gqa', 'banded')}
@@ -112,9 +115,8 @@ class Cascade:
         found = where_hung(result.harness.get('hang'), self.functions)
         calls = registry.BY_ID[probe_id].calls
         if found:
-            self.stopped[probe_id] = 'Your code was stopped in %s (model.py line %d): a loop that never ends?' % (
-                found[1], found[2]) if found[1] != 'model.py' else \
-                'Your code was stopped at model.py line %d: a loop that never ends?' % found[2]
+            self.stopped[probe_id] = STOPPED_IN % (found[1], found[2]) if found[1] != 'model.py' else \
+                STOPPED_AT % found[2]
         if found and found[0]:
             part, name, line = found
             if part == 'gpt' and name.split('.')[-1] != 'forward':

@@ -198,3 +198,21 @@ def test_only_optional_parts_missing_exits_0(tmp_path):
         assert proc.returncode == 0 and found, proc.stdout[-3000:]
         skipped.append(int(found.group(1)))
     assert skipped[0] == skipped[1] >= 2, skipped  # at least the two sliding-window tests
+
+
+def test_a_hang_is_stopped_and_its_line_named_in_the_graders_words(tmp_path):
+    """A GQA loop that never ends (the corpus's starter_gqa_while_hang): the public test stops it after
+    HW1_TEST_SECONDS and names the function and line, with the sentence the grader's cascade uses."""
+    from autograder.judge.cascade import STOPPED_IN
+    with open(os.path.join(REPO_ROOT, 'tests', 'submissions', 'buggy', 'starter_gqa_while_hang', 'model.py')) as f:
+        source = f.read()
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if text.strip().startswith('while '))
+    folder = _variant(tmp_path, 'hang', source)
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1', HW1_TEST_SECONDS='3')
+    proc = subprocess.run([sys.executable, 'test_model.py', 'PublicTests.test_05_gqa_kv1', 'PublicTests.test_04_mha_rope'],
+                          cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=120)
+    said = STOPPED_IN % ('GroupedQueryAttention.forward', line) + ' (it ran longer than 3 s'
+    assert said in proc.stdout and 'PASS  CausalSelfAttention with rope=True' in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode == 1, proc.stdout[-3000:]
