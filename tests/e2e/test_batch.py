@@ -112,7 +112,10 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
         if r['name'] == 'Gina Nofolder':
             assert (r['total'], r['2.1 rope'], r['seconds']) == ('', '', '') and 'no folder' in r['note']
             continue
-        assert float(r['total']) == TOTALS[r['submission']] and float(r['seconds']) > 0
+        # every graded row records its grading's seconds; an upload refused before any probe (a syntax error)
+        # takes ~0.01 s now that a batch worker keeps the fixtures loaded, so 0.00 is a true figure there
+        assert float(r['total']) == TOTALS[r['submission']] and r['seconds'] != '' and float(r['seconds']) >= 0
+        assert float(r['seconds']) > 0 or r['status'] != 'graded', r
         assert sum(float(v) for k, v in r.items() if k[:1].isdigit()) == float(r['total'])
     assert by_name['Hugo Pdfonly']['note'] == ('no model.py in the submission: upload your mingpt/model.py '
                                                '(the upload holds hw1_writeup.pdf)')

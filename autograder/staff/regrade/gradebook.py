@@ -104,7 +104,7 @@ def row_cells(specs, out, status, note):
     if out is None:
         return [''] * len(specs), '', '', '', note
     cells = [points(out.score(s.id)) if s.id in out else '' for s in specs]
-    return cells, points(out.total), ';'.join(named_bugs(out)), '%.1f' % out.execution_time, note
+    return cells, points(out.total), ';'.join(named_bugs(out)), '%.2f' % out.execution_time, note
 
 
 def grader_inputs(stamp):
