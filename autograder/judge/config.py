@@ -15,6 +15,7 @@ import yaml
 
 from autograder import GRADING_YAML
 from autograder.judge import registry
+from autograder.judge.profiles import Profile, schema as profile_schema
 
 VISIBILITIES = ('hidden', 'after_due_date', 'after_published', 'visible')
 TAGS = registry.IDS  # a test's tags name the parts it checks, by test id
@@ -57,7 +58,7 @@ class Grading:
     version: int
     handout: dict
     sandbox: dict
-    profiles: Dict[str, dict]
+    profiles: Dict[str, Profile]   # grading.yaml's profiles: cpu, gpu (judge/profiles.py)
     tests: List[TestSpec] = field(default_factory=list)
     cascade: str = 'insulate'   # 'insulate': a later test builds on stand-ins for failed parts; 'charge': on the student's
 
@@ -78,7 +79,7 @@ class Grading:
 
     def profile_hash(self, profile):
         """What the fixtures of `profile` depend on: its sizes and seeds, not weights or tolerances."""
-        blob = json.dumps(self.profiles[profile], sort_keys=True).encode()
+        blob = json.dumps(self.profiles[profile].as_json(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
 
@@ -89,26 +90,9 @@ SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu
                 'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int,
                 'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float), 'student_text_chars': int,
                 'idle_seconds': (int, float)}
-PROFILE_KEYS = {'device': str, 'seed': int, 'module': dict, 'model': dict, 'rope_cases': list,
-                'kv_heads': list, 'memory': dict, 'sliding_window': dict, 'loss_curve': dict,
-                'workflow': dict, 'dropout': dict, 'input_sets': int}
-# the inside of a profile: every key of every section, its type, and whether it may be left out
-INT, NUMBER, BOOL = int, (int, float), bool
-INTS = ('list', int)   # a list of integers
-PROFILE_SECTIONS = {
-    'module': {'n_embd': INT, 'n_query_head': INT, 'block_size': INT, 'batch': INT, 'seq': INT},
-    'model': {'n_layer': INT, 'n_embd': INT, 'n_query_head': INT, 'vocab_size': INT, 'block_size': INT,
-              'batch': INT, 'seq': INT},
-    'memory': {'batch': INT, 'seq': INT, 'warmup_batch': INT, 'attn_pdrop': NUMBER, 'floor': str},
-    'sliding_window': {'window': INT, 'seq': INT, 'memory_seq': INT, 'memory_heads': INT, 'memory_head_dim': INT,
-                       'memory_window': INT, 'memory_rows': INT, 'memory_margin_mb': INT},
-    'loss_curve': {'n_layer': INT, 'n_embd': INT, 'n_query_head': INT, 'n_kv_head': INT, 'rope': BOOL,
-                   'block_size': INT, 'batch_size': INT, 'iters': INT, 'learning_rate': NUMBER,
-                   'reference_seeds': INTS, 'student_seed': INT, 'window': INT, 'heldout_seqs': INT},
-    'workflow': {'block_from': INT, 'block_to': INT},
-    'dropout': {'p': NUMBER, 'seq': INT},
-}
-PROFILE_LISTS = {'kv_heads': INTS, 'rope_cases': ('list', INTS)}   # rope_cases: [B, nh, T, d] each
+# the inside of a profile, from the fields of judge/profiles.py: every key, its YAML type, every key of every
+# section with its kind (a type, or ('list', kind): a list whose items are each of that kind), and the list keys
+PROFILE_KEYS, PROFILE_SECTIONS, PROFILE_LISTS = profile_schema()
 TEST_KEYS = {'id': str, 'name': str, 'number': str, 'weight': (int, float), 'visibility': str,
              'tags': list, 'timeout': (int, float), 'tolerance': dict, 'optional_part': str, 'sees': str}
 TOLERANCE_KEYS = {'atol': (int, float), 'rtol': (int, float), 'why': str, 'binomial_sigmas': (int, float)}
@@ -244,7 +228,7 @@ def _sandbox(v, node):
 
 
 def _profiles(v, node):
-    """profiles: cpu and gpu at least, each with every section of PROFILE_SECTIONS typed."""
+    """profiles: cpu and gpu at least, each with every section of PROFILE_SECTIONS typed; a Profile each."""
     profiles = {}
     for name, (_, value_node) in v.mapping(node, 'profiles').items():
         entries = v.mapping(value_node, 'profile %r' % name)
@@ -265,7 +249,7 @@ def _profiles(v, node):
     for required in ('cpu', 'gpu'):
         if required not in profiles:
             v.fail(node, "profile %r is required" % required)
-    return profiles
+    return {name: Profile.from_mapping(values) for name, values in profiles.items()}
 
 
 def _test(v, node, parts):

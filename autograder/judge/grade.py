@@ -116,7 +116,7 @@ def expected_outputs(fx, probe_ids, prof):
         if pid == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
             # every array of one reference seed ('seed1' or 'seed1/<name>'), renamed for the student's seed
             # (the fixtures' own arrays for the student's seed when regenerate ran it, e.g. held-out logits)
-            student = 'seed%d' % prof['loss_curve']['student_seed']
+            student = 'seed%d' % prof.loss_curve.student_seed
             own = {k: v for k, v in arrays.items() if k.split('/')[0] == student}
             first = sorted(arrays)[0].split('/')[0]
             arrays = own or {student + k[len(first):]: v for k, v in arrays.items() if k.split('/')[0] == first}
@@ -169,7 +169,7 @@ class Judging:
         source, _ = submission.read_source(located.path)
         self.cascade = cascade.Cascade(grading, fx, source, self.specs)
         # the job is read afresh by each probe process: on_result names the next probe's stand-ins in it
-        job = probe_job.job(prof, [prof['loss_curve']['student_seed']])
+        job = probe_job.job(prof, [prof.loss_curve.student_seed])
         extra = {'skip': self.cascade.skip} if cascade.sandbox_skips(sandbox) else {}
         run = probe_job.run(sandbox, located.path, prof, probe_ids, timeouts,
                             grading.test('submission').timeout, probe_inputs=drawn.inputs, shared_job=job,
@@ -181,7 +181,7 @@ class Judging:
                      'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
                      'isolation': run.isolation}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
-        curve = run.probes['loss-curve'].arrays.get('seed%d' % prof['loss_curve']['student_seed']) \
+        curve = run.probes['loss-curve'].arrays.get('seed%d' % prof.loss_curve.student_seed) \
             if 'loss-curve' in run.probes else None
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]

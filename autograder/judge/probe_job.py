@@ -10,8 +10,9 @@ from autograder.judge.judges import memory
 
 
 def job(profile, loss_curve_seeds=None):
-    """What every probe process of the run reads: the profile, its limits and (when given) the loss-curve seeds."""
-    out = {'profile': profile, 'limits': memory.probe_limits(profile)}
+    """What every probe process of the run reads: the profile (as the plain dict the child reads), its limits and
+    (when given) the loss-curve seeds."""
+    out = {'profile': profile.as_json(), 'limits': memory.probe_limits(profile)}
     if loss_curve_seeds is not None:
         out['loss_curve_seeds'] = list(loss_curve_seeds)
     return out
@@ -24,7 +25,7 @@ def link_handlers(profile):
     the only readings 9.1 believes (ProbeResult.harness['link']).
     """
     from autograder.contract.memory_readings import Readings
-    handler = Readings(forwarded=profile['device'] == 'cuda')
+    handler = Readings(forwarded=profile.device == 'cuda')
 
     def memory(payload, pid):
         before = len(handler.log)

@@ -71,8 +71,8 @@ def check(grading):
     from autograder import TEMPLATE_DIR
     from autograder.sandbox import Sandbox
     with Sandbox(grading.sandbox) as sandbox:
-        run = sandbox.run(os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py'), {'profile': grading.profiles['cpu']},
-                          [], {}, {}, import_timeout=120)
+        job = {'profile': grading.profiles['cpu'].as_json()}   # the probe job, as the child reads it
+        run = sandbox.run(os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py'), job, [], {}, {}, import_timeout=120)
     return run.isolation
 
 

@@ -203,9 +203,9 @@ def check_nan_outputs(out, tests, root):
 
 
 def check_wrong_shape(out, tests, root):
-    m = PROFILE['module']
-    want = 'shape (%d, %d, %d), expected (%d, %d, %d)' % (m['batch'], m['seq'] - 1, m['n_embd'],
-                                                         m['batch'], m['seq'], m['n_embd'])
+    m = PROFILE.module
+    want = 'shape (%d, %d, %d), expected (%d, %d, %d)' % (m.batch, m.seq - 1, m.n_embd,
+                                                         m.batch, m.seq, m.n_embd)
     for tid in ('gqa', 'gqa-rope'):
         assert tests[tid]['score'] == 0
         assert want in tests[tid]['output'], tests[tid]['output']

@@ -29,7 +29,7 @@ from autograder.contract import report_schema
 from autograder.sandbox import Sandbox, leftovers
 
 GRADING = config.load(GRADING_YAML)
-JOB = {'profile': GRADING.profiles['cpu']}
+JOB = {'profile': GRADING.profiles['cpu'].as_json()}   # the probe job, as the child reads it
 SHARED = ('/tmp', '/var/tmp', '/dev/shm', '/run/lock')
 
 

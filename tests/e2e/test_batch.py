@@ -320,9 +320,9 @@ def test_duplicate_students_and_a_gradebook_of_another_assignment_are_one_senten
 def test_loss_curve_picture_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, 'matplotlib', None)   # import matplotlib now raises ImportError
     curves, band = plots.reference_curves('cpu'), plots.heldout_band('cpu')
-    lc = config.load().profiles['cpu']['loss_curve']
+    lc = config.load().profiles['cpu'].loss_curve
     # the reference seeds' curves and the reference trained at the student's seed (the held-out loss's yardstick)
-    assert curves.shape == (len(set(lc['reference_seeds']) | {lc['student_seed']}), lc['iters'])
+    assert curves.shape == (len(set(lc.reference_seeds) | {lc.student_seed}), lc.iters)
     atol = config.load().test('loss-curve').tolerance.atol
     assert band[1] == pytest.approx(band[0] - atol) and band[2] == pytest.approx(band[0] + atol)
     path = tmp_path / 'curve.png'

@@ -6,6 +6,7 @@ that changes nothing and a run_autograder that gives the reference 100 and the u
 template 0 on every test with points.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -59,7 +60,8 @@ def test_zip_is_reproducible(built):
 
 def test_refuses_stale_fixtures(tmp_path, monkeypatch, capsys):
     grading = config.load()
-    grading.profiles['cpu']['seed'] += 1          # as if grading.yaml's profile changed after regenerate
+    cpu = grading.profiles['cpu']
+    grading.profiles['cpu'] = dataclasses.replace(cpu, seed=cpu.seed + 1)   # as if grading.yaml's profile changed after regenerate
     monkeypatch.setattr(config, 'load', lambda *a, **k: grading)
     out = tmp_path / 'autograder.zip'
     assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1

@@ -16,7 +16,7 @@ from autograder.judge import config
 from autograder.contract import report_schema
 
 GRADING = config.load(GRADING_YAML)
-JOB = {'profile': GRADING.profiles['cpu']}
+JOB = {'profile': GRADING.profiles['cpu'].as_json()}   # the probe job, as the child reads it
 
 
 @pytest.fixture(scope='module', params=['strongest', 'no-namespaces'])

@@ -136,7 +136,7 @@ def test_text_of_the_students_process_is_cut():
 
 def test_the_same_bytes_draw_the_same_set_and_other_bytes_spread(fx):
     k = fx.set_count
-    assert k == PROFILE['input_sets'] >= 2
+    assert k == PROFILE.input_sets >= 2
     a = inputs.for_submission(fx, PROFILE, ['rope'], b'print(1)\n')
     b = inputs.for_submission(fx, PROFILE, ['rope'], b'print(1)\n')
     assert a.set_index == b.set_index
@@ -151,7 +151,7 @@ def test_the_same_bytes_draw_the_same_set_and_other_bytes_spread(fx):
 def test_no_set_has_the_inputs_every_grading_used_before(fx):
     public = inputs.build(PROFILE)
     seeds = [fx.view(i).input_seed for i in range(fx.set_count)]
-    assert len(set(seeds)) == fx.set_count and PROFILE['seed'] not in seeds
+    assert len(set(seeds)) == fx.set_count and PROFILE.seed not in seeds
     for i in range(fx.set_count):
         built = inputs.build(PROFILE, seeds[i])
         assert not np.array_equal(built['rope/x0'], public['rope/x0'])

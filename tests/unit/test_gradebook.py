@@ -209,7 +209,7 @@ def test_the_loss_curve_picture_reads_the_number_10_1_grades():
     from autograder.judge.judges import training
     from autograder.staff.regrade import plots
     fx = fixtures.load(GRADING, 'cpu')
-    spec, seed = GRADING.test('loss-curve'), 'seed%d' % GRADING.profiles['cpu']['loss_curve']['student_seed']
+    spec, seed = GRADING.test('loss-curve'), 'seed%d' % GRADING.profiles['cpu'].loss_curve.student_seed
     ref = fx.probe('loss-curve')
     for scale in (1.0, 1.3):    # the reference's own logits (inside the band), and logits that land outside
         arrays = {seed: ref[seed], seed + '/heldout_logits': ref[seed + '/heldout_logits'] * np.float32(scale)}

@@ -104,10 +104,10 @@ def test_a_probe_that_did_not_finish_scores_zero_with_its_status():
 
 
 def test_malformed_student_arrays_cost_the_test_not_the_grading():
-    lc = GRADING.profiles['cpu']['loss_curve']
-    key = 'seed%d' % lc['student_seed']
-    expected = {'loss-curve/' + key: np.linspace(4.2, 2.5, lc['iters']),
-                'loss-curve/%s/heldout_logits' % key: np.zeros((lc['heldout_seqs'], lc['block_size'], 90), np.float32)}
+    lc = GRADING.profiles['cpu'].loss_curve
+    key = 'seed%d' % lc.student_seed
+    expected = {'loss-curve/' + key: np.linspace(4.2, 2.5, lc.iters),
+                'loss-curve/%s/heldout_logits' % key: np.zeros((lc.heldout_seqs, lc.block_size, 90), np.float32)}
     # a 0-d array where the held-out logits belong: the judge must answer, never raise
     v = judge(spec('loss-curve'), ok({key: np.array(3.0), key + '/heldout_logits': np.array(3.0)}),
               fixtures(expected), GRADING)

@@ -18,7 +18,7 @@ from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
 PROFILE = GRADING.profiles['cpu']
-MOD, MODEL = PROFILE['module'], PROFILE['model']
+MOD, MODEL = PROFILE.module, PROFILE.model
 
 
 def fixtures(arrays, known_bugs=None):
@@ -44,7 +44,7 @@ def test_the_probes_of_a_grading_include_the_evidence_its_judges_read():
 
 
 def test_judge_hands_over_the_named_results_shape_guarded():
-    base = rand((MOD['batch'], MOD['seq'], MOD['n_embd']), 0)
+    base = rand((MOD.batch, MOD.seq, MOD.n_embd), 0)
     wrong_shape = ok({'n_kv_head=2': base[:, :3]})
     arrays = {'gqa/' + c: base for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')}
     fx = fixtures({'dropout/' + k: v for k, v in arrays.items()} | {'gqa/n_kv_head=2': base})
@@ -72,15 +72,15 @@ def test_every_probe_declares_its_inputs_and_every_input_has_a_probe():
 
 # ----------------------------------------------------------------------------- dropout (6.1)
 
-P = PROFILE['dropout']['p']
+P = PROFILE.dropout.p
 
 
 def mid_dropout(rate=P, scale=None, seed=3):
     """The 0 < p < 1 cases of a module whose dropout drops `rate` and scales kept values by `scale`."""
     scale = 1 / (1 - P) if scale is None else scale
-    bias = inputs.dropout_inputs(PROFILE['seed'], MOD, 2, PROFILE['dropout']['seq'])[1]['out_proj.bias']
+    bias = inputs.dropout_inputs(PROFILE.seed, MOD, 2, PROFILE.dropout.seq)[1]['out_proj.bias']
     rng = np.random.default_rng(seed)
-    value = rng.uniform(0.05, 0.5, (MOD['batch'], PROFILE['dropout']['seq'], MOD['n_embd'])).astype(np.float32)
+    value = rng.uniform(0.05, 0.5, (MOD.batch, PROFILE.dropout.seq, MOD.n_embd)).astype(np.float32)
     base = value + bias
     keep = lambda: (rng.random(base.shape) >= rate).astype(np.float32)   # noqa: E731
     return {'gqa/mid_eval_p0': base, 'gqa/mid_eval': base.copy(),
@@ -90,8 +90,8 @@ def mid_dropout(rate=P, scale=None, seed=3):
 
 def dropout_case():
     """The student's own p = 0 output (4.1's process), the module's out_proj.bias, and working dropout's outputs."""
-    p0 = rand((MOD['batch'], MOD['seq'], MOD['n_embd']), 1)
-    bias = inputs.attention_weights(PROFILE['seed'], 'gqa-kv2', MOD['n_embd'], MOD['n_query_head'], 2)['out_proj.bias']
+    p0 = rand((MOD.batch, MOD.seq, MOD.n_embd), 1)
+    bias = inputs.attention_weights(PROFILE.seed, 'gqa-kv2', MOD.n_embd, MOD.n_query_head, 2)['out_proj.bias']
     good = {'gqa/attn_p1_train': np.broadcast_to(bias, p0.shape).copy(), 'gqa/resid_p1_train': np.zeros_like(p0),
             'gqa/both_p1_eval': p0.copy(), **mid_dropout()}
     return p0, bias, good
@@ -161,15 +161,15 @@ def test_dropout_without_4_1s_output_says_so():
 
 def causality_case(seed=0):
     """(this probe's arrays, the other tests' results): a causal model, whatever its values."""
-    c_mod, c_gpt = MOD['seq'] // 2, MODEL['seq'] // 2
+    c_mod, c_gpt = MOD.seq // 2, MODEL.seq // 2
     outs, evidence = {}, {}
-    for case, shape, c in (('mha', (2, MOD['seq'], MOD['n_embd']), c_mod), ('gqa', (2, MOD['seq'], MOD['n_embd']), c_mod),
-                           ('gpt', (2, MODEL['seq'], MODEL['vocab_size']), c_gpt)):
+    for case, shape, c in (('mha', (2, MOD.seq, MOD.n_embd), c_mod), ('gqa', (2, MOD.seq, MOD.n_embd), c_mod),
+                           ('gpt', (2, MODEL.seq, MODEL.vocab_size), c_gpt)):
         base = rand(shape, seed + len(outs))
         future = base.copy()
         future[:, c:] = rand(future[:, c:].shape, 99)
         outs[case + '/future'], outs[case + '/again'], evidence[case] = future, future.copy(), base
-    results = {'mha-rope': ok({'n_kv_head=%d' % MOD['n_query_head']: evidence['mha']}),
+    results = {'mha-rope': ok({'n_kv_head=%d' % MOD.n_query_head: evidence['mha']}),
                'gqa-rope': ok({'n_kv_head=2': evidence['gqa']}), 'model': ok({'rope-gqa/logits': evidence['gpt']})}
     return outs, results
 
@@ -221,7 +221,7 @@ def generate_fixtures():
     rng = np.random.default_rng(3)
     prompt = rng.integers(0, 65, (2, 5))
     exp = {k: np.concatenate([prompt, rng.integers(0, 65, (2, n))], axis=1)
-           for k, n in (('greedy', 12), ('top_k=5', 12), ('greedy_past_block', 2 * MODEL['block_size']))}
+           for k, n in (('greedy', 12), ('top_k=5', 12), ('greedy_past_block', 2 * MODEL.block_size))}
     exp['top_k=1'] = exp['greedy'].copy()
     return exp
 
@@ -260,7 +260,7 @@ def test_a_known_generate_bug_is_named_only_when_the_tokens_are_its_tokens():
 def test_past_block_size_the_hint_needs_matching_tokens_before_it():
     exp = generate_fixtures()
     late = exp['greedy_past_block'].copy()
-    late[:, MODEL['block_size'] + 3:] = 0
+    late[:, MODEL.block_size + 3:] = 0
     v = run_generate(dict(exp, greedy_past_block=late))
     assert 'outgrows block_size=32' in '\n'.join(v.lines)
     early = exp['greedy_past_block'].copy()
@@ -271,7 +271,7 @@ def test_past_block_size_the_hint_needs_matching_tokens_before_it():
 
 def test_a_wrong_model_is_cited_from_test_8_1():
     exp = generate_fixtures()
-    ref_logits = rand((2, MODEL['seq'], 65), 5)
+    ref_logits = rand((2, MODEL.seq, 65), 5)
     fx_model = {'model/rope-gqa/logits': ref_logits}
     bad = dict(exp, greedy=exp['greedy'][:, ::-1].copy())
     fx = fixtures(dict({'generate/' + k: v for k, v in exp.items()}, **fx_model))
@@ -291,7 +291,7 @@ def kv_fixtures():
         exp[label + '/step/prefill'] = rand((2, 5, 65), len(exp))
         exp[label + '/step/logits'] = rand((2, 1, 65), len(exp) + 1)
         exp[label + '/step/lengths'] = np.array([[5, 5], [6, 6]])
-        exp[label + '/generate'] = rng.integers(0, 65, (2, 5 + 2 * MODEL['block_size']))
+        exp[label + '/generate'] = rng.integers(0, 65, (2, 5 + 2 * MODEL.block_size))
         exp[label + '/uses_cache/plain'] = rng.integers(0, 65, (2, 17))
         exp[label + '/uses_cache/altered'] = rng.integers(0, 65, (2, 17))
     return exp
@@ -354,7 +354,7 @@ def test_reference_fixtures_show_the_altered_cache_changes_its_tokens():
         assert not np.array_equal(kv[label + '/uses_cache/plain'], kv[label + '/uses_cache/altered'])
     assert np.array_equal(kv['rope-gqa/uses_cache/plain'], gen['greedy'])
     assert np.array_equal(kv['rope-gqa/generate'], gen['greedy_past_block'])
-    assert kv['rope-gqa/generate'].shape[1] > 2 * MODEL['block_size']
+    assert kv['rope-gqa/generate'].shape[1] > 2 * MODEL.block_size
 
 
 def test_nan_at_the_same_places_is_not_a_leak():

@@ -134,19 +134,19 @@ def test_sliding_window_ignored_is_not_implemented_optional():
 
 def window_fixture():
     prof = GRADING.profiles['cpu']
-    sw = prof['sliding_window']
-    out = np.random.default_rng(4).standard_normal((1, sw['memory_heads'], sw['memory_seq'], sw['memory_head_dim']))
+    sw = prof.sliding_window
+    out = np.random.default_rng(4).standard_normal((1, sw.memory_heads, sw.memory_seq, sw.memory_head_dim))
     out = out.astype(np.float32)
-    kept = memory.keep_window_rows({'sliding-window-memory/N=%d/out' % sw['memory_seq']: out}, {}, prof)
-    return out, Fixtures('cpu', kept, {}, {}), 'N=%d/out' % sw['memory_seq']
+    kept = memory.keep_window_rows({'sliding-window-memory/N=%d/out' % sw.memory_seq: out}, {}, prof)
+    return out, Fixtures('cpu', kept, {}, {}), 'N=%d/out' % sw.memory_seq
 
 
 def test_window_memory_fixtures_keep_only_the_picked_rows_and_the_judge_compares_them():
     out, fx, key = window_fixture()
     kept = fx.probe('sliding-window-memory')[key]
     rows = memory.judged_rows(kept)
-    sw = GRADING.profiles['cpu']['sliding_window']
-    assert len(rows) == sw['memory_rows'] and rows[0] == 0 and rows[-1] == sw['memory_seq'] - 1
+    sw = GRADING.profiles['cpu'].sliding_window
+    assert len(rows) == sw.memory_rows and rows[0] == 0 and rows[-1] == sw.memory_seq - 1
     assert np.isnan(kept).sum() == kept.size - len(rows) * 2 * 8
     again = memory.keep_window_rows({'sliding-window-memory/' + key: out}, fx.expected, GRADING.profiles['cpu'])
     assert np.array_equal(memory.judged_rows(again['sliding-window-memory/' + key]), rows)   # stable

@@ -4,6 +4,8 @@ layer of a renamed or fused attention plays which projection) and `inputs.build`
 every probe runs on, identical at regenerate and at grade time).
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -52,24 +54,24 @@ def test_inputs_are_deterministic_and_independent_per_label(profile):
     a, b = inputs.build(profile), inputs.build(profile)
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     # adding a kv head shifts no other input: every label has its own stream
-    more = dict(profile, kv_heads=profile['kv_heads'] + [12])
+    more = dataclasses.replace(profile, kv_heads=profile.kv_heads + (12,))
     c = inputs.build(more)
     assert all(np.array_equal(a[k], c[k]) for k in a)
 
 
 def test_inputs_cover_every_configuration_with_handout_shapes(profile):
     built = inputs.build(profile)
-    mod, m = profile['module'], profile['model']
-    hd = mod['n_embd'] // mod['n_query_head']
+    mod, m = profile.module, profile.model
+    hd = mod.n_embd // mod.n_query_head
     for label, (kv, _rope) in attention_configs(profile).items():
-        assert built['w/%s/q_proj.weight' % label].shape == (mod['n_embd'], mod['n_embd'])
-        assert built['w/%s/k_proj.weight' % label].shape == (kv * hd, mod['n_embd'])
+        assert built['w/%s/q_proj.weight' % label].shape == (mod.n_embd, mod.n_embd)
+        assert built['w/%s/k_proj.weight' % label].shape == (kv * hd, mod.n_embd)
     for label, (kv, rope) in model_configs(profile).items():
         assert ('model/%s/transformer.wpe.weight' % label in built) == (not rope)
-    assert built['model/idx'].shape == (m['batch'], m['seq']) and built['model/idx'].dtype == np.int64
-    assert built['model/idx'].max() < m['vocab_size']
+    assert built['model/idx'].shape == (m.batch, m.seq) and built['model/idx'].dtype == np.int64
+    assert built['model/idx'].max() < m.vocab_size
     # the altered input changes only the second half, so earlier outputs must not move
-    half = mod['seq'] // 2
+    half = mod.seq // 2
     assert np.array_equal(built['attn/x'][:, :half], built['attn/x_future'][:, :half])
     assert not np.allclose(built['attn/x'][:, half:], built['attn/x_future'][:, half:])
 
@@ -83,7 +85,7 @@ def test_weights_keep_attention_scores_of_order_one(profile):
 # ----------------------------------------------------------------------------- per-probe inputs
 
 STRICT_RUN = r'''
-import json, os, sys
+import dataclasses, json, os, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])          # reference/: mingpt and chargpt
 sys.path.insert(0, sys.argv[2])          # the repository: autograder
@@ -92,7 +94,7 @@ from autograder.judge import config, inputs, registry
 from autograder.child import runner
 
 prof = config.load(GRADING_YAML).profiles['cpu']
-prof['loss_curve'] = dict(prof['loss_curve'], iters=2)   # the keys it reads do not depend on the length
+prof = dataclasses.replace(prof, loss_curve=dataclasses.replace(prof.loss_curve, iters=2))   # the keys it reads do not depend on the length
 every = inputs.build(prof)
 asked = {}
 
@@ -111,8 +113,8 @@ class Strict:
 
 class Ctx(runner.Context):
     def __init__(self, probe):
-        self.job = {'profile': prof, 'loss_curve_seeds': [prof['loss_curve']['student_seed']]}
-        self.profile = prof
+        self.job = {'profile': prof.as_json(), 'loss_curve_seeds': [prof.loss_curve.student_seed]}   # as the child reads it
+        self.profile = self.job['profile']
         import torch
         self.device = torch.device('cpu')
         self.scratch = os.path.dirname(sys.argv[3])

@@ -25,7 +25,7 @@ def fixtures(expected):
 
 # ----------------------------------------------------------------------------- gradients
 
-STEP0 = 'seed%d/step0/' % GRADING.profiles['cpu']['loss_curve']['student_seed']
+STEP0 = 'seed%d/step0/' % GRADING.profiles['cpu'].loss_curve.student_seed
 
 
 def gradient_fixtures():
@@ -129,8 +129,8 @@ def test_other_parameters_and_buffers_of_the_student_cost_nothing():
 
 # ----------------------------------------------------------------------------- loss curve
 
-LC = GRADING.profiles['cpu']['loss_curve']
-N, T, V = 6, LC['block_size'], 11
+LC = GRADING.profiles['cpu'].loss_curve
+N, T, V = 6, LC.block_size, 11
 
 
 def targets():
@@ -149,15 +149,15 @@ def logits_with_loss(loss, seed=0):
 @pytest.fixture
 def loss_fixtures(monkeypatch):
     monkeypatch.setattr(training_judges, 'heldout_targets', lambda profile, grading: targets())
-    exp = {'loss-curve/seed%d' % seed: np.linspace(4.0, 2.5, LC['iters']) for seed in LC['reference_seeds']}
+    exp = {'loss-curve/seed%d' % seed: np.linspace(4.0, 2.5, LC.iters) for seed in LC.reference_seeds}
     # the yardstick: the reference trained at the student's seed from the same initial weights
-    exp['loss-curve/seed%d/heldout_logits' % LC['student_seed']] = logits_with_loss(2.01, 3)
+    exp['loss-curve/seed%d/heldout_logits' % LC.student_seed] = logits_with_loss(2.01, 3)
     return fixtures(exp)
 
 
 def judge_loss(fx, loss=None, curve=None, logits=None, errors=None):
-    key = 'seed%d' % LC['student_seed']
-    arrays = {key: np.linspace(4.0, 2.5, LC['iters']) if curve is None else curve}
+    key = 'seed%d' % LC.student_seed
+    arrays = {key: np.linspace(4.0, 2.5, LC.iters) if curve is None else curve}
     if logits is not None or loss is not None:
         arrays[key + '/heldout_logits'] = logits if logits is not None else logits_with_loss(loss, 9)
     info = {'case_errors': errors} if errors else {}
@@ -183,25 +183,25 @@ def test_the_references_logits_to_float_noise_pass(loss_fixtures):
 
 
 def test_no_reference_logits_at_the_student_seed_asks_to_regenerate(loss_fixtures):
-    del loss_fixtures.expected['loss-curve/seed%d/heldout_logits' % LC['student_seed']]
+    del loss_fixtures.expected['loss-curve/seed%d/heldout_logits' % LC.student_seed]
     assert 'regenerate' in judge_loss(loss_fixtures, loss=2.01).lines[0]
 
 
 def test_the_logits_decide_not_the_loss_nor_the_reported_curve(loss_fixtures):
     """Logits with the reference's held-out loss but not its values (one extra step moves them by 0.4) fail;
     a forged curve changes nothing."""
-    v = judge_loss(loss_fixtures, logits=logits_with_loss(2.01, 9), curve=np.full(LC['iters'], 2.01))
+    v = judge_loss(loss_fixtures, logits=logits_with_loss(2.01, 9), curve=np.full(LC.iters, 2.01))
     assert v.fraction == 0.0 and 'differ from the reference\'s run' in v.lines[0]
     assert 'held-out loss 2.0100, the reference\'s 2.0100' in v.lines[0]
-    assert judge_loss(loss_fixtures, logits=REF_LOGITS.copy(), curve=np.full(LC['iters'], 9.0)).fraction == 1.0
+    assert judge_loss(loss_fixtures, logits=REF_LOGITS.copy(), curve=np.full(LC.iters, 9.0)).fraction == 1.0
 
 
 def test_the_message_says_what_the_training_shows(loss_fixtures):
-    key = 'seed%d' % LC['student_seed']
-    v = judge_loss(loss_fixtures, logits=REF_LOGITS + 0.4, curve=np.linspace(4.0, 2.5, 2 * LC['iters']))
-    assert 'the training ran %d iterations, not %d' % (2 * LC['iters'], LC['iters']) in v.lines[1]
+    key = 'seed%d' % LC.student_seed
+    v = judge_loss(loss_fixtures, logits=REF_LOGITS + 0.4, curve=np.linspace(4.0, 2.5, 2 * LC.iters))
+    assert 'the training ran %d iterations, not %d' % (2 * LC.iters, LC.iters) in v.lines[1]
     loss_fixtures.expected['loss-curve/%s/step0/lm_head.weight' % key] = np.ones((3, 2), np.float32)
-    arrays = {key: np.linspace(4.0, 2.5, LC['iters']), key + '/heldout_logits': REF_LOGITS + 0.4,
+    arrays = {key: np.linspace(4.0, 2.5, LC.iters), key + '/heldout_logits': REF_LOGITS + 0.4,
               key + '/step0/lm_head.weight': np.zeros((3, 2), np.float32)}
     run = lambda arrays: training_judges.judge_loss_curve(GRADING.test('loss-curve'), ProbeResult('ok', arrays=arrays),
                                                           loss_fixtures, GRADING)
@@ -219,7 +219,7 @@ def test_missing_wrong_shape_or_nonfinite_heldout_logits_fail(loss_fixtures):
 
 
 def test_training_error_fails_with_its_message(loss_fixtures):
-    v = judge_loss(loss_fixtures, errors={'seed%d' % LC['student_seed']: {'status': 'error', 'message': 'boom'}})
+    v = judge_loss(loss_fixtures, errors={'seed%d' % LC.student_seed: {'status': 'error', 'message': 'boom'}})
     assert v.fraction == 0.0 and 'boom' in v.lines[0]
 
 

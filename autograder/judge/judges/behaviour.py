@@ -44,15 +44,15 @@ def _evidence_output(evidence, probe_id, key):
 def _input_seed(grading, fixtures):
     """The seed of the drawn input set (fixtures view), else the profile's."""
     seed = getattr(fixtures, 'input_seed', None)
-    return grading.profiles[fixtures.profile]['seed'] if seed is None else seed
+    return grading.profiles[fixtures.profile].seed if seed is None else seed
 
 
 def _out_proj_bias(grading, fixtures, label='gqa-kv%d' % DROPOUT_KV):
     prof = grading.profiles[fixtures.profile]
     seed = _input_seed(grading, fixtures)
     if label == 'dropout':
-        return inputs.dropout_inputs(seed, prof['module'], DROPOUT_KV, prof['dropout']['seq'])[1]['out_proj.bias']
-    return inputs.attention_weights(seed, label, prof['module']['n_embd'], prof['module']['n_query_head'],
+        return inputs.dropout_inputs(seed, prof.module, DROPOUT_KV, prof.dropout.seq)[1]['out_proj.bias']
+    return inputs.attention_weights(seed, label, prof.module.n_embd, prof.module.n_query_head,
                                     DROPOUT_KV)['out_proj.bias']
 
 
@@ -130,7 +130,7 @@ def _mid_train(what, got, base, offset, p, tol):
 
 def judge_dropout(test, result, fixtures, grading, evidence):
     tol = test.tolerance
-    p = grading.profiles[fixtures.profile]['dropout']['p']
+    p = grading.profiles[fixtures.profile].dropout.p
     errors = result.info.get('case_errors', {})
     p0, missing = _evidence_output(evidence, 'gqa', 'n_kv_head=%d' % DROPOUT_KV)
     bias = _out_proj_bias(grading, fixtures)
@@ -218,8 +218,8 @@ def judge_causality(test, result, fixtures, grading, evidence):
     prof = grading.profiles[fixtures.profile]
     lines, passed = [], 0
     for case, (probe_id, key, number) in CAUSALITY_BASES.items():
-        key = key % prof['module']['n_query_head'] if '%d' in key else key
-        c = prof['model' if case == 'gpt' else 'module']['seq'] // 2
+        key = key % prof.module.n_query_head if '%d' in key else key
+        c = (prof.model if case == 'gpt' else prof.module).seq // 2
         if case in errors:
             lines.append('FAIL ' + case_error_line(case, errors[case]))
             continue

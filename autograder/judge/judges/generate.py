@@ -55,7 +55,7 @@ def _likely(fixtures, probe_id, key, got):
 def judge_generate(test, result, fixtures, grading, evidence):
     expected = fixtures.probe('generate')
     errors = result.info.get('case_errors', {})
-    block = grading.profiles[fixtures.profile]['model']['block_size']
+    block = grading.profiles[fixtures.profile].model.block_size
     prompt_len = expected['greedy'].shape[1] - GENERATE_NEW
     lines, passed, likely = [], 0, []
     for key, what in GENERATE_CASES:
@@ -152,7 +152,7 @@ def _generate_check(label, result, expected, block):
 def judge_kv_cache(test, result, fixtures, grading):
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})
-    block = grading.profiles[fixtures.profile]['model']['block_size']
+    block = grading.profiles[fixtures.profile].model.block_size
     prompt_len = expected[KV_CACHE_CONFIGS[0][0] + '/step/lengths'][0][0]
     lines, passed, untouched = [], 0, 0
     for label, _, _ in KV_CACHE_CONFIGS:

@@ -35,9 +35,9 @@ def memory_floor(profile, n_kv_head):
     the core; a core that wrongly shares weights within a group (a GQA value bug, which 4.1 catches)
     keeps only n_kv_head heads and must not lose 9.1 for it.
     """
-    mem, mod = profile['memory'], profile['module']
-    B, nh, T, hs = mem['batch'], mod['n_query_head'], mem['seq'], mod['n_embd'] // mod['n_query_head']
-    if mem['floor'] == 'output':
+    mem, mod = profile.memory, profile.module
+    B, nh, T, hs = mem.batch, mod.n_query_head, mem.seq, mod.n_embd // mod.n_query_head
+    if mem.floor == 'output':
         return B * nh * T * hs * 4, 'the attention output y (one float32 (%d, %d, %d, %d) tensor)' % (B, nh, T, hs)
     # GQA's weights are (B, n_query_head, T, T); the floor is n_kv_head of those heads (see the docstring)
     heads = 'all %d heads' % nh if n_kv_head == nh else '%d of the %d heads' % (n_kv_head, nh)
@@ -47,7 +47,7 @@ def memory_floor(profile, n_kv_head):
 
 def memory_labels(profile):
     """The measured calls in the probe's order (child/probes_memory.probe_memory)."""
-    return ['n_kv_head=%d' % kv for kv in sorted(profile['kv_heads'], reverse=True)]
+    return ['n_kv_head=%d' % kv for kv in sorted(profile.kv_heads, reverse=True)]
 
 
 def readings_log(result):
@@ -99,11 +99,11 @@ def judge_memory(test, result, fixtures, grading):
 def probe_limits(profile):
     """job['limits']: what the sandbox applies in a probe's process before model.py is imported (11.2's
     address-space margin: child/runner.apply_limits)."""
-    return {'sliding-window-memory': {'address_space_margin_mb': profile['sliding_window']['memory_margin_mb']}}
+    return {'sliding-window-memory': {'address_space_margin_mb': profile.sliding_window.memory_margin_mb}}
 
 
 def window_key(profile):
-    return 'N=%d' % profile['sliding_window']['memory_seq']
+    return 'N=%d' % profile.sliding_window.memory_seq
 
 
 def pick_rows(n, count, window):
@@ -124,14 +124,14 @@ def keep_window_rows(expected, old, profile):
     almost nothing). The rows of the previous fixtures are kept while the sizes allow, so that the
     fixtures change only when the reference does.
     """
-    sw = profile['sliding_window']
+    sw = profile.sliding_window
     key = 'sliding-window-memory/%s/out' % window_key(profile)
     out = expected.get(key)
     if out is None:
         return expected
     rows = judged_rows(old.get(key))
-    if len(rows) != sw['memory_rows'] or old[key].shape != out.shape:
-        rows = pick_rows(out.shape[2], sw['memory_rows'], sw['memory_window'])
+    if len(rows) != sw.memory_rows or old[key].shape != out.shape:
+        rows = pick_rows(out.shape[2], sw.memory_rows, sw.memory_window)
     kept = np.full_like(out, np.nan)
     kept[:, :, rows] = out[:, :, rows]
     expected[key] = kept
@@ -147,12 +147,12 @@ def judged_rows(kept):
 
 def judge_window_memory(test, result, fixtures, grading):
     profile = grading.profiles[fixtures.profile]
-    sw = profile['sliding_window']
+    sw = profile.sliding_window
     key = window_key(profile)
     kept = fixtures.probe(test.id)[key + '/out']
     rows = judged_rows(kept)
     want = kept[:, :, rows]
-    size = 'N=%d, window %d' % (sw['memory_seq'], sw['memory_window'])
+    size = 'N=%d, window %d' % (sw.memory_seq, sw.memory_window)
     err = result.info.get('case_errors', {}).get(key)
     if err is not None:
         if err.get('status') == 'not_implemented':
@@ -162,7 +162,7 @@ def judge_window_memory(test, result, fixtures, grading):
             return Verdict(0.0, ['FAIL banded_attention ran out of memory at %s: it may use %d MB more than the process '
                                  'held before, and one N x N float32 matrix alone is %d MB. Compute only the band '
                                  '(scores of each query with its w//2 + 1 keys): never an N x N tensor, whether '
-                                 'scores, mask or weights.' % (size, sw['memory_margin_mb'], sw['memory_seq'] ** 2 * 4 >> 20),
+                                 'scores, mask or weights.' % (size, sw.memory_margin_mb, sw.memory_seq ** 2 * 4 >> 20),
                                  case_error_line('banded_attention', err)])
         return Verdict(0.0, ['FAIL ' + case_error_line('banded_attention', err)])
     out = result.arrays.get(key + '/out')
@@ -182,4 +182,4 @@ def judge_window_memory(test, result, fixtures, grading):
                                 rows[r], want[b, h, r, d], got[b, h, r, d], tol.atol, tol.rtol)])
     return Verdict(1.0, ['ok   banded_attention at %s matches the reference at %d queries the grader picked, within '
                          '%d MB of memory (one N x N float32 matrix would need %d MB)'
-                         % (size, len(rows), sw['memory_margin_mb'], sw['memory_seq'] ** 2 * 4 >> 20)])
+                         % (size, len(rows), sw.memory_margin_mb, sw.memory_seq ** 2 * 4 >> 20)])

@@ -34,8 +34,8 @@ def _about_shapes(message, facts):
 
 def judge_load_pretrained(test, result, fixtures, grading):
     tol = test.tolerance
-    wf = grading.profiles[fixtures.profile]['workflow']
-    short, long_ = wf['block_from'], wf['block_to']
+    wf = grading.profiles[fixtures.profile].workflow
+    short, long_ = wf.block_from, wf.block_to
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})
     labels = sorted(k.split('/')[0] for k in expected if k.endswith('/logits'))

@@ -70,8 +70,8 @@ def _gradient_lines(what, names, observed, expected, tol):
 
 def _training_gradients(evidence, fixtures, grading, tol):
     """(ok, lines) of the gradients at step 0 of 10.1's training run against the reference's run at the same seed."""
-    lc = grading.profiles[fixtures.profile]['loss_curve']
-    case = 'seed%d' % lc['student_seed']
+    lc = grading.profiles[fixtures.profile].loss_curve
+    case = 'seed%d' % lc.student_seed
     prefix = case + '/step0/'
     expected = {k[len(prefix):]: v for k, v in fixtures.probe('loss-curve').items() if k.startswith(prefix)}
     what = 'training run (step 0 of test 10.1\'s training)'
@@ -152,13 +152,13 @@ def judge_loss_curve(test, result, fixtures, grading):
     patched trainer or one step more or less all land outside. The loss is computed here from
     the logits, for the summary and the message.
     """
-    lc = grading.profiles[fixtures.profile]['loss_curve']
+    lc = grading.profiles[fixtures.profile].loss_curve
     tol = test.tolerance
-    key = 'seed%d' % lc['student_seed']
+    key = 'seed%d' % lc.student_seed
     ref = fixtures.probe('loss-curve')
     if key + '/heldout_logits' not in ref:
         return Verdict(0.0, ['FAIL the fixtures hold no held-out logits of the reference at seed %d: regenerate them'
-                             % lc['student_seed']])
+                             % lc.student_seed])
     targets = heldout_targets(fixtures.profile, grading)
     ref_logits = ref[key + '/heldout_logits']
     expected = cross_entropy(ref_logits, targets)
@@ -175,22 +175,22 @@ def judge_loss_curve(test, result, fixtures, grading):
     loss = cross_entropy(logits, targets)
     steps = len(losses) if losses is not None and losses.ndim == 1 else None
     curve = ''
-    if steps and steps >= lc['window'] and np.all(np.isfinite(losses)):
+    if steps and steps >= lc.window and np.all(np.isfinite(losses)):
         curve = '; training loss as your process reported it (not graded): start %.3f, last %d mean %.3f' % (
-            float(losses[0]), lc['window'], final_loss(losses, lc['window']))
+            float(losses[0]), lc.window, final_loss(losses, lc.window))
     summary = ('held-out loss %.4f (computed by the grader on %d held-out sequences after %d iterations from fixed '
                'initial weights, seed %d), reference %.4f from the same start and seed%s'
-               % (loss, targets.shape[0], lc['iters'], lc['student_seed'], expected, curve))
+               % (loss, targets.shape[0], lc.iters, lc.student_seed, expected, curve))
     same, desc = compare(logits, ref_logits, tol.atol, tol.rtol)
     if same:
         return Verdict(1.0, ['ok   after the same training from the same start, the held-out logits are the '
                              'reference\'s (held-out loss %.4f, reference %.4f)' % (loss, expected)], summary)
     lines = ['FAIL after %d iterations from the reference\'s initial weights at seed %d, the logits on held-out text '
              'differ from the reference\'s run (%s); held-out loss %.4f, the reference\'s %.4f'
-             % (lc['iters'], lc['student_seed'], desc, loss, expected)]
+             % (lc.iters, lc.student_seed, desc, loss, expected)]
     first = _first_step_matches(result.arrays, ref, key, grading.test('gradients').tolerance)
-    if steps is not None and steps != lc['iters']:
-        lines.append('     the training ran %d iterations, not %d' % (steps, lc['iters']))
+    if steps is not None and steps != lc.iters:
+        lines.append('     the training ran %d iterations, not %d' % (steps, lc.iters))
     elif first is False:
         lines.append('     the gradients of the first training step already differ from the reference\'s (test 10.2)')
     elif first:

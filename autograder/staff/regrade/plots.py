@@ -34,8 +34,8 @@ def heldout_band(profile, grading=None):
     from autograder.judge.judges.training import cross_entropy, heldout_targets
     grading = grading or config.load()
     fx = fixtures.load(grading, profile, check=False)
-    lc = grading.profiles[profile]['loss_curve']
-    logits = fx.probe('loss-curve')['seed%d/heldout_logits' % lc['student_seed']]
+    lc = grading.profiles[profile].loss_curve
+    logits = fx.probe('loss-curve')['seed%d/heldout_logits' % lc.student_seed]
     expected = cross_entropy(logits, heldout_targets(profile, grading))
     atol = grading.test('loss-curve').tolerance.atol
     return expected, expected - atol, expected + atol
