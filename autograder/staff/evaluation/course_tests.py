@@ -10,19 +10,23 @@ The course's CURRENT public test_model.py, re-implemented: the baseline the auto
                  p == config.attn_pdrop / config.resid_pdrop
     (d) rope-d   with rope=True, query_rotary_pe.d and key_rotary_pe.d == head_dim
 
-`run(model_py)` copies the handout's chargpt.py and mingpt/{__init__,trainer,utils}.py into a
-temp folder with the submission as mingpt/model.py and runs the checks in a subprocess (with
-a timeout). The reference module is loaded in the same subprocess from reference/mingpt/model.py
-(trusted, staff code): its weights and outputs are the expected values. Only for our own
-corpus of trusted files: student code is not sandboxed here.
+`run(model_py)` asks one long-lived subprocess per process (torch imported once, not once per
+model.py: ~1.6 CPU-s each): in its temp folder with the handout's chargpt.py and
+mingpt/{__init__,trainer,utils}.py, each submission is copied in as mingpt/model.py and imported
+afresh, under an alarm (the timeout). The reference module is loaded in the same subprocess from
+reference/mingpt/model.py (trusted, staff code): its weights and outputs are the expected values.
+Only for our own corpus of trusted files: student code is not sandboxed here.
 """
 
+import atexit
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from autograder import REPO_ROOT
 
@@ -30,26 +34,25 @@ CHECKS = ('gqa', 'rope', 'dropout', 'rope-d')
 TEMPLATE = os.path.join(REPO_ROOT, 'student_template', 'hw1')
 REFERENCE = os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py')
 
-RUNNER = r'''
-import importlib.util, json, sys, traceback
+SERVER = r'''
+import importlib, importlib.util, json, os, shutil, signal, sys, traceback
 import torch
 from torch import nn
-result = {}
-def check(name, fn):
-    try:
-        msg = fn()
-        result[name] = {'ok': msg is None, 'message': msg or 'ok'}
-    except Exception as e:
-        result[name] = {'ok': False, 'message': 'error: %s: %s' % (type(e).__name__, e)}
-try:
-    import mingpt.model as student
-    spec = importlib.util.spec_from_file_location('hw1_reference_model', sys.argv[1])
-    ref = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ref)
-except Exception as e:
-    for n in @CHECKS@:
-        result[n] = {'ok': False, 'message': 'import error: %s: %s' % (type(e).__name__, e)}
-    print('@@RESULT@@' + json.dumps(result)); sys.exit(0)
+torch.set_num_threads(1)
+
+
+class CourseTimeout(BaseException):
+    """Raised by the alarm: a BaseException, so that check() cannot swallow it and run the next check."""
+
+
+def on_alarm(signum, frame):
+    raise CourseTimeout()
+
+
+spec = importlib.util.spec_from_file_location('hw1_reference_model', sys.argv[1])
+ref = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ref)
+student = None
 
 def cfg(rope=False, attn_pdrop=0.0, resid_pdrop=0.0):
     c = student.GPT.get_default_config()
@@ -117,41 +120,103 @@ def rope_d():
         if d != 2:
             return '%s.d = %r, expected head_dim 2' % (name, d)
 
-for n, f in (('gqa', gqa), ('rope', rope), ('dropout', dropout), ('rope-d', rope_d)):
-    check(n, f)
-print('@@RESULT@@' + json.dumps(result))
+
+def one(model_py, timeout):
+    """The four checks on one model.py, imported afresh as mingpt.model (the handout's files stay loaded)."""
+    global student
+    result = {}
+
+    def check(name, fn):
+        try:
+            msg = fn()
+            result[name] = {'ok': msg is None, 'message': msg or 'ok'}
+        except Exception as e:
+            result[name] = {'ok': False, 'message': 'error: %s: %s' % (type(e).__name__, e)}
+    shutil.copy(model_py, os.path.join('mingpt', 'model.py'))
+    sys.modules.pop('mingpt.model', None)
+    importlib.invalidate_caches()
+    torch.set_default_dtype(torch.float32)   # what one submission set must not reach the next
+    torch.set_grad_enabled(True)
+    signal.alarm(timeout)
+    try:
+        try:
+            student = importlib.import_module('mingpt.model')
+        except Exception as e:
+            return {n: {'ok': False, 'message': 'import error: %s: %s' % (type(e).__name__, e)} for n in @CHECKS@}
+        for n, f in (('gqa', gqa), ('rope', rope), ('dropout', dropout), ('rope-d', rope_d)):
+            check(n, f)
+        return result
+    except CourseTimeout:
+        return {n: {'ok': False, 'message': 'timeout after %ds' % timeout} for n in @CHECKS@}
+    finally:
+        signal.alarm(0)
+
+
+signal.signal(signal.SIGALRM, on_alarm)
+answers = os.fdopen(os.dup(1), 'w')   # one line per request; whatever a submission prints goes to stderr
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+for line in sys.stdin:
+    request = json.loads(line)
+    answers.write('@@RESULT@@' + json.dumps(one(request['model'], request['timeout'])) + '\n')
+    answers.flush()
 '''.replace('@CHECKS@', repr(CHECKS))
+
+
+class _Server:
+    """One course-test process for many model.py files (torch imported once): a work folder with the handout's
+    chargpt.py and mingpt/, the submission copied in as mingpt/model.py for each request."""
+
+    def __init__(self):
+        self.work = tempfile.mkdtemp(prefix='hw1-course-tests-')
+        os.makedirs(os.path.join(self.work, 'mingpt'))
+        shutil.copy(os.path.join(TEMPLATE, 'chargpt.py'), self.work)
+        for name in ('__init__.py', 'trainer.py', 'utils.py'):
+            shutil.copy(os.path.join(TEMPLATE, 'mingpt', name), os.path.join(self.work, 'mingpt', name))
+        env = dict(os.environ, PYTHONPATH=self.work, OMP_NUM_THREADS='1', PYTHONDONTWRITEBYTECODE='1')
+        self.proc = subprocess.Popen([sys.executable, '-c', SERVER, REFERENCE], cwd=self.work, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def ask(self, model_py, timeout):
+        """The checks' JSON, or None when the process did not answer within timeout + 30 s (a hang in C code)."""
+        self.proc.stdin.write(json.dumps({'model': os.path.abspath(model_py), 'timeout': int(timeout)}) + '\n')
+        self.proc.stdin.flush()
+        end = time.time() + timeout + 30
+        while time.time() < end:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, end - time.time()))
+            if not ready:
+                break
+            line = self.proc.stdout.readline()
+            if not line:
+                return None                           # the process died (a submission's os._exit)
+            if line.startswith('@@RESULT@@'):
+                return json.loads(line[len('@@RESULT@@'):])
+        return None
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+_SERVER = []
 
 
 def run(model_py, timeout=45):
     """
     {check: {'ok': bool, 'message': str}} for one model.py; 'passed' is True when all four pass.
-    `timeout`: wall seconds; the four checks take ~2 s (a loop over heads ~4 s, ~2x that on a loaded
-    machine), so only a hang reaches 45 s, and a hang mutant then holds one evaluate job that long.
+    `timeout`: seconds; the four checks take well under a second once torch is imported (a loop over
+    heads a little more), so only a hang reaches 45 s. One process per evaluate worker answers every
+    model.py; a submission that kills it or hangs in C code gets a new one.
     """
-    work = tempfile.mkdtemp(prefix='hw1-course-tests-')
-    try:
-        os.makedirs(os.path.join(work, 'mingpt'))
-        shutil.copy(os.path.join(TEMPLATE, 'chargpt.py'), work)
-        for name in ('__init__.py', 'trainer.py', 'utils.py'):
-            shutil.copy(os.path.join(TEMPLATE, 'mingpt', name), os.path.join(work, 'mingpt', name))
-        shutil.copy(model_py, os.path.join(work, 'mingpt', 'model.py'))
-        with open(os.path.join(work, 'course_runner.py'), 'w') as f:
-            f.write(RUNNER)
-        env = dict(os.environ, PYTHONPATH=work, OMP_NUM_THREADS='1')
-        try:
-            p = subprocess.run([sys.executable, 'course_runner.py', REFERENCE], cwd=work, env=env,
-                               capture_output=True, text=True, timeout=timeout)
-            line = next((l for l in p.stdout.splitlines() if l.startswith('@@RESULT@@')), None)
-            if line is None:
-                why = 'runner crashed (rc %s): %s' % (p.returncode, (p.stderr or p.stdout)[-300:])
-                checks = {n: {'ok': False, 'message': why} for n in CHECKS}
-            else:
-                checks = json.loads(line[len('@@RESULT@@'):])
-        except subprocess.TimeoutExpired:
-            checks = {n: {'ok': False, 'message': 'timeout after %ds' % timeout} for n in CHECKS}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if not _SERVER:
+        _SERVER.append(_Server())
+        atexit.register(lambda: _SERVER and _SERVER.pop().close())
+    checks = _SERVER[0].ask(model_py, timeout)
+    if checks is None:
+        _SERVER.pop().close()
+        checks = {n: {'ok': False, 'message': 'timeout after %ds' % timeout} for n in CHECKS}
     return {'checks': checks, 'passed': all(checks.get(n, {}).get('ok') for n in CHECKS)}
 
 
