@@ -91,10 +91,7 @@ MEMORY_BATCH, MEMORY_SEQ, MEMORY_DROPOUT = 4, 256, 0.1
 
 
 def lcg(seed, n):
-    """
-    n floats in [-1, 1) from a plain linear congruential generator: the inputs are then the
-    same on every machine and torch version (torch.manual_seed streams are not).
-    """
+    """n floats in [-1, 1) from a linear congruential generator: the same on every machine and torch version."""
     state = (seed * 2654435761 + 12345) % 2 ** 32
     values = []
     for _ in range(n):
@@ -523,8 +520,7 @@ class PublicTests(unittest.TestCase):
         """Causality of GroupedQueryAttention with RoPE: future tokens do not change earlier outputs"""
         self._check_causal('GroupedQueryAttention', 2)
 
-    test_13_gpt = case_test(
-        'gpt', 'Full GPT with RoPE and GQA (2 layers): logits and loss on fixed weights', atol=ATOL_GPT)
+    test_13_gpt = case_test('gpt', 'Full GPT with RoPE and GQA (2 layers): logits and loss on fixed weights', atol=ATOL_GPT)
 
     @student_code
     def test_14_memory_figure(self):
@@ -573,18 +569,14 @@ class SummaryRunner(unittest.TextTestRunner):
         for kind, items in (('FAIL', result.failures), ('ERROR', result.errors)):
             for case, trace in items:
                 problems[case.id()] = _summarize(kind, trace)
-        counts = {}
-        lines = []
+        counts, lines = {}, []
         for case in tests:
             kind, message = problems.get(case.id(), ('PASS', ''))
             counts[kind] = counts.get(kind, 0) + 1
             title = (case.shortDescription() or case.id().split('.')[-1])
             lines.append('  %-5s %s%s' % (kind, title, '\n        ' + message if message else ''))
-        stream = self.stream
-        stream.writeln('\nSummary of the public tests')
-        for line in lines:
-            stream.writeln(line)
-        stream.writeln('%d passed, %d failed, %d not implemented yet, %d errors, %d not attempted (optional) (of %d)' % (
+        self.stream.writeln('\nSummary of the public tests\n' + '\n'.join(lines))
+        self.stream.writeln('%d passed, %d failed, %d not implemented yet, %d errors, %d not attempted (optional) (of %d)' % (
             counts.get('PASS', 0), counts.get('FAIL', 0), counts.get('TODO', 0), counts.get('ERROR', 0),
             counts.get('NOT ATTEMPTED', 0), sum(counts.values())))
         return result
@@ -604,10 +596,7 @@ def _summarize(kind, trace):
 
 def _flatten(suite):
     for item in suite:
-        if isinstance(item, unittest.TestSuite):
-            yield from _flatten(item)
-        else:
-            yield item
+        yield from (_flatten(item) if isinstance(item, unittest.TestSuite) else [item])
 
 
 if __name__ == '__main__':
