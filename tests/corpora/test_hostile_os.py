@@ -432,7 +432,7 @@ def test_memory_of_the_whole_tree_fits_768mb(ag_root, name):
     try:
         out, raw = strict_load(root.results_path)
         tests = by_id(out)
-        assert 'Autograder error' not in [t['name'] for t in out['tests']], 'the grader itself did not answer: %s' % (
+        assert 'Autograder error' not in [t['name'] for t in out['tests']], 'the grader itself did not answer: %s %s' % (
             [t.get('output', '')[-1500:] for t in out['tests']], out.get('extra_data'))
         if cgroup:
             usage, oom_kills = _cgroup_figures(*cgroup)
