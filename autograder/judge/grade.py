@@ -45,13 +45,13 @@ def _probe_ids(specs):
     return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
-def _submission_verdict(located, problems, run, import_hang=None, static=None):
-    """Test 1.1. `static`: (import warnings, missing interface) of model.py when already computed: the verdict is
-    judged for the partial results.json and again at the end, and the AST passes need to run only once."""
+def _submission_verdict(located, problems, run, import_hang, static):
+    """Test 1.1. `static`: static_findings of model.py, computed once by Judging (the verdict is judged for the
+    partial results.json and again at the end); None only where `located` or `problems` already refuse it."""
     lines = [located.note] if located.note else []
     if located.problem or problems:
         return Verdict(0.0, lines + (problems or [located.problem]))
-    warnings, lacks = static if static is not None else static_findings(located.path)
+    warnings, lacks = static
     imp = run.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
