@@ -139,7 +139,7 @@ def build(config, train_dataset):
         print(what_was_loaded(model, source, config.model.block_size))
     trainer = Trainer(config.trainer, model, train_dataset)
     with stops_on(NotImplementedError, code=1), torch.random.fork_rng(devices=[]), torch.no_grad():
-        model.eval()   # the seed's stream stays the training's
+        model.eval()   # one forward pass, off the seed's random stream (fork_rng): training draws as without it
         model(torch.zeros((1, config.model.block_size), dtype=torch.long, device=trainer.device))
     model.train()
     return model, trainer
