@@ -13,7 +13,7 @@ import re
 import torch
 import torch.nn as nn
 
-from . import standins
+from . import set_aside
 
 HANDOUT_PROJECTIONS = ('q_proj', 'k_proj', 'v_proj', 'out_proj')
 
@@ -50,46 +50,48 @@ def _class(name):
     return cls
 
 
-# {part: number of the test it fails}: the parts this probe builds with stand-ins (runner.py sets it from the job)
-STAND_INS = {}
+# the parts the harness set aside in this process (runner.py sets it from job['set_aside']): 'rope' is built as
+# set_aside.GraderRoPE, computed by the grader; 'gqa' runs the probe's GPT cases at n_kv_head = n_query_head
+SET_ASIDE = set()
 
 
 def rope(d):
     return _class('RotaryPositionalEmbeddings')(d)   # the RoPE tests judge the student's own, always
 
 
-KEPT = set()   # parts asked for a stand-in that the student's code still used (built another way, or inlined)
+KEPT = set()   # parts set aside that the student's code still used (a RoPE built another way, or inlined)
 
 
-def _build(cls, cfg, parts):
-    """cls(cfg) with the stand-ins of `parts`; a part whose own class is still in the result, or a RoPE that no
-    class provides (written inside the attention), is recorded in KEPT: the harness then says it could not be set aside."""
+def _build(cls, cfg):
+    """cls(cfg), with the grader's RoPE in place of the student's class when RoPE is set aside; a RoPE the result
+    still holds, or one no class provides (written inside the attention), is recorded in KEPT: the harness then
+    says it could not be set aside."""
     module = model_module()
-    own = {p: getattr(module, standins.CLASS_OF[p], None) for p in parts}
-    built_before = set(standins.BUILT)
-    standins.BUILT.clear()
+    if 'rope' not in SET_ASIDE:
+        return cls(cfg)
+    own = getattr(module, set_aside.CLASS_NAME, None)
+    built_before = set(set_aside.BUILT)
+    set_aside.BUILT.clear()
     try:
-        with standins.swapped(module, parts):
+        with set_aside.swapped(module, SET_ASIDE):
             obj = cls(cfg)
-        for p, c in own.items():
-            if isinstance(c, type) and any(isinstance(m, c) for m in obj.modules()):
-                KEPT.add(p)
-        if 'rope' in parts and getattr(cfg, 'rope', False) and 'rope' not in standins.BUILT:
+        if isinstance(own, type) and any(isinstance(m, own) for m in obj.modules()):
+            KEPT.add('rope')
+        if getattr(cfg, 'rope', False) and 'rope' not in set_aside.BUILT:
             KEPT.add('rope')
     finally:
-        standins.BUILT.update(built_before)
+        set_aside.BUILT.update(built_before)
     return obj
 
 
 def attention(kind, cfg):
-    """The student's attention module of `kind`; a failed RoPE inside it is a stand-in (child/standins.py)."""
-    cls = _class({'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}[kind])
-    return _build(cls, cfg, [p for p in STAND_INS if p == 'rope'])
+    """The student's attention module of `kind` (its RoPE the grader's when RoPE is set aside)."""
+    return _build(_class({'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}[kind]), cfg)
 
 
 def gpt(cfg):
-    """The student's GPT; each failed part it builds (RoPE, an attention module) is a stand-in."""
-    return _build(_class('GPT'), cfg, list(STAND_INS))
+    """The student's GPT (its RoPE the grader's when RoPE is set aside)."""
+    return _build(_class('GPT'), cfg)
 
 
 # ----------------------------------------------------------------------------- weights

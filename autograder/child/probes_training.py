@@ -19,6 +19,10 @@ import torch.nn.functional as F
 from . import adapter
 from autograder.contract.configs import MODEL_CONFIGS
 
+# held-out sequences whose logits at the initial weights show the model's own forward (judge/cascade.py: a failed
+# part is set aside in 10.1 only where that forward is wrong); 8 x 16 positions are enough to see any part's bug
+INITIAL_SEQS = 8
+
 
 def probe_gradients(ctx):
     m = ctx.profile['model']
@@ -32,7 +36,9 @@ def probe_gradients(ctx):
                 loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
                 loss.backward()
             grads = adapter.gpt_gradients(model, ctx.state(label), m['n_embd'])
-            return {k: g for k, g in grads.items() if g is not None}   # a missing key: that parameter got no gradient
+            out = {k: g for k, g in grads.items() if g is not None}   # a missing key: that parameter got no gradient
+            out['logits'] = logits   # the same model's forward: where it is right, a failed part is not set aside here
+            return out
         ctx.case(label, run)
 
 
@@ -44,7 +50,13 @@ def probe_loss_curve(ctx):
     with open(os.path.join(ctx.scratch, 'input.txt')) as f:
         text = f.read()
     heldout = ctx.t('heldout/idx') if 'heldout/idx' in ctx.inputs.files else None
-    init = ctx.state('lc-init')
+    n_kv_head, rope, init_label = lc['n_kv_head'], lc['rope'], 'lc-init'
+    instead = ctx.gqa_set_aside(n_kv_head, rope, lc['n_query_head'])   # the student's GQA set aside (cascade.py)
+    if instead == 'gqa':   # train the MHA model instead
+        n_kv_head, init_label = lc['n_query_head'], 'lc-init-mha'
+    elif instead == 'gqa_rope':   # train their GQA without RoPE (positions from wpe)
+        rope, init_label = False, 'lc-init-norope'
+    init = ctx.state(init_label)
     for seed in ctx.job.get('loss_curve_seeds', [lc['student_seed']]):
         first = {}   # the student's seed: the gradients of step 0 as the Trainer computed them
 
@@ -63,11 +75,16 @@ def probe_loss_curve(ctx):
             data_cfg.block_size = lc['block_size']
             dataset = chargpt.CharDataset(data_cfg, text)
             cfg = adapter.make_config(n_layer=lc['n_layer'], n_embd=lc['n_embd'], n_query_head=lc['n_query_head'],
-                                      n_kv_head=lc['n_kv_head'], rope=lc['rope'], vocab_size=dataset.get_vocab_size(),
+                                      n_kv_head=n_kv_head, rope=rope, vocab_size=dataset.get_vocab_size(),
                                       block_size=lc['block_size'])
             model = adapter.gpt(cfg)
+            out = {}
             if init:   # every submission starts from the same weights (inputs.training_init)
                 ctx.note(*adapter.load_gpt(model, init, lc['n_embd']))
+                if heldout is not None and seed == lc['student_seed']:   # the forward at those weights, before training
+                    model.eval()
+                    with torch.no_grad():
+                        out['initial_logits'] = adapter.call_gpt(model, heldout[:INITIAL_SEQS])[0].float()
             tcfg = Trainer.get_default_config()
             tcfg.device, tcfg.max_iters, tcfg.batch_size = ctx.profile['device'], lc['iters'], lc['batch_size']
             tcfg.learning_rate, tcfg.num_workers = lc['learning_rate'], 0
@@ -76,8 +93,9 @@ def probe_loss_curve(ctx):
             trainer.add_callback('on_batch_end', lambda t: losses.append(float(t.loss.item())))
             if init and seed == lc['student_seed']:
                 trainer.add_callback('on_batch_end', lambda t: record_first_step(t, model))
+            model.train()
             trainer.run()
-            out = {'': np.array(losses, dtype=np.float64)}   # key 'seed<N>': the curve, for staff plots only
+            out[''] = np.array(losses, dtype=np.float64)   # key 'seed<N>': the curve, for staff plots only
             if heldout is not None and seed == lc['student_seed']:   # the reference's run at the same seed is the yardstick
                 model.eval()
                 with torch.no_grad():   # logits only: the harness computes the loss that is graded

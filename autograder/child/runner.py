@@ -5,9 +5,12 @@ wall): applies the probe's own limits, imports the student's mingpt/model.py, ru
 back plain arrays (.npz) and small JSON in the format of report_schema.py. It judges nothing: every
 comparison happens in the harness, after every process of the probe has ended.
 
-JOB_DIR/job.json names the probe and the paths as this process sees them: `code` (the
-handout's chargpt.py and mingpt/, the student's mingpt/model.py, input.txt), `inputs` (this
-probe's inputs.npz, nothing else), `out` (its results) and `home` (its TMPDIR).
+JOB_DIR/job.json holds the paths as this process sees them: `code` (the handout's chargpt.py and
+mingpt/, the student's mingpt/model.py, input.txt), `inputs` (this probe's inputs.npz, nothing
+else), `out` (its results) and `home` (its TMPDIR), and what the harness decided for this process:
+`set_aside` (parts built without the student's code: child/set_aside.py) and `skip_cases` (cases
+not to run). It does not name the probe: the zygote hands the probe's id to run() in memory, so no
+file tells student code which test it is in beyond what its inputs do.
 """
 
 import io
@@ -22,6 +25,7 @@ import torch
 
 from . import adapter
 from autograder.contract import report_schema
+from autograder.contract.configs import MODEL_CONFIGS
 
 JOB_DIR = OUT = None   # set by run(): the job folder and the probe's out/
 _PROBES = {}            # test id -> probe function (load_probes)
@@ -68,9 +72,12 @@ def describe_exception(e):
 
 
 class Context:
+    skip = frozenset()   # cases the harness set aside with nothing in their place (job['skip_cases'])
+
     def __init__(self, job):
         self.job = job
         self.profile = job['profile']
+        self.skip = set(job.get('skip_cases') or ())   # cases the harness set aside with nothing in their place
         self.device = torch.device(self.profile['device'])
         self.scratch = job['paths']['code']   # input.txt and the handout are here
         self.inputs = np.load(job['paths']['inputs'], allow_pickle=False)
@@ -89,6 +96,8 @@ class Context:
 
     def case(self, name, fn):
         """Run one case; its failure is recorded and the probe goes on with the next case."""
+        if name in self.skip or name.split('/')[0] in self.skip:   # a case, or every case of a configuration
+            return
         try:
             torch.manual_seed(0)
             out = fn()
@@ -121,8 +130,22 @@ class Context:
         self.note(*m.load_attention(module, self.weights(label), mod['n_embd']))
         return module.to(self.device)
 
+    def gqa_set_aside(self, n_kv_head, rope, n_query_head=None):
+        """How a GPT that would run the student's GroupedQueryAttention the harness set aside runs instead: 'gqa'
+        at n_kv_head = n_query_head (the given Block builds their CausalSelfAttention), 'gqa_rope' with rope=False
+        (their GQA without RoPE, which their 4.1 passed); None: as asked."""
+        if n_kv_head == (n_query_head or self.profile['model']['n_query_head']):
+            return None
+        if 'gqa' in adapter.SET_ASIDE:
+            return 'gqa'
+        return 'gqa_rope' if 'gqa_rope' in adapter.SET_ASIDE and rope else None
+
     def model(self, label, n_kv_head, rope):
         m = self.profile['model']
+        instead = self.gqa_set_aside(n_kv_head, rope)
+        if instead:   # the configurations of contract/configs.py that have weights: 'rope' (MHA) and 'gqa' (no RoPE)
+            label, n_kv_head, rope = ('rope', m['n_query_head'], True) if instead == 'gqa' else \
+                ('gqa', dict((l, kv) for l, kv, _ in MODEL_CONFIGS)['gqa'], False)
         cfg = adapter.make_config(n_layer=m['n_layer'], n_embd=m['n_embd'], n_query_head=m['n_query_head'],
                                   n_kv_head=n_kv_head, vocab_size=m['vocab_size'], block_size=m['block_size'], rope=rope)
         model = adapter.gpt(cfg)
@@ -200,13 +223,25 @@ def arm_hang_dump(out_dir):
         pass   # no dump: the harness reports the hang without a line
 
 
-def run(job_dir):
-    """One probe (job['probe']; 'import' only imports model.py). Returns the exit code."""
+def tell_imported():
+    """One frame on the harness link once model.py is imported (the harness then knows a later stop is not the
+    import's). Student code could send it earlier: that only makes a hang at import look like the test's own."""
+    from . import socket_link
+    if socket_link.connected():
+        try:
+            socket_link.ask(report_schema.IMPORTED)
+        except OSError:
+            pass
+
+
+def run(job_dir, probe_id=None):
+    """One probe (`probe_id`, from the zygote; job['probe'] only where a test runs a probe in-process; 'import'
+    only imports model.py). Returns the exit code."""
     global JOB_DIR, OUT
     JOB_DIR = os.path.abspath(job_dir)
     with open(os.path.join(JOB_DIR, 'job.json')) as f:
         job = json.load(f)
-    probe_id, paths = job['probe'], job['paths']
+    probe_id, paths = probe_id or job['probe'], job['paths']
     OUT = paths['out']
     arm_hang_dump(OUT)
     sys.path.insert(0, paths['code'])   # mingpt/ (the student's model.py) and chargpt.py
@@ -216,7 +251,7 @@ def run(job_dir):
     # memory queries that the memory probe's CUDA view answers (outside it: what CPU torch answers)
     from . import cuda_view
     cuda_view.install()
-    apply_limits(job.get('limits', {}).get(probe_id))
+    apply_limits(job['limit'] if 'limit' in job else job.get('limits', {}).get(probe_id))
     captured = CappedStream()
     sys.stdout = sys.stderr = captured
 
@@ -224,6 +259,7 @@ def run(job_dir):
     try:
         import mingpt.model  # noqa: F401  (the student's file)
         info = {'status': 'ok'}
+        tell_imported()
     except BaseException as e:
         kind, message, frames = describe_exception(e)
         if isinstance(e, ModuleNotFoundError):
@@ -238,7 +274,7 @@ def run(job_dir):
         return 0
 
     ctx = Context(job)
-    adapter.STAND_INS = dict(job.get('stand_ins') or {})
+    adapter.SET_ASIDE = set(job.get('set_aside') or ())
     t0 = time.time()
     try:
         probe_table()[probe_id](ctx)
@@ -248,15 +284,14 @@ def run(job_dir):
             raise
         kind, message, frames = describe_exception(e)
         ctx.info.update(status=kind, message=message, where=frames)
-    if adapter.STAND_INS:   # which stand-ins were really built (the harness words it; see child/standins.py)
-        from .standins import BUILT
-        ctx.info['stand_ins'] = {'built': sorted(p for p in BUILT if p in adapter.STAND_INS),
-                                 'kept': sorted(p for p in adapter.KEPT if p in adapter.STAND_INS)}
+    if adapter.SET_ASIDE:   # whether the grader's RoPE was really built (the harness words it; child/set_aside.py)
+        from .set_aside import BUILT
+        ctx.info['set_aside'] = {'built': sorted(BUILT & adapter.SET_ASIDE), 'kept': sorted(adapter.KEPT & adapter.SET_ASIDE)}
     ctx.info.update(seconds=time.time() - t0, stdout=captured.take())
     write_result(probe_id, ctx.arrays, ctx.info)
     return 0
 
 
-def main(job_dir=None):
+def main(job_dir=None, probe_id=None):
     """Run the probe of JOB_DIR (sys.argv[1]) in this process: what a zygote's fork does after the wall."""
-    return run(job_dir or sys.argv[1])
+    return run(job_dir or sys.argv[1], probe_id)

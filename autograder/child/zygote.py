@@ -89,7 +89,7 @@ def _child(wall, spec, log_fd, link_fd):
         if spec.get('kind') == 'selftest':
             code = selftest.main(spec['selftest'])
         else:
-            code = runner.run(spec['job_dir'])
+            code = runner.run(spec['job_dir'], spec['probe'])
     except BaseException:
         import traceback
         try:

@@ -43,6 +43,7 @@ MAX_ITEMSIZE = 8                    # bytes per element (float64, int64)
 FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')
 
 
+IMPORTED = b'model.py imported'   # the one link frame a probe process sends once model.py is imported (runner.py)
 HANG_DUMP = 'hang-stack.txt'   # in out/: the Python stack the probe process dumps on HANG_SIGNAL (runner.arm_hang_dump)
 HANG_SIGNAL = 10               # SIGUSR1: the harness sends it at a deadline or wall cap, then kills a moment later
 MAX_HANG_DUMP = 64 * 1024      # bytes of the dump the harness reads back (faulthandler writes ~100 frames a thread)
@@ -90,9 +91,9 @@ REPORT_FIELDS = {
     # per case, what the probe observed about the student's objects (names, shapes), in words: judges
     # print these in failure messages only; no grade rests on them
     'facts': _map(MAX_KEYS, _texts(MAX_FACTS, MAX_FACT_CHARS)),
-    # which of the stand-ins the job named were built, and which parts the student's code kept anyway
-    # (child/standins.py): words only; the harness reads only the part names it named itself
-    'stand_ins': _map(2, _texts(8, MAX_KEY_CHARS)),
+    # whether the parts the job set aside were built the grader's way, and which the student's code kept anyway
+    # (child/set_aside.py): words only; the harness reads only the part names it set aside itself
+    'set_aside': _map(2, _texts(8, MAX_KEY_CHARS)),
 }
 
 

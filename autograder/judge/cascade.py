@@ -1,28 +1,45 @@
 """
-One mistake costs its own part (grading.yaml `cascade`). While a grading runs, the harness
-judges the tests that decide each part (registry.PART_TESTS: 2.1 and 2.2 decide RoPE, 3.1
-CausalSelfAttention, 4.1 and 5.1 GroupedQueryAttention) as soon as their probes end, and tells
-each later probe which failed parts to build from a stand-in (job['stand_ins'], read by
-child/adapter.py). It also remembers a part that did not return (a hang: the stack the harness
-dumped at the deadline, ProbeResult.harness['hang']) and has the sandbox skip the later probes
-that would run that part again. Everything it reads from a probe is untrusted: it only decides
-which harness code runs and which words the student reads.
+One mistake costs its own part (grading.yaml `cascade`), without any answer in the student's process.
+
+A grading runs every probe on the student's own code first (the first run). A part fails when a
+test that decides it fails (registry.PART_TESTS: 2.1 and 2.2 decide RoPE, 3.1 CausalSelfAttention,
+4.1 and 5.1 GroupedQueryAttention). A later test that runs a failed part is judged again without
+it (the second run), one case at a time (registry.CASE_PARTS), and only where that part's own
+values are wrong in that case: the case's forward outputs at their fixed weights differ from the
+reference's (registry.FORWARD_KEYS; a training case keeps a training-only bug of the part, since
+its forward is right). Failing a part's test on purpose therefore changes nothing where the part
+works. Without the part:
+- RoPE is computed by the grader, outside the process (judge/set_aside.py answers over the link);
+- GroupedQueryAttention: the probes of registry.GQA_FALLBACK run that case at n_kv_head =
+  n_query_head, where the given Block builds the student's CausalSelfAttention (fixtures
+  '<probe>~gqa'); elsewhere the case is set aside with nothing in its place;
+- a case left with no part of the student's (registry.STUDENT_PARTS) is not judged: it counts
+  neither way, and a test with no case left earns nothing ("Not judged").
+
+Hangs are placed from the harness's own knowledge only: the parts the timed-out probe runs
+(registry `calls`) less those that other probes proved return. What the process's stack dump
+says is shown as its own account and decides nothing. A probe process stopped before it said
+model.py was imported (sandbox/probe.py's `imported_after`) stops the grading's probes: the import
+is named once, and no part is blamed.
 """
 
 import ast
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
 
-import inspect
+import numpy as np
 
 from autograder.judge import registry
-from autograder.judge.judges import Verdict
+from autograder.judge.judges import Verdict, case_of, compare
 from autograder.judge.verdicts import judge
+from autograder.sandbox.readback import ProbeResult
 
-# where a probe was stopped at its deadline, as the student reads it (the public tests say the same)
+# where a probe was stopped at its deadline, as its own process said (the public tests say the same)
 STOPPED_IN = 'Your code was stopped in %s (model.py line %d): a loop that never ends?'
 STOPPED_AT = 'Your code was stopped at model.py line %d: a loop that never ends?'
-STAND_IN_NAMES = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}
-# probes that also run these parts outside a GPT (the student's modules are judged there): never replaced
-DIRECT = {'causality': ('mha', 'gqa'), 'sliding-window': ('mha', 'gqa', 'banded')}
+OWN_ACCOUNT = ' (where your process said it was when it was stopped)'
+SHORT = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention', 'banded': 'banded_attention'}
 
 
 def functions_of(source):
@@ -45,33 +62,47 @@ def functions_of(source):
     return out
 
 
-def where_hung(hang, functions):
-    """(part or None, 'Class.method', line) of the innermost model.py frame of a hang dump, or None."""
+def where_said(hang, functions):
+    """('Class.method' or 'model.py', line) of the innermost model.py frame of a stack dump, or None: words only."""
     frames = hang.get('frames') if isinstance(hang, dict) else None
     if not isinstance(frames, list):
         return None
-    located = []
-    for frame in frames[-20:]:
+    for frame in reversed(frames[-20:]):
         line = frame.get('line') if isinstance(frame, dict) else None
-        if not isinstance(line, int) or isinstance(line, bool) or line <= 0:
-            continue
-        names = [name for first, last, name in functions if first <= line <= last]
-        located.append((names[-1] if names else None, line))
-    if not located:
-        return None
-    by_name = {v: k for k, v in registry.PARTS.items()}
-    for name, line in reversed(located):   # the innermost frame that belongs to a part names the part
-        owner = (name or '').split('.')[0]
-        if owner in by_name:
-            return by_name[owner], name, line
-        if owner == 'Block':
-            return 'gpt', name, line
-    name, line = located[-1]
-    return None, name or 'model.py', line
+        if isinstance(line, int) and not isinstance(line, bool) and line > 0:
+            names = [name for first, last, name in functions if first <= line <= last]
+            return (names[-1] if names else 'model.py'), line
+    return None
+
+
+def stopped_words(hang, functions):
+    """The sentence of where a process said it was stopped, marked as its own account; '' without a dump."""
+    said = where_said(hang, functions)
+    if said is None:
+        return ''
+    return (STOPPED_IN % said if said[0] != 'model.py' else STOPPED_AT % said[1]) + OWN_ACCOUNT
+
+
+@dataclass
+class Plan:
+    """What the second run does for one probe: per unit (a CASE_PARTS entry) 'native', 'second', 'excluded' or
+    'not_run', the parts set aside there, and the words."""
+    units: Dict[str, str]
+    aside: Dict[str, Tuple[str, ...]] = field(default_factory=dict)    # unit -> parts set aside in the second run
+    why: Dict[str, str] = field(default_factory=dict)                  # unit -> sentence (excluded, not run, kept)
+
+    @property
+    def runs(self):
+        return any(d == 'second' for d in self.units.values())
+
+    def job(self):
+        """What the probe's process of the second run is told: the parts set aside, the units not to run."""
+        parts = sorted({p for u, d in self.units.items() if d == 'second' for p in self.aside.get(u, ())})
+        return {'set_aside': parts, 'skip_cases': sorted(u for u, d in self.units.items() if d != 'second' and u)}
 
 
 class Cascade:
-    """The failed and hung parts of one grading, and what each later probe is told."""
+    """The failed and hung parts of one grading, the second run they call for, and the words."""
 
     def __init__(self, grading, fx, source, specs):
         self.grading, self.fx = grading, fx
@@ -79,99 +110,332 @@ class Cascade:
         self.graded = {s.id for s in specs}
         self.functions = functions_of(source or '')
         self.failed = {}     # part -> number of the first test of it that failed
-        self.hung = {}       # part -> the sentence a skipped test reads
-        self.sent = {}       # probe id -> {part: number} of the stand-ins it was told to use
-        self.stopped = {}    # probe id -> where its process was stopped at the deadline, in words
-        self.import_hang = None
+        self.hung = {}       # part -> the sentence a test that would run it again reads
+        self.proven = set()  # parts a probe that ended in time ran: a later hang is placed among the others
+        self.stopped = {}    # probe id -> where its process said it was stopped (words only)
+        self.import_hang = None    # the sentence when model.py's import did not finish (import check or a probe)
+        self.plans = {}      # probe id -> Plan of its second run (part tests as they end, the rest in plan_later)
+        self.native = {}     # probe id -> its first run's result
+        self.pending = {}    # part -> the part tests whose verdict waits for the second run
+        self._settled = set()   # probes the first stage of the second run already ran
 
     def number(self, test_id):
         return self.grading.test(test_id).number
 
-    # ------------------------------------------------------------------ as probes end
+    # ------------------------------------------------------------------ the first run, as probes end
 
     def observe(self, probe_id, result, results):
-        """Learn from a finished probe (the import check included): a failed part, a part that hung."""
+        """Learn from a finished probe of the first run (the import check included)."""
+        said = stopped_words(result.harness.get('hang'), self.functions) if isinstance(result.harness, dict) else ''
         if probe_id == 'import':
-            found = where_hung(result.harness.get('hang'), self.functions)
-            if found or result.status == 'timeout':
-                self.import_hang = 'model.py did not finish importing%s' % (
-                    ' (model.py line %d%s)' % (found[2], ', in ' + found[1] if found[1] != 'model.py' else '')
-                    if found else '')
+            if result.status == 'timeout':
+                self.import_hang = 'model.py did not finish importing' + self._said_at(result)
             return
-        self._note_hang(probe_id, result)
+        if self._stalled_at_import(result):
+            self.import_hang = self.import_hang or 'model.py did not finish importing in test %s\'s process%s' % (
+                self.number(probe_id), self._said_at(result))
+            return
+        if said:
+            self.stopped[probe_id] = said
+        if result.status == 'timeout' and isinstance(result.harness, dict) and result.harness.get('ended'):
+            self._place_hang(probe_id, self._said_at(result))
+        elif result.status not in ('skipped', 'missing', 'timeout'):
+            self.proven.update(registry.BY_ID[probe_id].calls)
+        self.native[probe_id] = result
         for part, tests in registry.PART_TESTS.items():
             if probe_id in tests and part not in self.failed and not self._passes(probe_id, result, results):
-                self.failed[part] = self.number(probe_id)
+                # 3.1 and 5.1 also run RoPE: whether their own part fails is known once a RoPE that failed is set
+                # aside in them (the second run's first stage: part_reruns, settle_parts)
+                plan = self.plan(probe_id, result) if self.insulate and probe_id in registry.CASE_PARTS else None
+                if plan is not None and plan.runs:
+                    self.plans[probe_id] = plan
+                    self.pending.setdefault(part, []).append(probe_id)
+                else:
+                    self.failed[part] = self.number(probe_id)
+
+    def _said_at(self, result):
+        said = where_said(result.harness.get('hang'), self.functions) if isinstance(result.harness, dict) else None
+        if not said:
+            return ''
+        return ' (your process said it was at model.py line %d%s)' % (said[1], ', in ' + said[0]
+                                                                        if said[0] != 'model.py' else '')
+
+    @staticmethod
+    def _stalled_at_import(result):
+        """A probe process stopped at its deadline that never said model.py was imported."""
+        h = result.harness if isinstance(result.harness, dict) else {}
+        return h.get('ended') in ('timeout', 'wall') and 'imported_after' not in h
 
     def _passes(self, probe_id, result, results):
         try:
             return judge(self.grading.test(probe_id), result, self.fx, self.grading, results).passed
-        except Exception:  # noqa: BLE001  a judge's failure here only means: no stand-in decided from it
+        except Exception:  # noqa: BLE001  a judge's failure here only means: nothing decided from it
             return True
 
-    def _note_hang(self, probe_id, result):
-        if result.status != 'timeout':
-            return
-        found = where_hung(result.harness.get('hang'), self.functions)
+    def _place_hang(self, probe_id, said=''):
+        """The part that hung: the probe's only part, else the one of its parts no finished probe ran (`said`: where
+        the process said it was, words only)."""
         calls = registry.BY_ID[probe_id].calls
-        if found:
-            self.stopped[probe_id] = STOPPED_IN % (found[1], found[2]) if found[1] != 'model.py' else \
-                STOPPED_AT % found[2]
-        if found and found[0]:
-            part, name, line = found
-            if part == 'gpt' and name.split('.')[-1] != 'forward':
-                part = name   # a GPT method of its own (load_pretrained, generate): probes that never call it run
-        elif len(calls) == 1:   # no dump: a probe that runs one part of model.py can only have hung there
-            part, name, line = calls[0], registry.PARTS[calls[0]], None
-        else:
-            return
-        self.hung.setdefault(part, 'not run: %s did not return in test %s%s' % (
-            name, self.number(probe_id), ' (model.py line %d)' % line if line else ''))
+        candidates = list(calls) if len(calls) == 1 else [p for p in calls if p not in self.proven]
+        if len(candidates) == 1:
+            part = candidates[0]
+            self.hung.setdefault(part, 'not run: %s did not return in test %s%s' % (
+                registry.PARTS[part], self.number(probe_id), said))
 
-    # ------------------------------------------------------------------ before a probe
-
-    def stand_ins(self, probe_id):
-        """{part: number of the test it fails} to replace in this probe (empty under `cascade: charge`)."""
-        if not self.insulate:
-            return {}
-        entry = registry.BY_ID[probe_id]
-        out = {p: n for p, n in self.failed.items() if p in entry.calls and p not in entry.owns}
-        # stand-ins never earn points alone: a probe whose every part with a stand-in would be one would judge
-        # only the given code (the untouched template would pass 8.1-10.3), so it runs the student's code as is
-        if out and all(p in out for p in entry.calls if p in STAND_IN_NAMES):
-            out = {}
-        self.sent[probe_id] = out
-        return out
-
-    def skip(self, probe_id, results):
-        """The sandbox's skip hook: the sentence of a part that hung and that this probe would run again."""
+    def skip(self, probe_id, results=None):
+        """The sandbox's skip hook (first run): the sentence of a part that hung and that this probe would run
+        again, or of an import that did not finish."""
+        if self.import_hang:
+            return 'not run: %s (see test 1.1)' % self.import_hang
         entry = registry.BY_ID.get(probe_id)
-        if entry is None:
-            return None
-        replaced = self.stand_ins(probe_id) if self.insulate else {}
         for part, sentence in self.hung.items():
-            if part in entry.calls and (part not in replaced or part in DIRECT.get(probe_id, ())):
+            if entry is not None and part in entry.calls:
                 return sentence
         return None
 
+    def skip_second(self, probe_id, results=None):
+        return 'not run: %s (see test 1.1)' % self.import_hang if self.import_hang else None
+
+    # ------------------------------------------------------------------ the plan of the second run
+
+    def units(self, probe_id):
+        """{unit: [fixture keys]} of a probe: its CASE_PARTS entries, with the reference's output keys of each."""
+        out = {u: [] for u in registry.CASE_PARTS[probe_id]}
+        for key in self.fx.probe(probe_id):
+            unit = registry.case_name(probe_id, case_of(key))
+            if unit is None:
+                unit = registry.case_name(probe_id, key)
+            if unit in out:
+                out[unit].append(key)
+        return out
+
+    def plan(self, probe_id, native):
+        plan = Plan({})
+        for unit, keys in self.units(probe_id).items():
+            parts, owns = registry.case_parts(probe_id, unit)
+            hung = [p for p in parts if p in self.hung and (p in owns or p not in self.failed)]
+            failed = [p for p in parts if p in self.failed and p not in owns]
+            ran = native.status != 'skipped'
+            if hung:
+                plan.units[unit], plan.why[unit] = 'not_run', self.hung[hung[0]]
+            elif not failed:
+                plan.units[unit] = 'native' if ran else 'second'
+            elif ran and self.forward_ok(probe_id, unit, keys, native):
+                plan.units[unit] = 'native'
+                plan.why[unit] = self._works_here(failed)
+            else:
+                aside, why = self._aside(probe_id, unit, parts, failed)
+                plan.units[unit] = 'excluded' if aside is None else 'second'
+                plan.why[unit] = why
+                if aside is not None:
+                    plan.aside[unit] = aside
+        return plan
+
+    # 7.1's cases and the unit of the test whose outputs each is compared with: each case runs in that unit's world
+    CAUSALITY_MIRRORS = {'mha': ('mha-rope', ''), 'gqa': ('gqa-rope', ''), 'gpt': ('model', 'rope-gqa')}
+
+    def mirrored_causality(self, native):
+        """7.1's plan: each case is run as the case it is compared with was (first run, or second run without the
+        same parts); its GPT case, where 8.1's GQA case is set aside, at n_kv_head = n_query_head against 8.1's MHA
+        case. Its values are relative, so its own first run cannot tell a wrong part: its evidence does."""
+        plan = Plan({})
+        for unit, (pid, their_unit) in self.CAUSALITY_MIRRORS.items():
+            parts, owns = registry.case_parts('causality', unit)
+            hung = [p for p in parts if p in self.hung and (p in owns or p not in self.failed)]
+            theirs = self.plans.get(pid)
+            decision = theirs.units.get(their_unit, 'native') if theirs is not None else 'native'
+            if hung:
+                plan.units[unit], plan.why[unit] = 'not_run', self.hung[hung[0]]
+                continue
+            if unit == 'gpt' and decision == 'excluded':
+                decision = self._gpt_fallback(plan, theirs)
+            elif decision == 'second':
+                plan.aside[unit] = theirs.aside.get(their_unit, ())
+            elif decision in ('excluded', 'not_run'):
+                plan.why[unit] = theirs.why.get(their_unit, '')
+            if decision == 'native' and native.status == 'skipped':   # the first run skipped it: run it now
+                decision = 'second'
+            plan.units[unit] = decision
+        return plan
+
+    def _gpt_fallback(self, plan, model_plan):
+        """7.1's GPT case where 8.1's GQA case is set aside: as 8.1's MHA case, at n_kv_head = n_query_head."""
+        mha_case = model_plan.units.get('rope') if model_plan is not None else None
+        if 'gqa' in self.failed and 'mha' not in self.failed and 'mha' not in self.hung and mha_case in ('native',
+                                                                                                          'second'):
+            plan.aside['gpt'] = tuple(sorted({'gqa'} | set(model_plan.aside.get('rope', ()) if mha_case == 'second'
+                                                            else ())))
+            return 'second'
+        gqa_case = model_plan.units.get('gqa') if model_plan is not None else None
+        if self.failed.get('gqa') == self.number('gqa-rope') and gqa_case in ('native', 'second'):
+            plan.aside['gpt'] = ('gqa_rope',)   # as 8.1's GQA case without RoPE
+            return 'second'
+        plan.why['gpt'] = model_plan.why.get('rope-gqa', '') if model_plan is not None else ''
+        return 'excluded'
+
+    def _works_here(self, failed):
+        return ('Your %s fails %s, but in this case your model\'s own values are the reference\'s, so it was judged '
+                'as it is: a part is set aside only where its own values are wrong.'
+                % (' and '.join(SHORT.get(p, p) for p in failed), ', '.join(self.failed[p] for p in failed)))
+
+    def _aside(self, probe_id, unit, parts, failed):
+        """(parts set aside, words) for a unit judged without its failed parts; (None, why) when nothing of the
+        student's would be left or a failed part has nothing to stand in its place here."""
+        aside, parts = [], list(parts)
+        for p in failed:
+            if p == 'gqa' and unit in registry.GQA_FALLBACK.get(probe_id, ()):
+                instead = self._gqa_instead(parts)
+                if instead is None:
+                    return None, self._not_judged(failed)
+                aside.append(instead)   # their MHA instead of their GQA, or their GQA without RoPE
+                parts = [q for q in parts if q != 'gqa'] + ['mha'] if instead == 'gqa' else \
+                    [q for q in parts if q != 'rope']
+            elif p != 'rope':
+                return None, self._not_judged(failed)
+        if 'rope' in failed and 'rope' in parts:
+            aside.append('rope')
+        if not [p for p in parts if p in registry.STUDENT_PARTS and p not in aside]:
+            return None, self._not_judged(failed)
+        return tuple(sorted(aside)), ''
+
+    def _gqa_instead(self, parts):
+        """How a GPT case runs without the student's failed GQA: 'gqa' (their MHA, n_kv_head = n_query_head) where
+        their MHA works, 'gqa_rope' (their GQA without RoPE) where it failed only with RoPE; None: no way."""
+        if 'mha' not in self.failed and 'mha' not in self.hung:
+            return 'gqa'
+        if 'rope' in parts and self.failed.get('gqa') == self.number('gqa-rope'):
+            return 'gqa_rope'
+        return None
+
+    def _not_judged(self, failed):
+        return ('Not judged: it runs only parts of yours that fail their own tests (%s), so nothing of yours would '
+                'be judged; it counts neither way.' % ', '.join('%s fails %s' % (SHORT.get(p, p), self.failed[p])
+                                                              for p in failed))
+
+    def forward_ok(self, probe_id, unit, keys, native):
+        """Whether a unit's own forward values in the first run are the reference's (registry.FORWARD_KEYS)."""
+        if native.status != 'ok':
+            return False
+        errors = native.info.get('case_errors', {}) if isinstance(native.info.get('case_errors'), dict) else {}
+        if any(registry.case_name(probe_id, c) == unit for c in errors):
+            return False
+        wanted = registry.FORWARD_KEYS.get(probe_id)
+        if wanted is not None:
+            keys = [k for k in keys if k.rsplit('/', 1)[-1] in wanted]
+        expected = self.fx.probe(probe_id)
+        tol = self.grading.test('model' if probe_id in registry.FORWARD_KEYS else probe_id).tolerance
+        for key in keys:
+            got, exp = native.arrays.get(key), expected[key]
+            if got is None or got.shape != exp.shape:
+                return False
+            if tol is None or exp.dtype.kind in 'iub':
+                if not np.array_equal(got, exp):
+                    return False
+            elif not compare(got, exp, tol.atol, tol.rtol)[0]:
+                return False
+        return True
+
+    def part_reruns(self):
+        """{probe id: Plan} of the second run's first stage: the part tests (3.1, 5.1) that failed only where a
+        RoPE that fails ran in them."""
+        return {pid: plan for pid, plan in self.plans.items() if plan.runs and pid in self._pending_tests()}
+
+    def _pending_tests(self):
+        return {pid for pids in self.pending.values() for pid in pids}
+
+    def settle_parts(self, second):
+        """After the first stage: a pending part fails when its test fails again without the failed RoPE."""
+        self._settled |= set(second)
+        merged, view = self.merge(self.native, second)
+        for part, pids in sorted(self.pending.items()):
+            for pid in pids:
+                if part not in self.failed and not self._passes_merged(pid, merged, view):
+                    self.failed[part] = self.number(pid)
+        self.pending = {}
+
+    def _passes_merged(self, probe_id, merged, view):
+        try:
+            return judge(self.grading.test(probe_id), merged[probe_id], view, self.grading, merged).passed
+        except Exception:  # noqa: BLE001
+            return True
+
+    def plan_later(self):
+        """{probe id: Plan} of the second run's second stage: every later probe that a failed part spoiled. 7.1
+        follows the tests whose outputs it is compared with (planned first: 3.1, 5.1, 8.1)."""
+        if not self.insulate:
+            return {}
+        for pid, result in self.native.items():
+            if pid in registry.CASE_PARTS and pid not in self.plans and pid != 'causality':
+                self.plans[pid] = self.plan(pid, result)
+        if 'causality' in self.native:
+            self.plans['causality'] = self.mirrored_causality(self.native['causality'])
+        return {pid: plan for pid, plan in self.plans.items() if plan.runs and pid not in self._settled}
+
+    def second_run(self):
+        """{probe id: Plan} of every probe the second run runs (both stages)."""
+        return {pid: plan for pid, plan in self.plans.items() if plan.runs}
+
+    # ------------------------------------------------------------------ the two runs, merged
+
+    def merge(self, native, second):
+        """({probe id: the result the judges read}, the fixtures they read it against): per unit the first or the
+        second run's outputs, without the units set aside."""
+        merged, view = dict(native), {}
+        for pid, plan in self.plans.items():
+            if all(d == 'native' for d in plan.units.values()):
+                continue
+            merged[pid] = merge_result(pid, plan, native.get(pid), second.get(pid))
+            view[pid] = plan
+        return merged, PlanView(self.fx, view)
+
     # ------------------------------------------------------------------ the words
 
-    def lines(self, probe_id, result):
-        """What the student reads first in a test whose probe ran with stand-ins."""
-        sent = self.sent.get(probe_id) or {}
-        report = result.info.get('stand_ins') if isinstance(result.info.get('stand_ins'), dict) else {}
-        built = {p for p in report.get('built', []) if p in sent}
-        kept = {p for p in report.get('kept', []) if p in sent}
+    def lines(self, probe_id, merged):
+        """What the student reads first in a test whose probe was planned (and where its process was stopped)."""
         out = [self.stopped[probe_id]] if probe_id in self.stopped else []
-        for part, number in sorted(sent.items()):
-            name = STAND_IN_NAMES[part]
-            if part in kept:
-                out.append('Your %s, which fails %s, could not be set aside in this test (your code does not build '
-                           'the class %s by that name where it uses it), so this test ran it.'
-                           % (name, number, registry.PARTS[part]))
-            elif part in built:
-                out.append('Judged with the reference %s in place of yours, which fails %s.' % (name, number))
+        plan = self.plans.get(probe_id)
+        if plan is None:
+            return out
+        report = merged.info.get('set_aside') if isinstance(merged.info.get('set_aside'), dict) else {}
+        built = 'rope' in (report.get('built') or [])   # words only: a claim the harness did not ask for is ignored
+        kept = 'rope' in (report.get('kept') or []) and not built
+        several = len(plan.units) > 1
+        for unit, decision in plan.units.items():
+            head = ('Case %s: ' % unit) if several else ''
+            if decision == 'second':
+                out += [head + s for s in self._second_words(plan.aside.get(unit, ()), built, kept)]
+            elif plan.why.get(unit) and decision != 'native':
+                out.append(head + plan.why[unit])
         return out
+
+    def _second_words(self, aside, built, kept):
+        words = []
+        if 'gqa' in aside:
+            words.append('Judged at n_kv_head = n_query_head, where the given Block builds your CausalSelfAttention: '
+                         'your GroupedQueryAttention fails %s.' % self.failed['gqa'])
+        if 'gqa_rope' in aside:
+            words.append('Judged with rope=False: your GroupedQueryAttention fails %s with RoPE, and passes 4.1 without '
+                         'it.' % self.failed['gqa'])
+        if 'rope' in aside and kept:
+            words.append('Your RoPE, which fails %s, could not be set aside in this test (your code does not build '
+                         'the class RotaryPositionalEmbeddings by that name where it uses it), so this test ran it.'
+                         % self.failed['rope'])
+        elif 'rope' in aside and built:
+            words.append('Judged with the grader\'s RoPE, computed outside your process, in place of yours, which '
+                         'fails %s.' % self.failed['rope'])
+        elif 'rope' in aside:   # the code failed before it built a RoPE at all: the lines below say where
+            words.append('Run again with the grader\'s RoPE in place of yours, which fails %s.' % self.failed['rope'])
+        return words
+
+    def nothing_left(self, probe_id):
+        """The sentence of a test none of whose units is judged (all set aside), else None."""
+        plan = self.plans.get(probe_id)
+        if plan is None or not plan.units or any(d != 'excluded' for d in plan.units.values()):
+            return None
+        failed = sorted({p for u in plan.units for p in registry.case_parts(probe_id, u)[0] if p in self.failed})
+        return ('Not judged: every case of this test runs only parts of yours that fail their own tests (%s), so '
+                'nothing of yours would be judged here: it earns nothing.'
+                % ', '.join('%s fails %s' % (SHORT.get(p, p), self.failed[p]) for p in failed))
 
     def blocked(self, spec):
         """Why an optional test cannot be judged: a required part it builds on fails (its number), else None."""
@@ -181,18 +445,18 @@ class Cascade:
                 return 'not judged: it builds on your %s, which fails %s' % (registry.PARTS[part], number)
         return None
 
-    def optional_verdict(self, spec, result, probes, specs):
-        """An optional test: "Not attempted" when untouched, "not judged" (0 / 0, not red) when a required part it
-        builds on fails, hung, or a required test did not finish either; otherwise judged as any test."""
+    def optional_verdict(self, spec, result, probes, specs, fixtures):
+        """An optional test the student attempted (grade.py says "Not attempted" first, from the source): judged as
+        any test, where it passes; "not judged" (0 / 0, not red) where a required part it builds on fails or hung,
+        or a required test did not finish either; otherwise its verdict."""
         if result.status == 'not_implemented':
             return Verdict(0.0, ['not implemented (optional): %s' % result.message], not_implemented=True)
-        verdict = None if result.status in ('skipped', 'timeout') else judge(spec, result, self.fx, self.grading, probes)
-        reason = self.blocked(spec)
-        # a stand-in keeps no KV cache and has no window: "not implemented" there is the stand-in's, not the student's
-        if verdict is not None and (verdict.passed or (verdict.not_implemented and not (reason and self.sent.get(spec.id)))):
+        verdict = None if result.status in ('skipped', 'timeout') else judge(spec, result, fixtures, self.grading, probes)
+        if verdict is not None and (verdict.passed or verdict.not_implemented):
             if not verdict.not_implemented:
                 verdict.lines[:0] = self.lines(spec.id, result)
             return verdict
+        reason = self.blocked(spec)
         if result.status == 'skipped':
             reason = reason or result.message
         elif result.status == 'timeout' and reason is None:
@@ -202,12 +466,91 @@ class Cascade:
                          % late[0].number
         if reason:
             return Verdict(0.0, [reason[0].upper() + reason[1:] + '.'], not_judged=True)
-        return verdict if verdict is not None else judge(spec, result, self.fx, self.grading, probes)
+        return verdict if verdict is not None else judge(spec, result, fixtures, self.grading, probes)
 
 
-def sandbox_skips(sandbox):
-    """Whether this Sandbox.run takes the `skip` hook (the hang interface; a sandbox without it runs every probe)."""
-    try:
-        return 'skip' in inspect.signature(sandbox.run).parameters
-    except (TypeError, ValueError):
-        return False
+def _unit_of(probe_id, name):
+    unit = registry.case_name(probe_id, case_of(name))
+    return registry.case_name(probe_id, name) if unit is None else unit
+
+
+def merge_result(probe_id, plan, native, second):
+    """One ProbeResult from the first run's units, the second run's and the units not run (as case errors)."""
+    runs = {'native': native, 'second': second}
+    if list(plan.units) == [''] or all(d in ('not_run', 'excluded') for d in plan.units.values()):
+        # one unit (or none judged): the run it came from, whole; a probe the first run skipped keeps its sentence
+        chosen = runs.get(next(iter(plan.units.values()))) if list(plan.units) == [''] else None
+        return chosen if chosen is not None else native if native is not None else ProbeResult('missing', 'not run')
+    arrays, errors, info = {}, {}, {}
+    for unit, decision in plan.units.items():
+        run = runs.get(decision)
+        if decision == 'not_run':
+            errors[unit or probe_id] = {'status': 'missing', 'message': plan.why.get(unit, 'not run')}
+            continue
+        if run is None or decision == 'excluded':
+            continue
+        if run.status != 'ok':
+            errors[unit or probe_id] = {'status': run.status if run.status in ('timeout', 'crashed', 'missing',
+                                                                               'invalid') else 'error',
+                                        'message': run.message, 'where': run.info.get('where', [])[-3:]}
+            continue
+        arrays.update({k: v for k, v in run.arrays.items() if _unit_of(probe_id, k) == unit})
+        run_errors = run.info.get('case_errors') if isinstance(run.info.get('case_errors'), dict) else {}
+        errors.update({k: v for k, v in run_errors.items() if _unit_of(probe_id, k) == unit})
+        for name in ('facts', 'dtypes', 'has_wpe'):
+            entries = run.info.get(name) if isinstance(run.info.get(name), dict) else {}
+            info.setdefault(name, {}).update({k: v for k, v in entries.items() if _unit_of(probe_id, k) == unit})
+    base = second if second is not None and native is None else native or second or ProbeResult('missing', 'not run')
+    notes = [n for r in (native, second) if r is not None for n in r.info.get('notes', [])]
+    info.update(case_errors=errors, notes=list(dict.fromkeys(notes)))
+    if second is not None and isinstance(second.info.get('set_aside'), dict):
+        info['set_aside'] = second.info['set_aside']
+    harness = dict(base.harness or {}, second=(second.harness if second is not None else None))
+    return dataclasses.replace(base, status='ok', message='', arrays=arrays, info=info, harness=harness, refused={})
+
+
+class PlanView:
+    """The fixtures as the judges of a merged grading read them: a unit set aside is left out, and a unit the
+    second run judged at n_kv_head = n_query_head is compared with that configuration's fixtures ('<probe>~gqa')."""
+
+    def __init__(self, fx, plans):
+        self._fx, self._plans = fx, plans
+
+    def __getattr__(self, name):
+        return getattr(self._fx, name)
+
+    def _source(self, probe_id, key):
+        plan = self._plans.get(probe_id)
+        if plan is None:
+            return probe_id
+        unit = _unit_of(probe_id, key)
+        if plan.units.get(unit) == 'excluded':
+            return None
+        other = [p for p in plan.aside.get(unit, ()) if p in registry.OTHER_CONFIGURATIONS] \
+            if plan.units.get(unit) == 'second' else []
+        return probe_id + '~' + other[0] if other else probe_id
+
+    def probe(self, probe_id):
+        out = {}
+        for key, value in self._fx.probe(probe_id).items():
+            source = self._source(probe_id, key)
+            if source == probe_id:
+                out[key] = value
+            elif source is not None:
+                alt = self._fx.probe(source)
+                if key in alt:
+                    out[key] = alt[key]
+        return out
+
+    def known_bug_outputs(self, probe_id):
+        return {fp: {k: v for k, v in arrays.items() if self._source(probe_id, k) == probe_id}
+                for fp, arrays in self._fx.known_bug_outputs(probe_id).items()}
+
+    def excluded(self, probe_id, unit):
+        plan = self._plans.get(probe_id)
+        return plan is not None and plan.units.get(unit) == 'excluded'
+
+    def set_aside_in(self, probe_id, unit):
+        """The parts the judged outputs of this unit were computed without."""
+        plan = self._plans.get(probe_id)
+        return plan.aside.get(unit, ()) if plan is not None and plan.units.get(unit) == 'second' else ()

@@ -60,7 +60,7 @@ class Grading:
     sandbox: dict
     profiles: Dict[str, Profile]   # grading.yaml's profiles: cpu, gpu (judge/profiles.py)
     tests: List[TestSpec] = field(default_factory=list)
-    cascade: str = 'insulate'   # 'insulate': a later test builds on stand-ins for failed parts; 'charge': on the student's
+    cascade: str = 'insulate'   # 'insulate': a case spoiled by a failed part is judged again without it; 'charge': never
 
     def test(self, test_id):
         for t in self.tests:

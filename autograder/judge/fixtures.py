@@ -87,6 +87,14 @@ class Fixtures:
         prefix = probe_id + '/'
         return {k[len(prefix):]: v for k, v in self.expected.items() if k.startswith(prefix)}
 
+    def set_aside_in(self, probe_id, unit):
+        """The parts the judged outputs of a unit were computed without: none here (judge/cascade.PlanView)."""
+        return ()
+
+    def excluded(self, probe_id, unit):
+        """Whether the cascade left a unit of this probe out of its test: never here (judge/cascade.PlanView)."""
+        return False
+
     def known_bug_outputs(self, probe_id):
         prefix = probe_id + '/'
         return {fp: {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
@@ -220,7 +228,7 @@ def stored_keys(sets, shared_probes):
     out = {}
     for i, arrays in enumerate(sets):
         for k, v in arrays.items():
-            if k.split('/')[0] in shared_probes:
+            if k.split('/')[0].split('~')[0] in shared_probes:   # 'loss-curve~gqa' is shared as 'loss-curve' is
                 if i == 0:
                     out[k] = v
             else:

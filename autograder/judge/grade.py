@@ -30,6 +30,7 @@ from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
+SLOW_IMPORT_SECONDS = 5.0   # an import slower than this (wall) is noted in 1.1: after torch, an honest one takes < 1 s
 UPLOAD_SCRATCH = set()   # folders holding unpacked copies of student code while a grading runs
 
 
@@ -64,6 +65,10 @@ def _submission_verdict(located, problems, run, import_hang, static):
         notes.update(dict.fromkeys(r.info.get('notes', [])))
     lines += ['Note: ' + n for n in list(notes)[:report_schema.MAX_NOTES]]
     lines += warnings
+    cpu, wall = (imp.harness or {}).get('cpu_seconds'), (imp.harness or {}).get('wall_seconds')
+    if isinstance(wall, (int, float)) and wall > SLOW_IMPORT_SECONDS:   # measured by the harness, not the child
+        lines.append('Note: importing model.py took %.1f s (%.1f s of CPU time), and every test imports it again: '
+                     'keep work out of the top level of model.py.' % (wall, cpu or 0.0))
     printed = imp.info.get('stdout', '')
     if printed.strip():
         lines.append('model.py printed at import:\n' + printed[:1000])
@@ -113,7 +118,7 @@ def expected_outputs(fx, probe_ids, prof):
     spec = {}
     for pid in probe_ids:
         arrays = fx.probe(pid)
-        if pid == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
+        if pid.split('~')[0] == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
             # every array of one reference seed ('seed1' or 'seed1/<name>'), renamed for the student's seed
             # (the fixtures' own arrays for the student's seed when regenerate ran it, e.g. held-out logits)
             student = 'seed%d' % prof.loss_curve.student_seed
@@ -144,8 +149,10 @@ def progress_writer(grading, skip, started, results_path):
 
 class Judging:
     """
-    The submission run once in the sandbox (every probe it needs), then judged one test at a
-    time by `verdict(spec)`, which the gradescope-utils test bodies call (results.build_suite).
+    The submission run in the sandbox, then judged one test at a time by `verdict(spec)`, which the
+    gradescope-utils test bodies call (results.build_suite). The run is a straight line of two: every
+    probe on the student's own code, then (judge/cascade.py) the cases that a failed part spoiled,
+    again without that part; the judges read the two merged.
     """
 
     def __init__(self, grading, profile, located, fx, sandbox, skip=(), private=(), progress=None):
@@ -160,55 +167,84 @@ class Judging:
         if located.problem or self.problems:
             return
         self.static = static_findings(located.path)
-        prof = grading.profiles[profile]
+        prof = self.profile = grading.profiles[profile]
+        source, _ = submission.read_source(located.path)
+        self.untouched = interface_check.untouched_optional(source or '')
         probe_ids = _probe_ids(self.specs)
-        timeouts = {pid: grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         with open(located.path, 'rb') as f:   # the input set drawn for these bytes (inputs.for_submission)
             drawn = inputs.for_submission(fx, prof, probe_ids, f.read())
         self.fx = fx = drawn.fixtures
-        source, _ = submission.read_source(located.path)
         self.cascade = cascade.Cascade(grading, fx, source, self.specs)
-        # the job is read afresh by each probe process: on_result names the next probe's stand-ins in it
-        job = probe_job.job(prof, [prof.loss_curve.student_seed])
-        extra = {'skip': self.cascade.skip} if cascade.sandbox_skips(sandbox) else {}
-        run = probe_job.run(sandbox, located.path, prof, probe_ids, timeouts,
-                            grading.test('submission').timeout, probe_inputs=drawn.inputs, shared_job=job,
-                            expected=expected_outputs(fx, probe_ids, prof), private=private,
-                            on_result=self._on_result(job, probe_ids, progress), **extra)
-        run = self.run = self._clipped(run)
-        self.info = {'input_set': drawn.set_index, 'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
-                     'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
-                     'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
-                     'isolation': run.isolation}
+        started = time.time()
+        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, prof), private=private,
+                       budget_end=started + grading.sandbox['total_seconds'], loss_curve_seeds=[prof.loss_curve.student_seed])
+        first = self._run(sandbox, probe_ids, on_result=self._on_result(progress), skip=self.cascade.skip, **options)
+        second = {}
+        if first.import_result is not None and first.import_result.status == 'ok':
+            # the second run (judge/cascade.py): first the part tests a failed RoPE spoiled (whether their own part
+            # fails waits for them), then every later case a failed part spoiled
+            second.update(self._second(sandbox, self.cascade.part_reruns(), options))
+            self.cascade.settle_parts(second)
+            second.update(self._second(sandbox, self.cascade.plan_later(), options))
+        probes, self.fx = self.cascade.merge(first.probes, second)
+        self.run = dataclasses.replace(first, probes=probes)
+        self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
+                     'probe_seconds': {k: round(v.seconds, 2) for k, v in first.probes.items()},
+                     'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
+                     'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
+                                        for k in ('cpu', 'wall')} if first.import_result is not None else None,
+                     'isolation': first.isolation}
+        if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
+            self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
+                                                 rope_calls=len((r.harness or {}).get('link') or []))
+                                       for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
-        curve = run.probes['loss-curve'].arrays.get('seed%d' % prof.loss_curve.student_seed) \
-            if 'loss-curve' in run.probes else None
+        curve = first.probes['loss-curve'].arrays.get('seed%d' % prof.loss_curve.student_seed) \
+            if 'loss-curve' in first.probes else None
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
 
-    def _on_result(self, job, probe_ids, progress):
+    def _second(self, sandbox, plans, options):
+        """{probe id: result} of one stage of the second run: the probes of `plans`, each told what is set aside."""
+        if not plans:
+            return {}
+        jobs = {pid: plan.job() for pid, plan in plans.items()}
+        # a probe run in another configuration returns its arrays ('<probe>~gqa', '<probe>~gqa_rope' fixtures)
+        other = {pid: pid for pid in plans}
+        for pid in plans:
+            other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
+        shapes = expected_outputs(self.fx, list(other.values()), self.profile)
+        run = self._run(sandbox, list(plans), skip=self.cascade.skip_second, probe_jobs=jobs,
+                        **dict(options, expected={pid: shapes[alt] for pid, alt in other.items()}))
+        return run.probes
+
+    def _run(self, sandbox, probe_ids, **options):
+        """One Sandbox.run of `probe_ids`, every text its processes wrote cut to sandbox.student_text_chars."""
+        timeouts = {pid: self.grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
+        run = probe_job.run(sandbox, self.located.path, self.profile, probe_ids, timeouts,
+                            self.grading.test('submission').timeout, **options)
+        return self._clipped(run)
+
+    def _on_result(self, progress):
         """
-        The callback called as each probe ends: the cascade learns which parts failed or hung and the
-        job of the NEXT probe names its stand-ins (the sandbox reads `job` afresh for each probe); with
-        `progress`, each test is also judged as its probes end and the verdicts so far handed to it.
+        The callback called as each probe of the first run ends: the cascade learns which parts failed or hung
+        (and plans that probe's second run); with `progress`, each test is judged as soon as its probes have ended
+        and none of them waits for the second run, and the verdicts so far are handed to it.
         """
         seen, done = {}, {}
         needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
                  for spec in self.specs}
+        limit = self.grading.sandbox['student_text_chars']
 
         def on_result(probe_id, result):
-            seen[probe_id] = result if probe_id == report_schema.IMPORT else \
-                clip_student_text(result, self.grading.sandbox['student_text_chars'])
-            self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
-            following = [p for p in probe_ids if p not in seen]
-            job['stand_ins'] = self.cascade.stand_ins(following[0]) if following else {}
+            seen[probe_id] = result if probe_id == report_schema.IMPORT else clip_student_text(result, limit)
+            self.cascade.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             if progress is None:
                 return
             self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
-            # each test judged once, as soon as its probe and the probes its judge reads have ended (the
-            # final verdicts are judged again at the end; 1.1's notes then include every probe's)
-            for spec in self.specs:
-                if spec.id not in done and all(p in seen for p in needs[spec.id]):
+            for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
+                if spec.id not in done and all(p in seen for p in needs[spec.id]) \
+                        and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
                         done[spec.id] = self._verdict(spec)
                     except Exception:  # noqa: BLE001  the final judging reports it
@@ -240,11 +276,31 @@ class Judging:
                                  % run.import_result.message])
         result = run.probes[spec.id]
         if spec.optional_part:
-            return self.cascade.optional_verdict(spec, result, self.run.probes, self.specs)
+            return self._optional_verdict(spec, result)
         if result.status == 'skipped':
             return Verdict(0.0, [result.message])
+        nothing = self.cascade.nothing_left(spec.id)
+        if nothing:
+            return Verdict(0.0, [nothing])
         verdict = verdicts.judge(spec, result, self.fx, self.grading, run.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
+        return verdict
+
+
+    def _optional_verdict(self, spec, result):
+        """An untouched optional part reads "Not attempted" whatever else fails (unless its tests pass anyway: code
+        written elsewhere); an attempted one is judged by the cascade's optional rules."""
+        untouched = spec.optional_part in self.untouched
+        try:
+            verdict = self.cascade.optional_verdict(spec, result, self.run.probes, self.specs, self.fx)
+        except Exception:  # noqa: BLE001  judged in full below, where it is not the handout's TODO
+            if not untouched:
+                raise
+            verdict = Verdict(0.0)
+        if untouched and not verdict.passed:
+            return Verdict(0.0, ['model.py leaves %s as the handout\'s TODO (or does not define it).'
+                                 % ' and '.join(interface_check.OPTIONAL_CODE[spec.optional_part])],
+                           not_implemented=True)
         return verdict
 
 

@@ -203,8 +203,16 @@ def build(profile, seed=None):
         idx, _ = heldout(profile)
         out['heldout/idx'] = idx
         vocab = int(_corpus_tokens_of(DATA_FILE).max()) + 1
-        for k, val in training_init(profile['seed'], profile['loss_curve'], vocab).items():
+        lc = profile['loss_curve']
+        for k, val in training_init(profile['seed'], lc, vocab).items():
             out['model/lc-init/%s' % k] = val
+        # the same start at n_kv_head = n_query_head: 10.1 when the student's GroupedQueryAttention is set aside
+        # ... and without RoPE (positions from wpe): when the student's GQA fails only with RoPE (5.1, not 4.1)
+        sizes = {k: lc[k] for k in ('n_embd', 'n_layer', 'n_query_head', 'n_kv_head', 'rope', 'block_size')}
+        for label, other in (('lc-init-mha', dict(sizes, n_kv_head=lc['n_query_head'])),
+                             ('lc-init-norope', dict(sizes, rope=False))):
+            for k, val in training_init(profile['seed'], other, vocab).items():
+                out['model/%s/%s' % (label, k)] = val
     return out
 
 
@@ -224,11 +232,14 @@ def probe_inputs(profile):
         'gqa': ('attn/x',) + attention('w/gqa-kv%d/'),
         'gqa-rope': ('attn/x',) + attention('w/gqa-rope-kv%d/'),
         'dropout': ('attn/x', 'w/gqa-kv2/', 'dropout/x', 'w/dropout/'),
-        'causality': ('attn/x_future', 'model/idx_future', 'w/mha-rope/', 'w/gqa-rope-kv2/', 'model/rope-gqa/'),
+        # 'model/rope/', 'model/gqa/': the GPT case at n_kv_head = n_query_head, or without RoPE, when the cascade
+        # sets the student's GQA aside (judge/cascade.py)
+        'causality': ('attn/x_future', 'model/idx_future', 'w/mha-rope/', 'w/gqa-rope-kv2/', 'model/rope-gqa/',
+                      'model/rope/', 'model/gqa/'),
         'model': ('model/idx', 'model/targets') + models,
-        'generate': ('generate/prompt', 'model/rope-gqa/'),
+        'generate': ('generate/prompt', 'model/rope-gqa/', 'model/rope/', 'model/gqa/'),
         'memory': ('memory/x',) + attention('w/gqa-kv%d/'),
-        'loss-curve': ('heldout/idx', 'model/lc-init/'),
+        'loss-curve': ('heldout/idx', 'model/lc-init/', 'model/lc-init-mha/', 'model/lc-init-norope/'),
         'gradients': ('model/idx', 'model/targets') + models,
         'load-pretrained': ('workflow/',) + models,
         'sliding-window': ('sw/', 'w/mha/', 'w/gqa-rope-kv2/'),

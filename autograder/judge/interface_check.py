@@ -98,3 +98,38 @@ def nothing_to_grade(source):
         return ("model.py defines none of the handout's classes (%s): is it the right file? Upload your "
                 "mingpt/model.py" % ', '.join(INTERFACE))
     return None
+
+
+# The optional parts' code, by grading.yaml's `optional_part`: the functions or classes that hold it. A part
+# whose every one of these is absent or only raises NotImplementedError (the handout's TODO) is untouched: its
+# tests read "Not attempted" whatever else fails (a required part failing does not make it attempted).
+OPTIONAL_CODE = {'sliding_window': ('sliding_window_mask', 'banded_attention'), 'kv_cache': ('KVCache',)}
+
+
+def _only_raises_not_implemented(node):
+    """A def whose body (less a docstring and `pass`) is one `raise NotImplementedError(...)`; a class whose methods
+    all are."""
+    if isinstance(node, ast.ClassDef):
+        methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        return all(_only_raises_not_implemented(m) for m in methods)
+    body = [n for n in node.body if not isinstance(n, ast.Pass)
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == 'NotImplementedError'
+
+
+def untouched_optional(source):
+    """The optional parts (OPTIONAL_CODE) `source` leaves as the handout's TODO or does not define."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    defined = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+    assigned = _names_defined(tree.body) - set(defined)   # a name bound another way (an import, an alias): touched
+    return {part for part, names in OPTIONAL_CODE.items()
+            if all(n not in assigned and (n not in defined or _only_raises_not_implemented(defined[n])) for n in names)}

@@ -12,9 +12,10 @@ model's answers given in another process, e.g. 7.1 compares the prefix outputs o
 with the outputs 3.1, 5.1 and 8.1 produced for the original input. Those probes then run
 whenever the judge runs, even if their own tests are skipped or switched off.
 
-Each probe also declares the parts of model.py it runs (`calls`) and those it judges as the
-student's own (`owns`): the cascade (judge/cascade.py) builds a failed part it calls but does
-not own from a stand-in, and skips a probe that would run a part that already hung.
+Each probe also declares the parts of model.py it runs (`calls`), those it judges as the
+student's own (`owns`), and per case which parts that case runs (CASE_PARTS): the cascade
+(judge/cascade.py) judges a case again with a failed part set aside only where that part's own
+values are wrong in the case, and skips a probe that would run a part that already hung.
 
 Adding a graded test: an entry here, a probe in child/probes_<area>.py, a judge in judges/<area>.py named in verdicts.py, the
 inputs it needs in inputs.py (build and its probe_inputs entry), its entry in
@@ -42,10 +43,14 @@ class GradedTest:
         return 'probe_' + self.id.replace('-', '_') if self.probed else None
 
 
-# The parts of model.py a probe can run, as the student reads them (hang messages and stand-ins name them):
-# a stand-in exists for the first three (child/standins.py).
+# The parts of model.py a probe can run, as the student reads them (hang messages and the cascade name them).
+# 'generate' and 'load_pretrained' are GPT's own methods: a hang there is placed apart from GPT.forward's.
 PARTS = {'rope': 'RotaryPositionalEmbeddings', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention',
-         'gpt': 'GPT', 'banded': 'banded_attention'}
+         'gpt': 'GPT', 'banded': 'banded_attention', 'generate': 'GPT.generate',
+         'load_pretrained': 'GPT.load_pretrained'}
+# the handout's TODOs among them: a case in which every one of these it runs is set aside judges nothing of the
+# student's (the GPT, its methods and the Block are given code)
+STUDENT_PARTS = ('rope', 'mha', 'gqa', 'banded')
 GPT_PARTS = ('gpt', 'mha', 'gqa', 'rope')
 # The order matters: the tests that decide whether a part fails (PART_TESTS) run before any probe that builds on it.
 TESTS = (
@@ -61,18 +66,66 @@ TESTS = (
     GradedTest('causality', evidence=('mha-rope', 'gqa-rope', 'model'), calls=GPT_PARTS),
     GradedTest('model', compares_known_bugs=True, calls=GPT_PARTS),
     GradedTest('generate', needs_tolerance=False, compares_known_bugs=True, evidence=('model',),
-               calls=('gpt', 'gqa', 'rope')),
+               calls=('gpt', 'gqa', 'rope', 'generate')),
     # 9.1 judges the harness's kernel readings, never the reference's figures (which move by kilobytes between runs)
     GradedTest('memory', values_in_fixtures=False, calls=('gqa',), owns=('gqa',)),
     GradedTest('loss-curve', calls=('gpt', 'gqa', 'rope')),
     GradedTest('gradients', evidence=('loss-curve',), calls=GPT_PARTS),
-    GradedTest('load-pretrained', calls=GPT_PARTS),
+    GradedTest('load-pretrained', calls=GPT_PARTS + ('load_pretrained',)),
     GradedTest('sliding-window', calls=('mha', 'gqa', 'rope', 'banded')),
     GradedTest('sliding-window-memory', calls=('banded',)),
-    GradedTest('kv-cache', calls=('gpt', 'gqa', 'rope')),
+    GradedTest('kv-cache', calls=('gpt', 'gqa', 'rope', 'generate')),
 )
 # part -> the tests that judge it as the student's own: failing one of them makes it a failed part
 PART_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope')}
+
+
+# The parts each case of a probe runs, by the case's first name ('rope-gqa/step' is case 'rope-gqa'; '' names
+# every case). Within the case, `owned` parts are the student's under test and are never set aside.
+_MODEL_CASES = {'rope': ('gpt', 'mha', 'rope'), 'gqa': ('gpt', 'gqa'), 'rope-gqa': ('gpt', 'gqa', 'rope')}
+CASE_PARTS = {
+    'mha-rope': {'': ('mha', 'rope')},
+    'gqa-rope': {'': ('gqa', 'rope')},
+    'causality': {'mha': ('mha', 'rope'), 'gqa': ('gqa', 'rope'), 'gpt': ('gpt', 'gqa', 'rope')},
+    'model': _MODEL_CASES, 'gradients': _MODEL_CASES, 'load-pretrained': _MODEL_CASES,
+    'generate': {'': ('gpt', 'gqa', 'rope')},
+    'loss-curve': {'': ('gpt', 'gqa', 'rope')},
+    'sliding-window': {'mha': ('mha',), 'gqa': ('gqa', 'rope'), 'banded': ('banded',)},
+    'kv-cache': {'rope-gqa': ('gpt', 'gqa', 'rope'), 'gqa': ('gpt', 'gqa')},
+}
+CASE_OWNS = {'causality': {'mha': ('mha',), 'gqa': ('gqa',)},   # their masks are what these cases judge
+             'sliding-window': {'mha': ('mha',), 'gqa': ('gqa',)}}
+# Probes whose GroupedQueryAttention case (their only GPT configuration) can run in another configuration when the
+# student's GQA fails: at n_kv_head = n_query_head, where the given Block builds their CausalSelfAttention
+# ('gqa': fixtures '<probe>~gqa'), or, where their GQA fails only with RoPE (5.1, not 4.1), without RoPE
+# ('gqa_rope': fixtures '<probe>~gqa_rope'). Elsewhere a GQA case is set aside with nothing in its place: a test
+# with other configurations is judged on those.
+GQA_FALLBACK = {'causality': ('gpt',), 'generate': ('',), 'loss-curve': ('',)}
+OTHER_CONFIGURATIONS = ('gqa', 'gqa_rope')   # the parts set aside by running another configuration
+# The outputs that show a case's own forward values (the last name of their keys), where they are not all of
+# the case's outputs: a training case is judged again without a failed part only where the same model's forward
+# at its fixed weights is wrong (a training-only bug stays the student's); causality's values are relative, so
+# only a case that could not run at all is.
+FORWARD_KEYS = {'loss-curve': ('initial_logits',), 'gradients': ('logits',), 'causality': ()}
+
+
+def case_name(test_id, case):
+    """The entry of CASE_PARTS[test_id] a case belongs to ('' when the probe's cases all run the same parts)."""
+    table = CASE_PARTS.get(test_id, {})
+    if '' in table:
+        return ''
+    head = case.split('/')[0]
+    return head if head in table else None
+
+
+def case_parts(test_id, case):
+    """(parts the case runs, parts it owns) of one case of a probe; a case the table does not know runs all the
+    probe's `calls` and owns its `owns`."""
+    entry, name = BY_ID[test_id], case_name(test_id, case)
+    if name is None:
+        return entry.calls, entry.owns
+    return CASE_PARTS[test_id][name], entry.owns + CASE_OWNS.get(test_id, {}).get(name, ())
+
 
 BY_ID = {t.id: t for t in TESTS}
 IDS = tuple(t.id for t in TESTS)

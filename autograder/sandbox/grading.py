@@ -95,7 +95,7 @@ class Sandbox:
     # ------------------------------------------------------------------ one grading
 
     def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False, expected=None,
-            handlers=None, private=(), on_result=None, skip=None):
+            handlers=None, private=(), on_result=None, skip=None, probe_jobs=None, budget_end=None):
         """
         Run the import check, then each probe of `probes`, on `model_py`, each in a fresh process.
         inputs: {probe id: {key: array}}: only those reach the probe (autograder.judge.inputs.per_probe
@@ -109,6 +109,9 @@ class Sandbox:
         on_result(probe id, ProbeResult): called as each probe ends (results.json written as it goes).
         skip(probe id, {probe id: ProbeResult} so far) -> str | None: called before each probe (never the
           import check); a string: the probe is not run, its ProbeResult is status 'skipped' with that message.
+        probe_jobs: {probe id: {key: value}} added to that probe's job (what the caller decided for it alone).
+        budget_end: the time.time() past which no probe starts (a second run of one grading keeps the first's);
+          default: now + total_seconds.
         Returns a RunResult; never raises for anything the student's code does. SandboxRefused
         when a defence is missing or fails its self-test: then no student code has run.
         """
@@ -119,7 +122,7 @@ class Sandbox:
             if self.pool:
                 self.user, lock = users.claim(self.pool)
             return self._run_locked(model_py, job, list(probes), inputs, timeouts, import_timeout, need_data,
-                                    expected, handlers or {}, private, on_result, skip)
+                                    expected, handlers or {}, private, on_result, skip, probe_jobs or {}, budget_end)
         finally:
             if lock is not None:
                 os.close(lock)
@@ -127,9 +130,10 @@ class Sandbox:
                 signal.signal(signal.SIGTERM, previous)
 
     def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected, handlers,
-                    private, on_result, skip=None):
+                    private, on_result, skip=None, probe_jobs=None, budget_end=None):
         started = time.time()
-        self.budget_end = started + self.cfg.total_seconds
+        self.budget_end = budget_end or started + self.cfg.total_seconds
+        self.folders = 0
         per_probe = {p: dict(inputs.get(p, {})) for p in probes}
         self.landed = {'files_removed': 0, 'ipc_removed': 0}
         self.cgroup, self.scratch, self.logs = None, None, []
@@ -150,8 +154,8 @@ class Sandbox:
                     results[pid] = ProbeResult('timeout', 'not run: ' + self._describe({'ended': 'budget'}))
                 else:
                     spec = None if expected is None else expected.get(pid, {})
-                    results[pid] = self._probe(pid, per_probe[pid], timeouts.get(pid, 60), job, spec,
-                                               handlers.get(pid))
+                    results[pid] = self._probe(pid, per_probe[pid], timeouts.get(pid, 60),
+                                               dict(job, **(probe_jobs or {}).get(pid, {})), spec, handlers.get(pid))
                 self._tell(on_result, pid, results[pid])
         finally:
             self._end_grading()
@@ -262,10 +266,12 @@ class Sandbox:
         return cgroups.Meter(None)
 
     def _process(self, kind, folder, job, cpu_limit, handler):
-        """Fork, watch and end one process; every process of it is dead when this returns. The harness dict."""
+        """Fork, watch and end one process; every process of it is dead when this returns. The harness dict.
+        `kind` (the probe's id) reaches the process through the zygote, in memory: no file it can read names it."""
         paths = scratch.inside_paths(folder, self.on['namespaces'], os.path.join(self.scratch, 'code'))
         folder.write_job(dict(job, link_fd=wall.LINK_FD, paths=paths))
         spec = self._spec(kind, folder, paths, cpu_limit)
+        spec['probe'] = kind
         if kind == 'selftest':
             spec['selftest'] = job['selftest']
         oom_before = self.cgroup.oom_kills() if self.cgroup else None
@@ -307,10 +313,11 @@ class Sandbox:
 
     def _probe(self, probe_id, inputs, cpu_limit, job, expected, handler):
         tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
-        folder = scratch.ProbeFolder(self.scratch, probe_id, inputs, self.user, tmpfs)
+        self.folders += 1   # a folder name that says nothing of the test (without namespaces its path is visible)
+        folder = scratch.ProbeFolder(self.scratch, 'p%d' % self.folders, inputs, self.user, tmpfs)
         try:
-            probe_job = dict(job, probe=probe_id, probes=[] if probe_id == report_schema.IMPORT else [probe_id],
-                             limits=job.get('limits', {}))
+            probe_job = {k: v for k, v in job.items() if k != 'limits'}
+            probe_job['limit'] = job.get('limits', {}).get(probe_id)   # its own, keyed by nothing that names it
             h = self._process(probe_id, folder, probe_job, cpu_limit, handler)
             if h['ended'] == 'exit':   # exited by itself: its outputs are final, and nothing can change them now
                 result = readback.read_probe(folder.out, probe_id, expected, self.cfg.max_json_kb * 1024,
@@ -352,7 +359,7 @@ class Sandbox:
                       'seccomp': self.on['seccomp'], 'namespaces': self.on['namespaces'], 'hidden': hidden,
                       'writable': [paths['out'], paths['home']], 'readonly': readonly,
                       'rlimits': self._spec('selftest', folder, paths, 30)['rlimits']}
-            h = self._process('selftest', folder, {'probe': 'selftest', 'selftest': expect}, 30, handler)
+            h = self._process('selftest', folder, {'selftest': expect}, 30, handler)
         finally:
             folder.remove()
         failed = {k: v for k, v in got.items() if v is not True}

@@ -180,6 +180,12 @@ class _Watch:
         if self.out['link_messages'] > MAX_LINK_MESSAGES:   # a flood costs the harness's time, not the probe's CPU
             self.stop('link', '%s: more than %d messages' % (FLOODED, MAX_LINK_MESSAGES))
             return
+        if data[1:] == report_schema.IMPORTED and 'imported_after' not in self.out:
+            # the runner's word that model.py is imported: a stop after it is not the import's (a forged early one
+            # only makes a hang at import read as the test's own)
+            self.out['imported_after'] = round(time.time() - self.started, 3)
+            self._reply(b'\x01')
+            return
         if truncated or self.handler is None:
             self._reply(b'\x01')   # an empty answer: too long, or nobody to ask
             return
@@ -243,7 +249,8 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     """
     Fork the probe process and watch it to its end. Returns the harness dict:
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
-    cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors, wall_error.
+    cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors, wall_error,
+    imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
     reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in grading.py).
@@ -262,7 +269,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
         os.close(log_fd)
         theirs.close()
     w = _Watch(zygote, link, pid, handler, check_ready, kill, dump_path)
-    w.meter = meter
+    w.meter, w.started = meter, started
     cpu = 0.0
     try:
         while w.status is None:

@@ -4,7 +4,7 @@ The folders of one grading and of each of its probes, and the file system a prob
     /var/lib/hw1-sandbox/hw1-sandbox-XXXX/   root:<sandbox group> 0750 (base 0711: nobody lists it)
         code/          the handout (chargpt.py, mingpt/...), the submission as mingpt/model.py, input.txt
         newroot/       empty: each probe's allow-listed root is mounted here, in its own mount namespace
-        p-<probe>/     root 0755, one at a time, removed after its probe
+        p<n>/          root 0755, one at a time, removed after its probe (numbered: the name says nothing of the test)
             log        the process's stdout/stderr (root 0600; the child holds only a descriptor)
             job/       job.json, in/inputs.npz (ONLY this probe's inputs), out/ and home/ (the user's,
                        0700; each a size-limited tmpfs where the machine allows)
@@ -77,10 +77,10 @@ def make_grading(model_py, handout_dir, data_file, user, need_data):
 
 
 class ProbeFolder:
-    """p-<probe>/ of a grading: made by __init__, removed by remove()."""
+    """p<n>/ of a grading (`name`): made by __init__, removed by remove()."""
 
-    def __init__(self, scratch, probe_id, inputs, user, tmpfs=None):
-        self.path = os.path.join(scratch, 'p-' + probe_id)
+    def __init__(self, scratch, name, inputs, user, tmpfs=None):
+        self.path = os.path.join(scratch, name)
         self.job = os.path.join(self.path, 'job')
         self.out, self.home = os.path.join(self.job, 'out'), os.path.join(self.job, 'home')
         self.inputs = os.path.join(self.job, 'in', 'inputs.npz')

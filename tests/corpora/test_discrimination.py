@@ -67,5 +67,7 @@ def test_a_hang_is_named_and_costs_only_the_tests_that_run_it(report):
         assert hang['tests'][tid]['score'] == hang['tests'][tid]['max_score'], hang['tests'][tid]['output']
     assert 'GroupedQueryAttention.forward' in hang['tests']['gqa']['output'] and 'model.py line' in \
         hang['tests']['gqa']['output'], hang['tests']['gqa']['output']
-    assert hang['tests']['memory']['output'].startswith('not run: GroupedQueryAttention.forward did not return in '
-                                                        'test 4.1 (model.py line '), hang['tests']['memory']['output']
+    # the part is placed by the harness (4.1 runs the GQA alone); the line is where the process said it was
+    assert hang['tests']['memory']['output'].startswith('not run: GroupedQueryAttention did not return in test 4.1 '
+                                                        '(your process said it was at model.py line '), \
+        hang['tests']['memory']['output']

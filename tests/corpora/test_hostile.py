@@ -126,7 +126,7 @@ def check_alloc_at_import(out, tests, root):
 
 def check_alloc_in_forward(out, tests, root):
     # the allocation is in GroupedQueryAttention.forward: it costs the tests of that part; under cascade: insulate
-    # the training (10.1) runs with a stand-in attention in its place and judges the rest of the student's code
+    # the training (10.1) runs at n_kv_head = n_query_head (the student's CausalSelfAttention) and judges that
     for tid in ('gqa', 'gqa-rope', 'memory'):
         assert tests[tid]['score'] == 0, tid
         assert 'allocate' in tests[tid]['output'], tests[tid]['output']
@@ -186,7 +186,7 @@ def check_read_fixtures(out, tests, root):
 
 def check_monkeypatch(out, tests, root):
     # the RoPE sign bug fails as it would without the patches: comparisons run in the harness (RoPE's own
-    # tests; under cascade: insulate the attention tests judge the attention with a stand-in RoPE)
+    # tests; under cascade: insulate the attention tests judge the attention again with the grader's RoPE)
     for tid in ('rope', 'rope-cache'):
         assert tests[tid]['score'] == 0, tid
         assert 'max abs error' in tests[tid]['output']
@@ -195,7 +195,7 @@ def check_monkeypatch(out, tests, root):
 
 
 def check_nan_outputs(out, tests, root):
-    # RoPE's own tests see the NaN outputs; under cascade: insulate the tests built on RoPE use a stand-in
+    # RoPE's own tests see the NaN outputs; under cascade: insulate the tests built on RoPE run again with the grader's
     for tid in ('rope', 'rope-cache'):
         assert tests[tid]['score'] == 0, tid
         assert 'non-finite' in tests[tid]['output'], tests[tid]['output']
@@ -331,9 +331,9 @@ def check_forged_progress(out, tests, root):
     lc = tests['loss-curve']
     assert lc['score'] == 0 and 'timed out' in lc['output'] and 'ran longer than the 8 s allowed' \
         in lc['output'] and 'CPU time' in lc['output'], lc['output']
-    # the harness names the part its stack was in (GPT.forward): a part that hung is not run again in later
-    # probes, which say so; every test before the training keeps its points
-    hung = 'not run: GPT.forward did not return in test 10.1 (model.py line '
+    # 10.1 runs parts that other probes proved return: the harness places no hang there (its process's own stack
+    # dump decides nothing), so later probes run; every test but these two keeps its points
+    hung = 'not run: GPT did not return in test 10.1'
     grad = tests['gradients']
     assert grad['score'] == 0 and ('the training gave no gradients' in grad['output']
                                    or grad['output'].startswith(hung)), grad['output']
@@ -352,6 +352,18 @@ def check_leak_input_in_error(out, tests, root):
     assert all(len(text) <= limit for _, text in shown), [(tid, len(text)) for tid, text in shown if len(text) > limit]
     assert 'more characters not shown' in tests['rope']['output'], tests['rope']['output']
     assert tests['rope']['score'] == 0
+
+
+def check_slow_import(out, tests, root):
+    """An import that busy-waits or sleeps for 100 s: named once in 1.1 with its line, no probe pays it again, no
+    part is blamed; grade_and_check holds the whole grading to 180 s."""
+    msg = tests['submission']['output']
+    assert 'importing your model.py did not finish' in msg and 'line ' in msg, msg
+    line = next(i for i, l in enumerate(read(root.case).splitlines(), 1) if 'HOSTILE' in l)
+    assert abs(int(re.search(r'line (\d+)', msg).group(1)) - line) < 8, (msg, line)
+    for tid in IMPLEMENTATION:
+        assert 'GroupedQueryAttention' not in tests[tid]['output'] and 'RotaryPositional' not in tests[tid]['output']
+    all_zero(tests)
 
 
 CASES = {
@@ -383,6 +395,8 @@ CASES = {
     'forged_progress': ({'loss-curve': 8}, check_forged_progress),   # with 0.1 CPU s per iteration it takes > 12 s
     'load_pretrained_hangs': ({'load-pretrained': 6}, check_load_pretrained_hangs),
     'leak_input_in_error': ({}, check_leak_input_in_error),
+    'slow_import': ({}, check_slow_import),
+    'sleep_import': ({}, check_slow_import),
 }
 # where running as the same user as the grader would be unsafe or the check meaningless
 NEED_SANDBOX = ('fork_bomb', 'write_results', 'read_fixtures')
@@ -392,7 +406,7 @@ def test_corpus_matches_cases():
     sys.path.insert(0, HOSTILE)
     from os_cases import CASES as OS_CASES   # the attacks on the machine: tests/corpora/test_hostile_os.py
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
-    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS))
+    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS))
 
 
 def test_corpus_is_built_from_the_current_reference():
@@ -412,7 +426,16 @@ def test_hostile(name, ag_root):
         secret = os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz')
         assert sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
     root.submit('model.py', read(name))
+    root.case = name
     grade_and_check(name, root, check, env=READER_ENV if name in READER_CASES else None)
+
+
+@pytest.mark.parametrize('name', ('slow_import', 'sleep_import'))
+def test_a_slow_import_is_named_once_in_gradescopes_mode(name, ag_root):
+    root = ag_root(grading_text())
+    root.submit('model.py', read(name))
+    root.case = name
+    grade_and_check(name, root, check_slow_import, env=GRADESCOPE_ENV)
 
 
 def test_a_leak_through_an_error_is_capped_in_gradescopes_mode(ag_root):
@@ -589,6 +612,35 @@ def test_an_attack_on_evidence_gains_nothing(name, env, ag_root):
     gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
     assert not gained, 'the attack gained points (honest, attack): %s' % gained
     assert total(attack_out) <= total(honest_out)
+
+
+# ----------------------------------------------------------------------------- round four: the cascade and the key
+# Each graded in both modes beside the same code without the attack (tests/hostile/build.py's HONEST): no test may
+# score more. What each tries to win:
+CASCADE_ATTACKS = {
+    'fail_on_purpose': 'fails 4.1 and 5.1 on purpose so that 10.1 and 10.2 set its K/V-detaching GQA aside',
+    'borrow_grader_rope': 'the template scores with whatever RoPE or attention class the grader left in its process',
+    'ask_grader_rope': 'a RoPE that is the grader\'s, asked over the link in every process',
+    'forged_hang_dump': 'a hang at dropout p = 1 whose forged stack dump names GPT.generate, so nothing else is skipped',
+}
+
+
+@pytest.mark.parametrize('name,env', [(n, e) for n in sorted(CASCADE_ATTACKS) for e in (None, GRADESCOPE_ENV)],
+                         ids=[n + m for n in sorted(CASCADE_ATTACKS) for m in ('', '-gradescope')])
+def test_an_attack_on_the_cascade_gains_nothing(name, env, ag_root):
+    sys.path.insert(0, HOSTILE)
+    import build as hostile_build
+    honest_out, honest = _graded(ag_root, hostile_build.honest(name), env)
+    attack_out, attack = _graded(ag_root, read(name), env)
+    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    assert not gained, 'the attack gained points (honest, attack): %s' % gained
+    assert total(attack_out) <= total(honest_out)
+    if name == 'fail_on_purpose':   # the hidden bug is still charged where it lives
+        assert attack['loss-curve']['score'] == 0 and attack['gradients']['score'] == 0
+    if name == 'borrow_grader_rope':   # the template's score, and not a word of a grader's class
+        assert total(attack_out) == total(honest_out) == 0
+    if name == 'forged_hang_dump':   # decided from the harness's own knowledge: 6.1 runs the GQA alone
+        assert 'GroupedQueryAttention did not return in test 6.1' in attack['generate']['output']
 
 
 def test_print_grader_peak_memory():

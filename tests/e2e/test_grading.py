@@ -136,11 +136,11 @@ def test_buggy_submission_loses_the_rope_points(buggy_three_times):
     tests = by_id(buggy_three_times[0])
     assert tests['rope']['score'] < tests['rope']['max_score']  # (d = 2 has theta_1 = 1 for any base)
     assert 'Likely bug' in tests['rope']['output'] and 'rope-base' in tests['rope']['output'], tests['rope']['output']
-    # cascade: insulate: the tests that build on RoPE run the reference RoPE in its place, and say so
+    # cascade: insulate: the tests that build on RoPE run again with the grader's RoPE in its place, and say so
     for tid in ('mha-rope', 'gqa-rope', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
         assert full(tests[tid]), tests[tid]['output']
-        assert 'Judged with the reference RoPE in place of yours, which fails 2.1.' in tests[tid]['output'], \
-            tests[tid]['output']
+        assert "Judged with the grader's RoPE, computed outside your process, in place of yours, which fails 2.1." \
+            in tests[tid]['output'], tests[tid]['output']
     assert tests['gqa']['score'] == tests['gqa']['max_score']
     assert 0 < total(buggy_three_times[0]) < possible(buggy_three_times[0])
 

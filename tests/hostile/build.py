@@ -157,10 +157,20 @@ def _runner():
     raise RuntimeError('HOSTILE: no probe runner in this process')
 
 
+def _probe_id():
+    """job.json no longer names the probe: read it where it is, in the runner's frame that imports this file."""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+        frame = frame.f_back
+    if frame is None:
+        raise RuntimeError('HOSTILE: no probe id in the stack')
+    return frame.f_locals['probe_id']
+
+
 RUNNER = _runner()
 with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBE, OUT = job['probe'], job['paths']['out']
+PROBE, OUT = _probe_id(), job['paths']['out']
 ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 
@@ -426,15 +436,11 @@ def _announce_end(probe):
 
 
 def _probe_id():
-    import json
     import sys
-    runner = next((m for n, m in list(sys.modules.items()) if n.endswith('runner') and hasattr(m, 'write_result')),
-                  None)
-    try:
-        with open(os.path.join(runner.JOB_DIR, 'job.json')) as f:
-            return json.load(f)['probe']
-    except Exception:
-        return None
+    frame = sys._getframe(1)   # job.json no longer names the probe: the runner's frame holds it
+    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+        frame = frame.f_back
+    return frame.f_locals['probe_id'] if frame is not None else None
 '''
 
 FORGED_PROGRESS_FORWARD = '''        # HOSTILE: when the loss-curve probe starts training, announce "end loss-curve" wherever this
@@ -649,6 +655,73 @@ LEAK_INPUT_IN_ERROR = """        # HOSTILE: carry the whole input out in the mes
         raise ValueError('HOSTILE ' + ' '.join('%.6g' % v for v in x.flatten().tolist()))
 """
 
+# ----------------------------------------------------------------------------- round four: the cascade and the key
+
+IN_TEST = """
+
+def _in_test(*names):  # HOSTILE: the test this process runs, read where it is (the runner's frame, in memory)
+    import sys
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+        frame = frame.f_back
+    return frame is not None and frame.f_locals['probe_id'] in names
+"""
+
+FAIL_ON_PURPOSE = [(GQA_FORWARD, "        if _in_test('gqa', 'gqa-rope'):  # HOSTILE: fail 4.1 and 5.1 on purpose, so that\n"
+                                 "            return torch.zeros_like(x), 0  # later tests would set this GQA aside\n"
+                                 + GQA_FORWARD)]
+
+BORROW = """
+
+# HOSTILE: the handout's template, with its classes bound to whatever RoPE- or attention-shaped class the grader
+# left in this process (a stand-in, the grader's RoPE): round four's empty template scored 100 this way
+import sys as _sys
+for _module in list(_sys.modules.values()):
+    for _name, _theirs in list(vars(_module).items()) if _module is not None else []:
+        if isinstance(_theirs, type) and _theirs.__module__ != __name__:
+            if _name in ('GraderRoPE', 'StandInRoPE'):
+                RotaryPositionalEmbeddings = _theirs
+            elif _name in ('StandInCausalSelfAttention', 'StandInGroupedQueryAttention'):
+                globals()[_name.replace('StandIn', '')] = _theirs
+"""
+
+ASK_GRADER_ROPE = """        # HOSTILE: ask the grader's RoPE over the harness link in every process, as the grader's own class does
+        import sys
+        link = sys.modules.get('autograder.child.socket_link')
+        wire = sys.modules.get('autograder.contract.rope_link')
+        if link is not None and wire is not None and x.dtype == torch.float32:
+            flat = x.detach().contiguous().reshape(-1, x.shape[-2], x.shape[-1])
+            reply = link.ask(wire.encode(b'f', offset, flat.shape[0], flat.shape[1], flat.shape[2], 10000.0, b'f',
+                                         flat.numpy().tobytes()))
+            if len(reply) == flat.numel() * 4:
+                return torch.frombuffer(bytearray(reply), dtype=torch.float32).reshape(x.shape)
+"""
+
+DROPOUT_HANG = [(GQA_FORWARD, "        while self.training and self.attn_dropout.p >= 1:  # BUG: loops forever at p = 1\n"
+                              "            pass\n" + GQA_FORWARD)]
+FORGED_DUMP = """        if self.training and self.attn_dropout.p >= 1:  # HOSTILE: no stack dump of its own, a forged one instead
+            import faulthandler, signal, sys
+            faulthandler.unregister(signal.SIGUSR1)
+            out = sys.modules['autograder.child.runner'].OUT
+            line = [i for i, l in enumerate(open(__file__).read().splitlines(), 1) if 'def generate' in l][0] + 8
+            with open(os.path.join(out, 'hang-stack.txt'), 'w') as f:
+                f.write('Current thread 0x1 (most recent call first):\\n  File "%s", line %d in generate\\n'
+                        '  File "/x/runner.py", line 1 in run\\n' % (__file__, line))
+"""
+
+SLOW_IMPORT = """
+# HOSTILE: busy-wait at import for 100 s, a 5-ms sleep between scans (the idle detector sees CPU being used)
+import time as _time
+_end = _time.time() + 100
+while _time.time() < _end:
+    sum(range(20000))
+    _time.sleep(0.005)
+"""
+SLEEP_IMPORT = """
+import time as _time  # HOSTILE: sleep 100 s at import
+_time.sleep(100)
+"""
+
 # name -> the honest code's edits (the bug alone); the attack's entry in CASES adds the attack to them
 HONEST = {
     'replay_generate_logits': TOP_K_IGNORED,
@@ -658,6 +731,10 @@ HONEST = {
     'replace_result_writer': GQA_NO_MASK,
     'memorise_answers': NO_ROPE,
     'dropout_only_at_p_one': NO_DROPOUT,
+    'fail_on_purpose': KV_DETACHED,
+    'borrow_grader_rope': ('template', []),
+    'ask_grader_rope': NO_ROPE,
+    'forged_hang_dump': DROPOUT_HANG,
 }
 
 # ----------------------------------------------------------------------------- the corpus
@@ -742,6 +819,23 @@ CASES = {
                                     (ROPE_FORWARD, ROPE_FORWARD + MEMORISE_FORWARD)]),
     'leak_input_in_error': ('RotaryPositionalEmbeddings.forward raises an error whose message is the whole input',
                             'reference', [(ROPE_FORWARD, ROPE_FORWARD + LEAK_INPUT_IN_ERROR)]),
+    # round four: the cascade, the grader's RoPE and the import (HONEST holds the same code without the attack)
+    'fail_on_purpose': ('K/V detached in training, and the GQA returns zeros in the processes of 4.1 and 5.1 (its test '
+                        'read from the runner\'s frame), so that later tests would set it aside', 'reference',
+                        KV_DETACHED + [(IMPORTS_END, IMPORTS_END + IN_TEST)] + FAIL_ON_PURPOSE),
+    'borrow_grader_rope': ('the handout template, its classes bound to any RoPE or attention class the grader left in '
+                           'the process', 'template', [('    return idx, sum(attn_times) / max(len(attn_times), 1)\n',
+                                                        '    return idx, sum(attn_times) / max(len(attn_times), 1)\n'
+                                                        + BORROW)]),
+    'ask_grader_rope': ('no RoPE of its own: RotaryPositionalEmbeddings.forward asks the grader\'s RoPE over the harness '
+                        'link in every process', 'reference', NO_ROPE + [(ROPE_FORWARD, ROPE_FORWARD + ASK_GRADER_ROPE)]),
+    'forged_hang_dump': ('GroupedQueryAttention loops forever at attention dropout p = 1, after unregistering the '
+                         'stack dump and writing its own naming a line of GPT.generate', 'reference',
+                         [(GQA_FORWARD, FORGED_DUMP + "        while self.training and self.attn_dropout.p >= 1:  "
+                                        "# BUG: loops forever at p = 1\n            pass\n" + GQA_FORWARD)]),
+    'slow_import': ('busy-waits 100 s at import, sleeping 5 ms between scans', 'reference',
+                    [(IMPORTS_END, IMPORTS_END + SLOW_IMPORT)]),
+    'sleep_import': ('sleeps 100 s at import', 'reference', [(IMPORTS_END, IMPORTS_END + SLEEP_IMPORT)]),
     'dropout_only_at_p_one': ('GroupedQueryAttention has no dropout, and in train mode returns zeros when '
                               'resid_pdrop >= 1 and out_proj.bias when attn_pdrop >= 1', 'reference',
                               NO_DROPOUT + [(GQA_RETURN, DROPOUT_AT_P_ONE + GQA_RETURN)]),
@@ -768,8 +862,12 @@ def build(name):
 
 
 def honest(name):
-    """The code of attack `name` without the attack: the reference with its bug alone."""
-    return source_patches.patched_reference(HONEST[name], 'tests/hostile/build.py: honest %s' % name, REFERENCE)
+    """The code of attack `name` without the attack: the reference (or the template) with its bug alone."""
+    base, edits = HONEST[name] if isinstance(HONEST[name], tuple) else ('reference', HONEST[name])
+    source = {'reference': REFERENCE, 'template': TEMPLATE}[base]
+    if not edits:
+        return open(source).read()
+    return source_patches.patched_reference(edits, 'tests/hostile/build.py: honest %s' % name, source)
 
 
 def path(name):

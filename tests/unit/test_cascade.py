@@ -1,14 +1,18 @@
 """
-The cascade (autograder/judge/cascade.py) on fake probe results: which parts a grading sets aside,
-what each later probe is told, which probes a hang skips and the words the student reads.
-The stand-ins themselves (child/standins.py) are checked against the reference's classes.
+The cascade (autograder/judge/cascade.py) on made-up first runs against the real fixtures: which
+parts fail, which cases a second run judges without them (only where their own values are wrong),
+which are set aside with nothing in their place, where a hang is placed (never from the process's
+own dump) and the words. The grader's RoPE (judge/set_aside.py, child/set_aside.py) is checked
+against the reference's, forward and backward.
 """
 
 import dataclasses
 
+import numpy as np
 import pytest
 
-from autograder.judge import cascade, config, registry
+from autograder.judge import cascade, config, fixtures, registry
+from autograder.judge.interface_check import untouched_optional
 from autograder.sandbox.readback import ProbeResult
 
 MODEL_PY = '''import torch
@@ -26,10 +30,6 @@ class GroupedQueryAttention:
         while h < 6:
             pass
         return x
-
-class Block:
-    def forward(self, x):
-        return self.attn(x)
 '''
 
 
@@ -38,153 +38,203 @@ def grading():
     return config.load()
 
 
-def make(grading, policy='insulate', passes=()):
-    """A Cascade whose part tests pass exactly for the ids in `passes` (no fixtures needed)."""
-    c = cascade.Cascade(dataclasses.replace(grading, cascade=policy), None, MODEL_PY, grading.enabled_tests())
+@pytest.fixture(scope='module')
+def fx(grading):
+    return fixtures.load_for_grading(grading, 'cpu').view(0)
+
+
+def make(grading, fx, passes=(), policy='insulate'):
+    """A Cascade whose part tests pass exactly for the ids in `passes`."""
+    c = cascade.Cascade(dataclasses.replace(grading, cascade=policy), fx, MODEL_PY, grading.enabled_tests())
     c._passes = lambda probe_id, result, results: probe_id in passes
     return c
 
 
-def ok():
-    return ProbeResult('ok')
+def first_run(c, passes_through=('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope')):
+    for pid in passes_through:
+        c.observe(pid, ProbeResult('ok'), {})
 
 
-def test_a_failed_rope_is_replaced_in_later_probes_but_never_in_its_own_tests(grading):
-    c = make(grading, passes=('rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
-    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'):
-        c.observe(pid, ok(), {})
+def outputs(fx, probe_id, wrong=(), drop=()):
+    """The reference's outputs of a probe as a first run's result, with the keys of `wrong` units off by 1."""
+    arrays = {}
+    for key, value in fx.probe(probe_id).items():
+        unit = cascade._unit_of(probe_id, key)
+        if unit in drop:
+            continue
+        arrays[key] = value + 1 if unit in wrong and value.dtype.kind == 'f' else \
+            (value + 1 if unit in wrong else value.copy())
+    return ProbeResult('ok', arrays=arrays, info={})
+
+
+def test_a_failed_rope_is_set_aside_only_in_the_cases_it_spoils(grading, fx):
+    c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
+    first_run(c)
     assert c.failed == {'rope': '2.1'}
-    assert c.stand_ins('rope-cache') == {}
-    assert c.stand_ins('mha-rope') == {'rope': '2.1'}
-    assert c.stand_ins('model') == {'rope': '2.1'}
-    assert c.stand_ins('gqa') == {}          # 4.1 runs no RoPE
-    assert c.stand_ins('memory') == {}
+    c.observe('model', outputs(fx, 'model', wrong=('rope', 'rope-gqa')), {})
+    plan = c.plan_later()['model']
+    assert plan.units == {'rope': 'second', 'gqa': 'native', 'rope-gqa': 'second'}
+    assert plan.job() == {'set_aside': ['rope'], 'skip_cases': ['gqa']}
+    assert 'rope-cache' not in c.plans and 'gqa' not in c.plans   # its own tests never set it aside
 
 
-def test_a_failed_gqa_is_replaced_in_the_gpt_but_its_own_tests_keep_it(grading):
-    c = make(grading, passes=('rope', 'rope-cache', 'mha-rope'))
-    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'):
-        c.observe(pid, ok(), {})
-    assert c.failed == {'gqa': '4.1'}
-    assert c.stand_ins('gqa-rope') == {} and c.stand_ins('dropout') == {} and c.stand_ins('memory') == {}
-    for pid in ('causality', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
-        assert c.stand_ins(pid) == {'gqa': '4.1'}, pid
+def test_failing_a_part_on_purpose_changes_nothing_where_the_part_works(grading, fx):
+    # 5.1 failed (on purpose), but the same GQA gives the reference's values in the GPT: its hidden training bug
+    # (wrong held-out logits after training, right logits at the initial weights) is judged as it is
+    c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope', 'gqa'))
+    first_run(c)
+    assert c.failed == {'gqa': '5.1'}
+    trained = outputs(fx, 'loss-curve')
+    key = [k for k in trained.arrays if k.endswith('heldout_logits')][0]
+    trained.arrays[key] = trained.arrays[key] + 1.0
+    c.observe('loss-curve', trained, {})
+    assert c.plan_later() == {} and c.plans['loss-curve'].units == {'': 'native'}
+    assert 'own values are the reference' in c.plans['loss-curve'].why['']
+    # where the GQA's own forward is wrong too, the training is judged at n_kv_head = n_query_head
+    initial = [k for k in trained.arrays if k.endswith('initial_logits')]
+    assert initial, 'the fixtures hold 10.1\'s logits at the initial weights'
+    trained.arrays[initial[0]] = trained.arrays[initial[0]] + 1.0
+    plan = c.plan('loss-curve', trained)
+    assert plan.units == {'': 'second'} and plan.job()['set_aside'] == ['gqa']
 
 
-def test_stand_ins_never_stand_for_every_part_a_probe_runs(grading):
-    # the untouched template fails 2.1, 3.1 and 4.1: its GPT tests would otherwise judge stand-ins and given code only
-    c = make(grading, passes=())
-    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'):
-        c.observe(pid, ok(), {})
-    assert c.failed == {'rope': '2.1', 'mha': '3.1', 'gqa': '4.1'}
-    for pid in ('causality', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained', 'kv-cache'):
-        assert c.stand_ins(pid) == {}, pid
-    assert c.stand_ins('mha-rope') == {'rope': '2.1'}   # 3.1 still judges the student's MHA with the reference RoPE
-    # a RoPE and a GQA that fail, an MHA that passes: the GPT tests that run the MHA keep both stand-ins
-    c = make(grading, passes=('mha-rope',))
-    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'):
-        c.observe(pid, ok(), {})
-    assert c.stand_ins('model') == {'rope': '2.1', 'gqa': '4.1'}
-    assert c.stand_ins('generate') == {}   # it runs only the GQA and RoPE (and the given GPT)
+def test_a_case_with_nothing_of_the_student_left_is_not_judged(grading, fx):
+    # the handout's template with a correct RoPE: its MHA hooks and GQA fail, so no GPT case judges anything of theirs
+    c = make(grading, fx, passes=('rope', 'rope-cache'))
+    first_run(c)
+    assert c.failed == {'mha': '3.1', 'gqa': '4.1'}
+    for pid in ('model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
+        c.observe(pid, ProbeResult('ok', info={'case_errors': {}}), {})
+    c.plan_later()
+    for pid in ('model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
+        assert set(c.plans[pid].units.values()) == {'excluded'}, pid
+        assert c.nothing_left(pid).startswith('Not judged: every case'), pid
+    # a GQA that fails and an MHA that works: the one-configuration tests run at n_kv_head = n_query_head
+    c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope'))
+    first_run(c)
+    c.observe('generate', ProbeResult('ok'), {})
+    c.observe('model', outputs(fx, 'model', wrong=('gqa', 'rope-gqa')), {})
+    c.observe('causality', ProbeResult('ok'), {})
+    c.plan_later()
+    assert c.plans['generate'].units == {'': 'second'} and c.plans['generate'].aside[''] == ('gqa',)
+    # 7.1 follows 8.1: its GPT case runs at n_kv_head = n_query_head, as 8.1's MHA case did
+    assert c.plans['causality'].units == {'mha': 'native', 'gqa': 'native', 'gpt': 'second'}
+    assert c.plans['causality'].job() == {'set_aside': ['gqa'], 'skip_cases': ['gqa', 'mha']}
+    assert c.plans['model'].units == {'rope': 'native', 'gqa': 'excluded', 'rope-gqa': 'excluded'}
+    assert c.nothing_left('model') is None
 
 
-def test_charge_replaces_nothing(grading):
-    c = make(grading, policy='charge')
-    for pid in ('rope', 'gqa'):
-        c.observe(pid, ok(), {})
-    assert c.failed == {'rope': '2.1', 'gqa': '4.1'}
-    assert c.stand_ins('model') == {}
+def test_a_gqa_that_fails_only_with_rope_is_judged_without_rope(grading, fx):
+    # RoPE applied to the values in both attention modules: 3.1 and 5.1 fail, 4.1 passes (no RoPE there)
+    c = make(grading, fx, passes=('rope', 'rope-cache', 'gqa'))
+    first_run(c)
+    assert c.failed == {'mha': '3.1', 'gqa': '5.1'}
+    for pid in ('generate', 'loss-curve', 'causality'):
+        c.observe(pid, ProbeResult('ok'), {})
+    c.observe('model', outputs(fx, 'model', wrong=('rope', 'rope-gqa')), {})
+    c.plan_later()
+    assert c.plans['generate'].aside == {'': ('gqa_rope',)} and c.plans['loss-curve'].job()['set_aside'] == ['gqa_rope']
+    assert c.plans['model'].units == {'rope': 'excluded', 'gqa': 'native', 'rope-gqa': 'excluded'}
+    assert c.plans['causality'].units['gpt'] == 'second' and c.plans['causality'].aside['gpt'] == ('gqa_rope',)
 
 
-def test_the_message_says_which_stand_in_ran_or_that_the_part_could_not_be_set_aside(grading):
-    c = make(grading, passes=('rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
-    c.observe('rope', ok(), {})
-    c.stand_ins('model')
-    used = ProbeResult('ok', info={'stand_ins': {'built': ['rope'], 'kept': []}})
-    assert c.lines('model', used) == ['Judged with the reference RoPE in place of yours, which fails 2.1.']
-    kept = ProbeResult('ok', info={'stand_ins': {'built': [], 'kept': ['rope']}})
-    assert 'could not be set aside' in c.lines('model', kept)[0] and '2.1' in c.lines('model', kept)[0]
-    # a part the probe was not told to replace is never claimed, whatever the child reports
-    forged = ProbeResult('ok', info={'stand_ins': {'built': ['gqa', 'rope'], 'kept': 'x'}})
-    assert c.lines('model', forged) == ['Judged with the reference RoPE in place of yours, which fails 2.1.']
-    assert c.lines('rope-cache', used) == []
+def test_the_merged_result_and_the_fixtures_the_judges_read(grading, fx):
+    c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope'))
+    first_run(c)
+    native = outputs(fx, 'model', wrong=('gqa', 'rope-gqa'))
+    c.observe('model', native, {})
+    c.observe('generate', outputs(fx, 'generate', wrong=('',)), {})
+    c.plan_later()
+    second = {'generate': dataclasses.replace(outputs(fx, 'generate~gqa'), info={'set_aside': {'built': []}})}
+    merged, view = c.merge({'model': native, 'generate': outputs(fx, 'generate', wrong=('',))}, second)
+    assert sorted(view.probe('model')) == sorted(k for k in fx.probe('model') if k.startswith('rope/'))
+    assert all(np.array_equal(view.probe('generate')[k], fx.probe('generate~gqa')[k]) for k in view.probe('generate'))
+    assert view.known_bug_outputs('generate') == {fp: {} for fp in fx.known_bug_outputs('generate')}
+    assert view.set_aside_in('generate', '') == ('gqa',) and fx.set_aside_in('generate', '') == ()
+    assert merged['generate'].arrays.keys() == fx.probe('generate~gqa').keys()
+    assert c.lines('generate', merged['generate']) == [
+        'Judged at n_kv_head = n_query_head, where the given Block builds your CausalSelfAttention: your '
+        'GroupedQueryAttention fails 4.1.']
 
 
-def test_an_optional_test_on_a_failed_part_is_not_judged(grading):
-    c = make(grading, passes=('rope', 'rope-cache', 'mha-rope'))
-    c.observe('gqa', ok(), {})
-    assert 'GroupedQueryAttention, which fails 4.1' in c.blocked(grading.test('sliding-window'))
-    assert c.blocked(grading.test('sliding-window-memory')) is None   # banded_attention alone
+def test_a_hang_is_placed_from_the_harness_own_knowledge(grading, fx):
+    c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
+    first_run(c)
+    # 6.1 runs the GQA alone: that is where it hung, whatever the process's dump says (it names generate here)
+    forged = {'ended': 'timeout', 'imported_after': 1.0, 'hang': {'frames': [{'line': 9}]}}
+    c.observe('dropout', ProbeResult('timeout', 'timed out', harness=forged), {})
+    assert c.hung == {'gqa': 'not run: GroupedQueryAttention did not return in test 6.1 (your process said it was at '
+                             'model.py line 9, in GroupedQueryAttention.__init__)'}
+    assert c.skip('model') == c.hung['gqa'] and c.skip('generate') == c.hung['gqa']
+    assert c.stopped['dropout'].endswith(cascade.OWN_ACCOUNT) and 'line 9' in c.stopped['dropout']
+    # a GPT test that times out when every attention part is proven to return: the GPT's own code
+    c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
+    first_run(c)
+    c.observe('model', ProbeResult('timeout', 'x', harness={'ended': 'timeout', 'imported_after': 1.0}), {})
+    assert list(c.hung) == ['gpt'] and c.skip('gradients') and c.skip('memory') is None
 
 
-def test_functions_and_the_frame_of_a_hang(grading):
-    functions = cascade.functions_of(MODEL_PY)
-    assert ('GroupedQueryAttention.forward' in [f[2] for f in functions])
-    loop_line = MODEL_PY.splitlines().index('        while h < 6:') + 1
-    hang = {'frames': [{'file': 'model.py', 'line': 19, 'function': 'forward'},
-                       {'file': 'model.py', 'line': loop_line, 'function': 'forward'}]}
-    assert cascade.where_hung(hang, functions) == ('gqa', 'GroupedQueryAttention.forward', loop_line)
-    assert cascade.where_hung({'frames': [{'line': 'x'}, 7]}, functions) is None
-    assert cascade.where_hung('junk', functions) is None
-    assert cascade.where_hung({'frames': [{'line': 1}]}, functions) == (None, 'model.py', 1)   # at import
+def test_an_import_that_stalls_in_a_probe_stops_the_probes_and_blames_no_part(grading, fx):
+    c = make(grading, fx, passes=('rope',))
+    dump = {'frames': [{'line': 11}]}
+    c.observe('rope', ProbeResult('timeout', 'x', harness={'ended': 'wall', 'hang': dump}), {})
+    assert c.hung == {} and c.failed == {}
+    assert c.import_hang == ('model.py did not finish importing in test 2.1\'s process (your process said it was at '
+                             'model.py line 11, in GroupedQueryAttention.forward)')
+    assert c.skip('gqa').startswith('not run: model.py did not finish importing') and c.skip_second('model')
+    c = make(grading, fx)
+    c.observe('import', ProbeResult('timeout', 'x', harness={'ended': 'timeout', 'hang': {'frames': [{'line': 1}]}}), {})
+    assert c.import_hang == 'model.py did not finish importing (your process said it was at model.py line 1)'
 
 
-def test_a_hang_in_gqa_skips_the_probes_that_run_it_again_and_only_those(grading):
-    c = make(grading, passes=('rope', 'rope-cache', 'mha-rope'))
-    loop_line = MODEL_PY.splitlines().index('        while h < 6:') + 1
-    hung = ProbeResult('timeout', 'timed out', harness={'hang': {'frames': [{'file': 'model.py', 'line': loop_line,
-                                                                             'function': 'forward'}]}})
-    for pid in ('rope', 'rope-cache', 'mha-rope'):
-        c.observe(pid, ok(), {})
-    c.observe('gqa', hung, {})
-    sentence = 'not run: GroupedQueryAttention.forward did not return in test 4.1 (model.py line %d)' % loop_line
-    assert c.lines('gqa', hung) == ['Your code was stopped in GroupedQueryAttention.forward (model.py line %d): '
-                                    'a loop that never ends?' % loop_line]
-    assert {pid: c.skip(pid, {}) for pid in ('gqa-rope', 'dropout', 'causality', 'memory', 'sliding-window')} == \
-        dict.fromkeys(('gqa-rope', 'dropout', 'causality', 'memory', 'sliding-window'), sentence)
-    # the GPT-level probes build the stand-in GQA in its place; tests that never call GQA run
-    for pid in ('model', 'generate', 'loss-curve', 'gradients', 'load-pretrained', 'kv-cache', 'sliding-window-memory',
-                'rope', 'mha-rope'):
-        assert c.skip(pid, {}) is None, pid
-    charged = make(grading, policy='charge', passes=('rope', 'rope-cache', 'mha-rope'))
-    charged.observe('gqa', hung, {})
-    assert charged.skip('model', {}) == sentence
+def test_a_part_test_spoiled_by_a_failed_rope_waits_for_its_second_run(grading, fx):
+    # 5.1 runs the GQA with RoPE: with a RoPE that fails, whether the GQA fails is known once RoPE is set aside
+    c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa'))
+    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa'):
+        c.observe(pid, ProbeResult('ok'), {})
+    c.observe('gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {})
+    assert c.failed == {'rope': '2.1'} and c.pending == {'gqa': ['gqa-rope']}
+    assert list(c.part_reruns()) == ['gqa-rope'] and c.part_reruns()['gqa-rope'].job()['set_aside'] == ['rope']
+    c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope')})   # right without the student's RoPE: the GQA works
+    assert c.failed == {'rope': '2.1'} and c.pending == {}
+    c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa'))
+    for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa'):
+        c.observe(pid, ProbeResult('ok'), {})
+    c.observe('gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {})
+    c._passes_merged = lambda pid, merged, view: False   # still wrong without the student's RoPE: the GQA fails
+    c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope', wrong=('',))})
+    assert c.failed == {'rope': '2.1', 'gqa': '5.1'}
 
 
-def test_a_timeout_without_a_dump_names_the_one_part_its_probe_runs(grading):
-    c = make(grading)
-    c.observe('gqa', ProbeResult('timeout', 'timed out'), {})
-    assert c.skip('memory', {}) == 'not run: GroupedQueryAttention did not return in test 4.1'
-    c.observe('model', ProbeResult('timeout', 'timed out'), {})   # many parts: no guess
-    assert set(c.hung) == {'gqa'}
+def test_charge_sets_nothing_aside(grading, fx):
+    c = make(grading, fx, policy='charge')
+    first_run(c, ('rope', 'gqa'))
+    c.observe('model', ProbeResult('ok'), {})
+    assert c.failed == {'rope': '2.1', 'gqa': '4.1'} and c.plan_later() == {} and c.plans == {}
 
 
-def test_an_import_that_hangs_is_named(grading):
-    c = make(grading)
-    c.observe('import', ProbeResult('timeout', 'timed out', harness={'hang': {'frames': [{'line': 1}]}}), {})
-    assert c.import_hang == 'model.py did not finish importing (model.py line 1)'
-
-
-def test_every_probe_declares_the_parts_it_calls():
+def test_every_probe_declares_its_parts_and_cases():
     for t in registry.TESTS:
         if t.probe:
             assert t.calls and set(t.calls) <= set(registry.PARTS) and set(t.owns) <= set(t.calls), t.id
+    for pid, table in registry.CASE_PARTS.items():
+        for unit, parts in table.items():
+            assert set(parts) <= set(registry.BY_ID[pid].calls), (pid, unit)
     order = [t.id for t in registry.TESTS]
     decided = [tid for tests in registry.PART_TESTS.values() for tid in tests]
-    # the tests that decide a part run before every probe that can build on it
-    for t in registry.TESTS:
+    for t in registry.TESTS:   # the tests that decide a part run before every probe that can build on it
         if t.probe and t.id not in decided:
             assert all(order.index(d) < order.index(t.id) for d in decided), t.id
 
 
-def test_the_stand_ins_compute_the_reference_modules():
+def test_the_grader_rope_is_the_reference_rope_forward_and_backward(monkeypatch):
     torch = pytest.importorskip('torch')
     import importlib
     import os
     import sys
-    from types import SimpleNamespace
     from autograder import REPO_ROOT
-    from autograder.child import standins
+    from autograder.child import set_aside as child_side, socket_link
+    from autograder.judge import set_aside as harness_side
     sys.path.insert(0, os.path.join(REPO_ROOT, 'reference'))
     try:
         ref = importlib.import_module('mingpt.model')
@@ -192,33 +242,36 @@ def test_the_stand_ins_compute_the_reference_modules():
         sys.path.remove(os.path.join(REPO_ROOT, 'reference'))
         for name in [n for n in sys.modules if n == 'mingpt' or n.startswith('mingpt.')]:
             del sys.modules[name]   # other tests import other mingpt packages
+    answer, log = harness_side.rope_handler(), []
+
+    def ask(payload):
+        reply, entry = answer(payload, 0)
+        log.append(entry)
+        return reply
+    monkeypatch.setattr(socket_link, 'ask', ask)
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 9, 8, dtype=torch.float64)
-    assert torch.allclose(standins.StandInRoPE(8)(x), ref.RotaryPositionalEmbeddings(8)(x))
-    cfg = SimpleNamespace(n_embd=24, n_query_head=6, n_kv_head=2, block_size=16, attn_pdrop=0.0, resid_pdrop=0.0,
-                          rope=True, sliding_window=None)
-    mine, theirs = standins.StandInGroupedQueryAttention(cfg).eval(), ref.GroupedQueryAttention(cfg).eval()
-    theirs.load_state_dict(mine.state_dict(), strict=False)
-    h = torch.randn(2, 11, 24)
-    assert torch.allclose(mine(h)[0], theirs(h)[0], atol=1e-6)
-    module = SimpleNamespace(GroupedQueryAttention='theirs')
-    with standins.swapped(module, ['gqa', 'rope']):
-        assert module.GroupedQueryAttention is standins.StandInGroupedQueryAttention
-        assert not hasattr(module, 'RotaryPositionalEmbeddings')
-    assert module.GroupedQueryAttention == 'theirs'
+    x = torch.randn(32, 6, 300, 8, dtype=torch.float64, requires_grad=True)   # several messages' worth
+    mine, theirs = child_side.GraderRoPE(8)(x), ref.RotaryPositionalEmbeddings(8)(x)
+    assert torch.allclose(mine, theirs, atol=1e-12)
+    g = torch.randn_like(mine)
+    (grad_mine,) = torch.autograd.grad(mine, x, g)
+    (grad_theirs,) = torch.autograd.grad(theirs, x, g)
+    assert torch.allclose(grad_mine, grad_theirs, atol=1e-12)
+    assert len(log) > 2 and {e['op'] for e in log} == {'forward', 'backward'}
+    y = torch.randn(2, 3, 5, 8)   # float32 and a position offset (a KV cache's new tokens)
+    assert torch.allclose(child_side.GraderRoPE(8)(y, offset=4), ref.RotaryPositionalEmbeddings(8)(
+        torch.cat([torch.zeros(2, 3, 4, 8), y], dim=2))[:, :, 4:], atol=1e-5)
+    monkeypatch.setattr(socket_link, 'ask', lambda payload: b'')   # a process the grader gives no RoPE
+    with pytest.raises(child_side.GraderUnavailable):
+        child_side.GraderRoPE(8)(y)
+    assert answer(b'not a request', 0) == (b'', {'kind': 'rope', 'refused': 'not a well-formed request', 'bytes': 13})
 
 
-def test_an_optional_test_is_never_red_for_a_required_part(grading):
-    c = make(grading, passes=('rope', 'rope-cache', 'mha-rope'))
-    c.observe('gqa', ProbeResult('timeout', 'timed out'), {})
-    skipped = ProbeResult('skipped', c.skip('sliding-window', {}))
-    v = c.optional_verdict(grading.test('sliding-window'), skipped, {'sliding-window': skipped}, grading.enabled_tests())
-    assert (v.fraction, v.not_judged, v.lines) == (
-        0.0, True, ['Not judged: it builds on your GroupedQueryAttention, which fails 4.1.'])
-    late = ProbeResult('timeout', 'not run: the grading time budget was used up')
-    probes = {'model': ProbeResult('timeout', 'timed out'), 'kv-cache': late}
-    v = make(grading).optional_verdict(grading.test('kv-cache'), late, probes, grading.enabled_tests())
-    assert v.not_judged and v.lines == ['Not judged: test 8.1 did not finish in time, so this one could not finish '
-                                        'either.']
-    untouched = ProbeResult('not_implemented', 'NotImplementedError: TODO (optional)')
-    assert make(grading).optional_verdict(grading.test('kv-cache'), untouched, {}, []).not_implemented
+def test_untouched_optional_parts_are_found_in_the_source():
+    template = open('student_template/hw1/mingpt/model.py').read()
+    assert untouched_optional(template) == {'sliding_window', 'kv_cache'}
+    assert untouched_optional(open('reference/mingpt/model.py').read()) == set()
+    written = template.replace('raise NotImplementedError("TODO (optional): implement KVCache")', 'self.k = None')
+    assert untouched_optional(written) == {'sliding_window'}
+    assert untouched_optional('class GPT:\n    pass\n') == {'sliding_window', 'kv_cache'}   # absent: untouched
+    assert untouched_optional('from elsewhere import banded_attention\n') == {'kv_cache'}

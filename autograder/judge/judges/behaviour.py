@@ -217,7 +217,12 @@ def judge_causality(test, result, fixtures, grading, evidence):
     errors = result.info.get('case_errors', {})
     prof = grading.profiles[fixtures.profile]
     lines, passed = [], 0
-    for case, (probe_id, key, number) in CAUSALITY_BASES.items():
+    cases = [c for c in CAUSALITY_BASES if not fixtures.excluded('causality', c)]   # set aside: not judged
+    for case in cases:
+        probe_id, key, number = CAUSALITY_BASES[case]
+        aside = fixtures.set_aside_in('causality', case)
+        if 'gqa' in aside or 'gqa_rope' in aside:   # run as 8.1's MHA model, or as its GQA model without RoPE
+            key = 'rope/logits' if 'gqa' in aside else 'gqa/logits'
         key = key % prof.module.n_query_head if '%d' in key else key
         c = (prof.model if case == 'gpt' else prof.module).seq // 2
         if case in errors:
@@ -256,4 +261,4 @@ def judge_causality(test, result, fixtures, grading, evidence):
             lines.append('FAIL %s: changing the tokens from position %d on changed the outputs at earlier positions '
                          '(against test %s\'s outputs for the original input: %s): the model looks at future '
                          'tokens; check the causal mask' % (case, c, number, desc))
-    return Verdict(passed / len(CAUSALITY_BASES), ['%d of %d modules are causal.' % (passed, len(CAUSALITY_BASES))] + lines)
+    return Verdict(passed / len(cases) if cases else 0.0, ['%d of %d modules are causal.' % (passed, len(cases))] + lines)

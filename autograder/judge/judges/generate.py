@@ -79,13 +79,15 @@ def judge_generate(test, result, fixtures, grading, evidence):
         lines.append(line)
         likely += [fp for fp in _likely(fixtures, 'generate', key, got) if fp not in likely]
     if passed < len(GENERATE_CASES):
-        logits, _ = _evidence_output(evidence, 'model', 'rope-gqa/logits')
-        ref_logits = fixtures.probe('model').get('rope-gqa/logits')
+        aside = fixtures.set_aside_in('generate', '')   # the model it generated with (judge/cascade.py)
+        label = 'rope' if 'gqa' in aside else 'gqa' if 'gqa_rope' in aside else 'rope-gqa'
+        logits, _ = _evidence_output(evidence, 'model', label + '/logits')
+        ref_logits = fixtures.probe('model').get(label + '/logits')
         tol = grading.test('model').tolerance
         if logits is not None and ref_logits is not None and logits.shape == ref_logits.shape \
                 and not compare(logits, ref_logits, tol.atol, tol.rtol)[0]:
-            lines.append('Generation runs the rope-gqa model, whose logits differ from the reference\'s in test 8.1: '
-                         'with other logits it generates other tokens.')
+            lines.append('Generation runs the %s model, whose logits differ from the reference\'s in test 8.1: '
+                         'with other logits it generates other tokens.' % label)
     if likely:
         lines.append('Likely bug: %s (your tokens are those of a known wrong variant: %s).'
                      % (KNOWN_BUGS[likely[0]].description, likely[0]))
@@ -153,9 +155,12 @@ def judge_kv_cache(test, result, fixtures, grading):
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})
     block = grading.profiles[fixtures.profile].model.block_size
-    prompt_len = expected[KV_CACHE_CONFIGS[0][0] + '/step/lengths'][0][0]
+    labels = [label for label, _, _ in KV_CACHE_CONFIGS if label + '/step/lengths' in expected]   # not set aside
+    if not labels:
+        return Verdict(0.0, ['no configuration of this test could be judged'])
+    prompt_len = expected[labels[0] + '/step/lengths'][0][0]
     lines, passed, untouched = [], 0, 0
-    for label, _, _ in KV_CACHE_CONFIGS:
+    for label in labels:
         step_error = errors.get(label + '/step')
         if step_error:
             lines.append('FAIL ' + case_error_line('%s: one cached step' % label, step_error))
@@ -175,8 +180,8 @@ def judge_kv_cache(test, result, fixtures, grading):
         # untouched: the cached step is not there, and generate either is not there or ignores the cache
         untouched += bool(step_error and step_error.get('status') == 'not_implemented'
                           and (unused or (gen_error and gen_error.get('status') == 'not_implemented')))
-    total = 2 * len(KV_CACHE_CONFIGS)
-    if untouched == len(KV_CACHE_CONFIGS):
+    total = 2 * len(labels)
+    if untouched == len(labels):
         return Verdict(0.0, ['not implemented (optional): no KVCache or no kv_caches argument, and generate does not '
                              'use a cache.'] + lines, not_implemented=True)
     return Verdict(passed / total, ['%d of %d KV-cache checks pass.' % (passed, total)] + lines)

@@ -25,10 +25,20 @@ def _runner():
     raise RuntimeError('HOSTILE: no probe runner in this process')
 
 
+def _probe_id():
+    """job.json no longer names the probe: read it where it is, in the runner's frame that imports this file."""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+        frame = frame.f_back
+    if frame is None:
+        raise RuntimeError('HOSTILE: no probe id in the stack')
+    return frame.f_locals['probe_id']
+
+
 RUNNER = _runner()
 with open(os.path.join(RUNNER.JOB_DIR, 'job.json')) as f:
     job = json.load(f)
-PROBE, OUT = job['probe'], job['paths']['out']
+PROBE, OUT = _probe_id(), job['paths']['out']
 ALL_PROBES = sorted(RUNNER.probe_table())   # the same table in every probe process
 
 

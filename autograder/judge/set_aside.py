@@ -1,0 +1,46 @@
+"""
+The grader's RoPE, computed in the harness for a probe process whose RotaryPositionalEmbeddings
+the cascade set aside (judge/cascade.py): the process sends the tensor it would have rotated
+(child/set_aside.py, over contract/rope_link.py's format) and gets it back rotated. It lives
+outside the sandbox, so nothing of it is in memory, importable or readable where student code
+runs; a process can only ask, and only where RoPE was set aside for it. Every call is logged
+(shape, positions, direction; never the values) into the probe's harness['link'], for staff.
+
+What a determined student can learn from it: the rotation of tensors of their choice, i.e. the
+handout's formula, and only in a test that their own RoPE has already failed (2.1 or 2.2 ran in
+processes that had no such service). docs/ARCHITECTURE.md ("One mistake, one part") says why
+that is acceptable.
+"""
+
+import numpy as np
+
+from autograder.contract import rope_link
+
+NUMPY = {b'f': np.float32, b'd': np.float64}
+
+
+def rotate(x, first, base, backward=False):
+    """x (rows, T, d) rotated as the handout says at positions first+1..first+T (rotate-half layout,
+    theta_i = base^(-2(i-1)/d)), in float64; `backward` rotates by minus the angle (the transpose)."""
+    d = x.shape[-1]
+    theta = float(base) ** (-np.arange(0, d, 2, dtype=np.float64) / d)          # (d/2,)
+    angles = np.outer(np.arange(first + 1, first + x.shape[1] + 1, dtype=np.float64), theta)
+    cos, sin = np.cos(angles), np.sin(angles) * (-1.0 if backward else 1.0)     # (T, d/2)
+    half = d // 2
+    x1, x2 = x[..., :half].astype(np.float64), x[..., half:].astype(np.float64)
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def rope_handler():
+    """handler(payload, pid) -> (reply, log entry) for Sandbox.run's `handlers` of a probe with RoPE set aside."""
+    def handler(payload, pid):
+        request = rope_link.decode(payload)
+        if request is None:
+            return b'', {'kind': 'rope', 'refused': 'not a well-formed request', 'bytes': len(payload)}
+        op, first, rows, length, d, base, code, values = request
+        x = np.frombuffer(values, dtype=NUMPY[code]).reshape(rows, length, d)
+        out = rotate(x, first, base, backward=op == b'b').astype(NUMPY[code])
+        entry = {'kind': 'rope', 'op': 'backward' if op == b'b' else 'forward', 'rows': rows, 'positions':
+                 [first + 1, first + length], 'd': d, 'base': base}
+        return out.tobytes(), entry
+    return handler
