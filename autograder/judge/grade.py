@@ -60,6 +60,11 @@ def _submission_verdict(located, problems, run, import_hang, static):
                  'run?); put it under `if __name__ == "__main__":` or remove it.' % import_hang] if import_hang else []
         return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + where + detail
                        + warnings)
+    if import_hang:   # imported in the import check, then stalled importing in a test's process: named once, here
+        return Verdict(0.0, lines + ['%s: code at the top level of model.py runs when it is imported (a loop, a sleep, '
+                                     'a training run?), and no later test could run; put it under `if __name__ == '
+                                     '"__main__":` or remove it.' % (import_hang[0].upper() + import_hang[1:])]
+                       + warnings)
     notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
     for r in run.probes.values():
         notes.update(dict.fromkeys(r.info.get('notes', [])))
