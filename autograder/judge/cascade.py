@@ -20,6 +20,8 @@ from autograder.judge.verdicts import judge
 # where a probe was stopped at its deadline, as the student reads it (the public tests say the same)
 STOPPED_IN = 'Your code was stopped in %s (model.py line %d): a loop that never ends?'
 STOPPED_AT = 'Your code was stopped at model.py line %d: a loop that never ends?'
+# a later test that would run the part that hung again (the public tests say the same, naming their own test)
+NOT_RUN = 'not run: %s did not return in test %s%s'
 STAND_IN_NAMES = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention'}
 # probes that also run these parts outside a GPT (the student's modules are judged there): never replaced
 DIRECT = {'causality': ('mha', 'gqa'), 'sliding-window': ('mha', 'gqa', 'banded')}
@@ -125,8 +127,7 @@ class Cascade:
             part, name, line = calls[0], registry.PARTS[calls[0]], None
         else:
             return
-        self.hung.setdefault(part, 'not run: %s did not return in test %s%s' % (
-            name, self.number(probe_id), ' (model.py line %d)' % line if line else ''))
+        self.hung.setdefault(part, NOT_RUN % (name, self.number(probe_id), ' (model.py line %d)' % line if line else ''))
 
     # ------------------------------------------------------------------ before a probe
 
