@@ -39,6 +39,8 @@ from autograder.sandbox.readback import ProbeResult
 STOPPED_IN = 'Your code was stopped in %s (model.py line %d): a loop that never ends?'
 STOPPED_AT = 'Your code was stopped at model.py line %d: a loop that never ends?'
 OWN_ACCOUNT = ' (where your process said it was when it was stopped)'
+# a later test that would run the part that hung again (the public tests say the same, naming their own test)
+NOT_RUN = 'not run: %s did not return in test %s%s'
 SHORT = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention', 'banded': 'banded_attention'}
 
 
@@ -179,8 +181,7 @@ class Cascade:
         candidates = list(calls) if len(calls) == 1 else [p for p in calls if p not in self.proven]
         if len(candidates) == 1:
             part = candidates[0]
-            self.hung.setdefault(part, 'not run: %s did not return in test %s%s' % (
-                registry.PARTS[part], self.number(probe_id), said))
+            self.hung.setdefault(part, NOT_RUN % (registry.PARTS[part], self.number(probe_id), said))
 
     def skip(self, probe_id, results=None):
         """The sandbox's skip hook (first run): the sentence of a part that hung and that this probe would run

@@ -27,7 +27,7 @@ from autograder.contract import report_schema
 from autograder.judge import cascade, config, fixtures, inputs, interface_check, probe_job, registry, submission, verdicts
 from autograder.judge.judges import Verdict, clip_student_text
 from autograder.judge.results import Results, add_points, partial, points
-from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
+from autograder.sandbox import GradingStopped, RunResult, Sandbox, SandboxRefused, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
 SLOW_IMPORT_SECONDS = 5.0   # an import slower than this (wall) is noted in 1.1: after torch, an honest one takes < 1 s
@@ -469,7 +469,14 @@ def main(argv):
     ap.add_argument('--autograder-root', metavar='DIR', help="Gradescope's /autograder: locked down before grading "
                                                              "(run_autograder passes it)")
     args = ap.parse_args(argv[1:])
-    out = grade_results(args.path, args.profile, args.results, autograder_root=args.autograder_root)  # always writes results.json (run_autograder relies on it)
+    started = time.time()
+    try:
+        out = grade_results(args.path, args.profile, args.results, autograder_root=args.autograder_root)  # always writes results.json (run_autograder relies on it)
+    except GradingStopped:   # SIGTERM (run_autograder's watchdog) while a probe ran: one line, not a traceback
+        print('grade: stopped by SIGTERM after %.0f s; %s keeps the tests that had finished'
+              % (time.time() - started, args.results), file=sys.stderr)
+        return 143
+
     problem = staff_problem(args.path, out)
     if problem:  # the student-facing text is in results.json; the person here gets one sentence and an exit code
         print(problem, file=sys.stderr)

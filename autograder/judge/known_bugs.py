@@ -31,6 +31,13 @@ class KnownBug:
     id: str
     description: str                      # what the student is told
     patches: List[Tuple[str, str, int]]  # (old, new, expected number of occurrences)
+    note: str = ''                        # told after the description: what else the bug explains
+
+
+# attention is relative: shifting every position leaves every query-key distance, and so attention, unchanged
+SHIFT_NOTE = ('Attention tests with RoPE may still pass: attention scores with RoPE depend only on the distance m - n '
+              'between a query\'s and a key\'s positions, which a shift of every position leaves unchanged; RoPE\'s '
+              'own outputs show the shift.')
 
 
 def _rope_outside_heads(q_line, k_line, view_q, view_k):
@@ -45,7 +52,8 @@ def _rope_outside_heads(q_line, k_line, view_q, view_k):
 
 KNOWN_BUGS = [
     KnownBug('rope-positions-from-0', 'RoPE positions start at 0; the handout numbers them 1..T',
-                [("m = torch.arange(1, T + 1, dtype=torch.float64", "m = torch.arange(0, T, dtype=torch.float64", 1)]),
+                [("m = torch.arange(1, T + 1, dtype=torch.float64", "m = torch.arange(0, T, dtype=torch.float64", 1)],
+                SHIFT_NOTE),
     KnownBug('rope-interleaved', 'RoPE rotates adjacent pairs (x0, x1), (x2, x3), ...; the handout rotates '
                                     'feature i with feature i + d/2 (rotate-half: [Y1 | Y2] and [-Y2 | Y1])',
                 [("C = torch.cat([C, C], dim=-1)", "C = C.repeat_interleave(2, dim=-1)", 1),

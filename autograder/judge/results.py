@@ -264,9 +264,9 @@ def build_suite(specs, judge, failures=None, extra_credit=()):
             set_score(round(verdict.fraction * spec.weight, SCORE_DIGITS))
             if verdict.not_implemented:   # an untouched optional part that counts in the 100: said plainly
                 self.fail('not implemented (optional)')
-            if not verdict.passed:   # a test worth no points has no share to report: the lines above say it all
+            if not verdict.passed:   # a test worth no points has no share to report: its lines say it all
                 self.fail('%s scored %.0f%% of its points' % (spec.name, 100 * verdict.fraction) if spec.weight
-                          and spec.id not in extra_credit else 'see the lines above')
+                          and spec.id not in extra_credit else '' if verdict.lines or verdict.summary else 'failed')
         test.__doc__ = spec.name
         test = partial_credit(0.0 if spec.id in extra_credit else spec.weight)(test)
         test = number(spec.number)(test)
@@ -339,10 +339,12 @@ def partial(specs, verdicts, started_at, max_output_chars=MAX_OUTPUT_CHARS, extr
                    time.time() - started_at, {'partial': True}, max_output_chars)
 
 
-def finish_partial(path, message):
+def finish_partial(path, message, execution_time=None):
     """
     run_autograder after its watchdog or a killed grader: keep the tests the grader had finished in
-    `path`, mark every other one as not run with `message`. Returns False when there is nothing to keep.
+    `path`, mark every other one as not run with `message`, and give the whole run's `execution_time`
+    (seconds, as run_autograder measured it; the file holds the time of its last finished test).
+    Returns False when there is nothing to keep.
     """
     try:
         out = load(path)
@@ -358,6 +360,8 @@ def finish_partial(path, message):
             kept += 1
     out.output = '%s %d test(s) had finished and are kept; the others did not run.' % (message, kept)
     out.extra_data = dict(out.extra_data, partial=False, stopped=message)
+    if execution_time is not None:
+        out.execution_time = float(execution_time)
     out.write(path)
     return True
 

@@ -247,7 +247,7 @@ def locate(path, scratch=None):
     if not os.path.isdir(path):
         if path.lower().endswith('.zip'):
             return _from_zips([path], path, scratch) or Located(
-                None, '', 'no model.py in the submission: upload your mingpt/model.py')
+                None, '', 'no model.py in the submission: upload your mingpt/model.py (%s)' % what_the_zip_holds(path))
         problem = _unsafe(path, os.path.basename(path), in_upload=False)
         return Located(None, '', problem) if problem else Located(path, 'graded %s' % os.path.basename(path))
     found, linked_dirs = _candidates(path)
@@ -287,10 +287,24 @@ def what_was_found(folder):
                 names.append(rel[:80])
         if len(names) > MAX_LISTED:
             break
+    return _holds('the upload', names)
+
+
+def what_the_zip_holds(zip_path):
+    """'the zip holds hw1/writeup.pdf': the first few files of an uploaded zip without a model.py, from its directory."""
+    try:
+        with zipfile.ZipFile(zip_path) as z:
+            names = [i.filename[:80] for i in z.infolist()[:MAX_ZIP_MEMBERS] if not i.is_dir()
+                     and not i.filename.startswith('__MACOSX') and i.filename.isprintable()]
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return 'it could not be read as a zip'
+    return _holds('the zip', names)
+
+
+def _holds(what, names):
     if not names:
-        return 'the upload holds no file'
-    more = len(names) - MAX_LISTED
-    return 'the upload holds %s%s' % (', '.join(names[:MAX_LISTED]), ' ...' if more > 0 else '')
+        return '%s holds no file' % what
+    return '%s holds %s%s' % (what, ', '.join(names[:MAX_LISTED]), ' ...' if len(names) > MAX_LISTED else '')
 
 
 # ----------------------------------------------------------------------------- the static check

@@ -65,7 +65,15 @@ def test_shipped_files(generated):
         assert generated['mingpt/utils.py'] == f.read(), 'the grader provides utils.py: ship it unchanged'
     requirements = [l for l in generated['requirements.txt'].splitlines() if l and not l.startswith('#')]
     assert {'torch', 'einops'} <= set(requirements)
+    assert 'pytest' in requirements and 'python -m pytest test_model.py' in generated['README.md']
     assert 'upload only `mingpt/model.py`' in generated['README.md'].replace('Upload', 'upload')
+
+
+def test_readme_gives_the_public_tests_time_limit(generated):
+    # a student whose test hangs learns the limit and how to change it where they read
+    default = re.search(r"'HW1_TEST_SECONDS', '(\d+)'", generated['grader_rules.py']).group(1)
+    assert 'still running after **%s s**' % default in generated['README.md']
+    assert 'HW1_TEST_SECONDS=' in generated['README.md']
 
 
 def test_no_solution_text_or_markers_leak(generated):

@@ -68,7 +68,8 @@ def _root_with(timeouts, watchdog):
 
 
 def test_the_watchdog_keeps_the_tests_that_had_finished():
-    """results.json is rewritten after every finished test: a watchdog stop keeps those, the rest did not run."""
+    """results.json is rewritten after every finished test: a watchdog stop keeps those, the rest did not run;
+    execution_time is the run's and the grader says in one line that it was stopped."""
     from ag_helpers import by_id
     hang = '        # BEGIN SOLUTION\n        # `offset` shifts'
     loop = source_patches.patched_reference([(hang, '        while x.dtype == torch.float64:\n            pass\n' + hang)],
@@ -86,6 +87,11 @@ def test_the_watchdog_keeps_the_tests_that_had_finished():
             assert tests[tid]['score'] == 0 and 'did not run: Grading was stopped after %d s' % budget \
                 in tests[tid]['output'], tests[tid]
         assert 'kept' in out['output'] and out['extra_data']['stopped']
+        # what Gradescope shows: the whole run's time (not the last finished test's), one line per reason, no traceback
+        assert budget <= out['execution_time'] < budget + 60, out['execution_time']
+        assert 'Traceback' not in proc.stdout and 'GradingStopped' not in proc.stdout, proc.stdout[-3000:]
+        assert re.search(r'^grade: stopped by SIGTERM after \d+ s; .* keeps the tests that had finished$', proc.stdout,
+                         re.M), proc.stdout[-3000:]
     finally:
         root.cleanup()
 

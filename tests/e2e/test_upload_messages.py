@@ -6,6 +6,7 @@ student's terms, said once in test 1.1 and at the top; the other tests only poin
   - two different model.py: explained (which was graded, why, which was not) or refused when
     nothing but the alphabet would decide; identical copies are harmless;
   - a zip inside the zip: named, with what to upload instead;
+  - no model.py at all: what the upload (a folder or a zip) holds instead;
   - a file that is not UTF-8: its line and column, the likely character, the fix;
   - an empty model.py: one sentence, not the grader's stack frames per case;
   - a 100 MB file: its size in MB at the top, not "no model.py found".
@@ -101,6 +102,29 @@ def test_a_zip_inside_the_zip_is_named(tmp_path):
                 'and the autograder opens only the zip itself, not zips within it: upload your mingpt/model.py, or a '
                 'zip that holds it directly')
     assert tests['1.1']['output'].splitlines()[0] == sentence
+    assert out['output'] == 'Not graded: %s.' % sentence
+    _only_pointers(tests)
+
+
+@pytest.mark.parametrize('kind', ['folder', 'zip', 'empty folder'])
+def test_no_model_py_says_what_the_upload_holds(tmp_path, kind):
+    # 1.1 says what was found instead, and nothing more: it is worth no points, so no "0%" and no pointer to
+    # lines that are not there (Gradescope unpacks a zip into a folder; `grade` also takes the zip itself)
+    files = {} if kind == 'empty folder' else {'hw1/writeup.pdf': b'%PDF', 'hw1/mingpt/modle.py': REFERENCE}
+    up = tmp_path / 'up'
+    up.mkdir()
+    for name, data in files.items():
+        _write(up / name, data)
+    if kind == 'zip':
+        with zipfile.ZipFile(str(tmp_path / 'hw1.zip'), 'w') as z:
+            for name, data in files.items():
+                z.writestr(name, data)
+        up = tmp_path / 'hw1.zip'
+    out, tests = _grade(up, tmp_path)
+    holds = {'folder': 'the upload holds hw1/writeup.pdf, hw1/mingpt/modle.py',
+             'zip': 'the zip holds hw1/writeup.pdf, hw1/mingpt/modle.py', 'empty folder': 'the upload holds no file'}[kind]
+    sentence = 'no model.py in the submission: upload your mingpt/model.py (%s)' % holds
+    assert tests['1.1']['output'] == sentence and tests['1.1']['status'] == 'failed'
     assert out['output'] == 'Not graded: %s.' % sentence
     _only_pointers(tests)
 

@@ -6,10 +6,12 @@ printed as numbers), written and read back validated.
 
 import json
 import math
+import os
+import re
 
 import pytest
 
-from autograder import GRADING_YAML
+from autograder import GRADING_YAML, REPO_ROOT
 from autograder.judge import config, results
 from autograder.judge.judges import Verdict
 from autograder.judge.results import Results, points
@@ -109,7 +111,9 @@ def test_validate_refuses(bad, tmp_path):
         results.load(str(path))
 
 
-def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
+def _extra_credit_run():
+    """(Results, their tests as results.json holds them, {id: weight} of the extra-credit tests, and three of
+    those: one done right, one wrong, one untouched)."""
     extra = {s.id: s.weight for s in SPECS if s.optional_part}
     assert extra, 'grading.yaml has no optional part'
     done, wrong, untouched = sorted(extra)[:3]
@@ -122,7 +126,11 @@ def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
         return Verdict(1.0, ['ok'])
     out = Results.run(SPECS, judge, extra_credit=extra)
     results.add_points(out, extra)
-    data = {t['extra_data']['id']: t for t in out.to_json()['tests']}
+    return out, {t['extra_data']['id']: t for t in out.to_json()['tests']}, extra, (done, wrong, untouched)
+
+
+def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
+    out, data, extra, (done, wrong, untouched) = _extra_credit_run()
     assert (data[done]['score'], data[done]['max_score'], data[done]['status']) == (extra[done], 0, 'passed')
     assert (data[wrong]['score'], data[wrong]['max_score'], data[wrong]['status']) == (0, 0, 'failed')
     assert (data[untouched]['score'], data[untouched]['max_score'], data[untouched]['status']) == (0, 0, 'passed')
@@ -137,6 +145,31 @@ def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
                                         'extra_credit_max': sum(extra.values())}
 
 
+def test_readme_staff_md_and_grading_yaml_say_what_results_json_holds_on_extra_credit():
+    """What each of the three says of an extra-credit test (its max_score, what it scores, how an untouched one
+    reads) is read from its text and compared with the results.json above, so a change of either shows."""
+    _, data, extra, (done, _, untouched) = _extra_credit_run()
+    said_max = '%g' % data[done]['max_score']
+    assert data[done]['score'] == extra[done]   # "scores up to its weight"
+    untouched_reads = ('%g' % data[untouched]['score'], '%g' % data[untouched]['max_score'], data[untouched]['status'])
+    for doc in ('README.md', 'docs/STAFF.md', 'grading.yaml'):
+        with open(os.path.join(REPO_ROOT, doc), encoding='utf-8') as f:
+            text = re.sub(r'\s*\n\s*#?\s*', ' ', f.read())   # wrapped lines and YAML comments as one text
+        assert re.findall(r'max_score (\d+)', text) == [said_max], doc
+        assert re.search(r'worth max_score \d+ in results\.json and scores up to its weight', text), doc
+        assert re.findall(r'"Not attempted" \((\d+) / (\d+), (?:status )?(passed|failed)', text) == [untouched_reads], doc
+        assert 'own max_score' not in text, doc
+
+
+def test_a_failure_worth_no_points_ends_with_its_own_lines():
+    # 1.1 is worth no points: no "0%" and no "see the lines above" under the one line that says what was found
+    out = Results.run(SPECS, lambda spec: Verdict(0.0 if spec.id == 'submission' else 1.0,
+                                                  ['no model.py in the submission: upload your mingpt/model.py '
+                                                   '(the upload holds notes.txt)']))
+    assert out['submission'].status == 'failed'
+    assert out['submission'].output == 'no model.py in the submission: upload your mingpt/model.py (the upload holds notes.txt)'
+
+
 def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
     """Written after each finished test while grading runs; run_autograder's watchdog keeps those, the rest did not run."""
     specs = config.load(GRADING_YAML).enabled_tests()
@@ -145,8 +178,9 @@ def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
     out = results.load(path)
     assert out.extra_data['partial'] is True and out.score('rope') == out['rope'].max_score
     assert out.score('gqa') == out['gqa'].max_score / 2 and out['loss-curve'].output == results.PENDING
-    assert results.finish_partial(path, 'Grading was stopped after 570 s.')
+    assert results.finish_partial(path, 'Grading was stopped after 570 s.', 572.0)
     out = results.load(path)
+    assert out.execution_time == 572.0   # the whole run's, not the last finished test's
     assert out.extra_data['partial'] is False and out.score('rope') == out['rope'].max_score
     assert out['loss-curve'].score == 0 and out['loss-curve'].output == 'did not run: Grading was stopped after 570 s.'
     assert out.output == 'Grading was stopped after 570 s. 2 test(s) had finished and are kept; the others did not run.'

@@ -66,7 +66,8 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
                     lines.append('     hint: ' + h)
     if fp_votes:
         fp, _ = fp_votes.most_common(1)[0]
-        lines.append('Likely bug: %s (your outputs match a known wrong variant: %s).' % (BY_ID[fp].description, fp))
+        lines.append(('Likely bug: %s (your outputs match a known wrong variant: %s). %s'
+                      % (BY_ID[fp].description, fp, BY_ID[fp].note)).rstrip())
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, '%d of %d cases match the reference.' % (passed, len(cases)))
     return Verdict(fraction, lines)

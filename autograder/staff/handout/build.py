@@ -249,7 +249,8 @@ def _rounded(values):
 def expected_data(computed, likely, signatures):
     """test_model_expected.json: one line per case, parameter and known bug, so that a change reads as a small diff."""
     sections = {'expected': [(name, [shape, _rounded(values)]) for name, (shape, values) in computed['expected'].items()],
-                'gpt_parameters': None, 'likely_bugs': list(likely.items()), 'bug_signatures': list(signatures.items())}
+                'gpt_parameters': None, 'likely_bugs': list(likely.items()),
+                'bug_notes': list(public_known_bugs.bug_notes(likely).items()), 'bug_signatures': list(signatures.items())}
     parts = []
     for key, items in sections.items():
         if items is None:

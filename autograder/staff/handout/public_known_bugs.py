@@ -107,6 +107,7 @@ def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR, beside=No
     """
     (likely_bugs, signatures): {known bug id: what the student is told} and
     {case name: [(known bug id, signature)]} for every variant output the public test fails.
+    bug_notes() gives what else some of these bugs explain.
     """
     by_case = {}
     for variant_id, outputs in run_variants(test_source, reference_dir, beside).items():
@@ -118,6 +119,11 @@ def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR, beside=No
     likely = {variant_id: known_bugs.BY_ID[variant_id].description for variant_id in used}
     ordered = {name: by_case[name] for name in expected if name in by_case}
     return likely, ordered
+
+
+def bug_notes(likely):
+    """{known bug id: its note} of the bugs in `likely` that have one (KnownBug.note)."""
+    return {variant_id: known_bugs.BY_ID[variant_id].note for variant_id in likely if known_bugs.BY_ID[variant_id].note}
 
 
 def descriptions_literal(likely):
