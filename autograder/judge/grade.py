@@ -24,8 +24,9 @@ import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT
 from autograder.contract import report_schema
-from autograder.judge import cascade, config, fixtures, inputs, interface_check, probe_job, registry, submission, verdicts
-from autograder.judge.judges import Verdict, clip_student_text
+from autograder.judge import (cascade, config, fixtures, inputs, interface_check, probe_job, registry, student_text,
+                              submission, verdicts)
+from autograder.judge.judges import Verdict
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import RunResult, Sandbox, SandboxRefused, protect_source
 
@@ -157,6 +158,9 @@ class Judging:
         self.info = {'sandbox': 'not run'}
         self.cascade = None
         self.static = None
+        # the student's own text of this grading, one budget for all tests (judge/student_text.py)
+        self.text = student_text.Budget(grading.sandbox['student_text_chars'], grading.sandbox['student_text_budget'])
+        self.taken = {}   # probe id -> (the result as the sandbox gave it, as the judges read it)
         if located.problem or self.problems:
             return
         self.static = static_findings(located.path)
@@ -179,7 +183,7 @@ class Judging:
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': run.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in run.probes.items()},
                      'wall_seconds': round(run.wall_seconds, 2), 'child_log_tail': run.stdout_tail[-2000:],
-                     'isolation': run.isolation}
+                     'isolation': run.isolation, 'student_text': self.text.report()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
         curve = run.probes['loss-curve'].arrays.get('seed%d' % prof.loss_curve.student_seed) \
             if 'loss-curve' in run.probes else None
@@ -197,8 +201,7 @@ class Judging:
                  for spec in self.specs}
 
         def on_result(probe_id, result):
-            seen[probe_id] = result if probe_id == report_schema.IMPORT else \
-                clip_student_text(result, self.grading.sandbox['student_text_chars'])
+            seen[probe_id] = self._student_text(probe_id, result)
             self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             following = [p for p in probe_ids if p not in seen]
             job['stand_ins'] = self.cascade.stand_ins(following[0]) if following else {}
@@ -216,11 +219,21 @@ class Judging:
             progress(dict(done))
         return on_result
 
+    def _student_text(self, probe_id, result):
+        """`result` with its student text taken from the grading's one budget (student_text.Budget), once per
+        probe: probes end in test order, so the budget is spent in test order. The import check's process gets
+        no inputs: its texts are shown whole, and counted."""
+        raw, taken = self.taken.get(probe_id, (None, None))
+        if raw is not result:
+            taken = self.text.result(result, whole=probe_id == report_schema.IMPORT)
+            self.taken[probe_id] = (result, taken)
+        return taken
+
     def _clipped(self, run):
-        """The run with every text the probes' processes wrote cut to sandbox.student_text_chars (the import
-        check's process gets no inputs: its messages stay whole)."""
-        limit = self.grading.sandbox['student_text_chars']
-        return dataclasses.replace(run, probes={k: clip_student_text(v, limit) for k, v in run.probes.items()})
+        """The run as the judges read it: every probe's result through _student_text, in test order (those the
+        sandbox told on_result of were taken as they ended)."""
+        return dataclasses.replace(run, import_result=self._student_text(report_schema.IMPORT, run.import_result),
+                                   probes={k: self._student_text(k, v) for k, v in run.probes.items()})
 
     def verdict(self, spec):
         self.verdicts[spec.id] = v = self._verdict(spec)

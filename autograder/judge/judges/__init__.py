@@ -54,41 +54,6 @@ def probe_failure(result):
     return Verdict(0.0, lines)
 
 
-CHILD_STATUSES = ('ok', 'error', 'not_implemented')   # statuses (and messages) the child reports itself (wire.STATUSES)
-
-
-def clip_text(text, limit):
-    """Text the student's process wrote, at most `limit` characters of it (grading.yaml sandbox.student_text_chars)."""
-    text = text if isinstance(text, str) else str(text)
-    return text if len(text) <= limit else '%s [... %d more characters not shown]' % (text[:limit], len(text) - limit)
-
-
-def clip_student_text(result, limit):
-    """
-    The probe result with every text its process wrote (its error messages, traceback lines, notes and
-    facts) cut to `limit` characters each, and at most MAX_FACT_LINES lines of facts per case: student
-    code sees the inputs, so whatever it raises must carry little out. The harness's own messages
-    (timeouts, crashes, hang locations) are left whole.
-    """
-    if result is None:
-        return result
-    info = dict(result.info)
-    clip = lambda t: clip_text(t, limit)   # noqa: E731
-    if isinstance(info.get('case_errors'), dict):
-        info['case_errors'] = {k: dict(e, message=clip(e.get('message', '')), where=[clip(w) for w in e.get('where') or []])
-                               for k, e in info['case_errors'].items() if isinstance(e, dict)}
-    for key in ('where', 'notes'):
-        if isinstance(info.get(key), list):
-            info[key] = [clip(t) for t in info[key]]
-    if isinstance(info.get('facts'), dict):
-        info['facts'] = {k: [clip(t) for t in list(v)[:MAX_FACT_LINES]] for k, v in info['facts'].items()}
-    message = clip(result.message) if result.status in CHILD_STATUSES else result.message
-    return dataclasses.replace(result, message=message, info=info)
-
-
-MAX_FACT_LINES = 6   # facts (tensor names and shapes) shown per case: the loader's few mismatches fit
-
-
 def case_error_line(name, err):
     word = STATUS_WORDS.get(err.get('status'), 'error')
     where = err.get('where') or []
