@@ -605,7 +605,7 @@ def _plain_lines(test):
     return (markdown.plain(text) if test.get('output_format') == markdown.FORMAT else text).splitlines()
 
 
-@pytest.mark.parametrize('env', [None, GRADESCOPE_ENV], ids=['', 'gradescope'])
+@pytest.mark.parametrize('env', [None, GRADESCOPE_ENV], ids=['every-defence', 'gradescope'])
 def test_student_text_stays_student_text(env, ag_root):
     sys.path.insert(0, HOSTILE)
     import build as hostile_build
