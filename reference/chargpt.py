@@ -21,7 +21,7 @@ from mingpt.trainer import Trainer
 from mingpt.utils import set_seed, setup_logging, CfgNode as CN, ConfigError
 from mingpt.utils import LOG_FILES, StopOnCtrlC, memory_measured, save_model, write_logs
 from mingpt.preflight import Stop, stops_on, usage, read_corpus, find_input_file, torch_threads  # noqa: F401
-from mingpt.preflight import check_settings, check_folders, check_prompt, check_continuation, model_refusal
+from mingpt.preflight import check_settings, check_folders, check_prompt, continuing, model_refusal
 from mingpt.preflight import load_refusal, what_was_loaded
 
 # the start of the samples printed during training. Handout 5.1 and 5.2: replace it with the first
@@ -117,19 +117,16 @@ def prepare(argv):
     config.model.block_size = train_dataset.get_block_size()
     with stops_on(ConfigError):
         check_prompt(PROMPT, train_dataset.stoi)
-        if config.model.pretrained_folder is not None:  # what the flags say, before a TODO of another model stops us
-            check_continuation(config.model, config.model.pretrained_folder)
     return config, train_dataset
 
 
 def build(config, train_dataset):
     """(model, trainer): GPT (it fills in the sizes config.json records), the earlier run, one forward pass."""
-    with stops_on(NotImplementedError, code=1), stops_on(AssertionError, ValueError, say=model_refusal):
-        model = GPT(config.model)   # a TODO these flags need is named with exit 1, a refused size with exit 2
     source = config.model.pretrained_folder
+    with stops_on(NotImplementedError, code=1), stops_on(AssertionError, ValueError, say=model_refusal), \
+            stops_on(ConfigError), continuing(config.model, source):   # another model than source's: exit 2
+        model = GPT(config.model)   # a TODO these flags need is named with exit 1, a refused size with exit 2
     if source is not None:
-        with stops_on(ConfigError):
-            check_continuation(config.model, source)   # again, with the sizes GPT filled in
         try:
             model.load_pretrained(source)
         except NotImplementedError:

@@ -24,8 +24,9 @@ import traceback
 
 from autograder import GRADING_YAML, REPO_ROOT
 from autograder.contract import report_schema
-from autograder.judge import cascade, config, fixtures, inputs, interface_check, probe_job, registry, submission, verdicts
-from autograder.judge.judges import Verdict, clip_student_text
+from autograder.judge import (cascade, config, fixtures, inputs, interface_check, probe_job, registry, student_text,
+                              submission, verdicts)
+from autograder.judge.judges import Verdict
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import GradingStopped, RunResult, Sandbox, SandboxRefused, protect_source
 
@@ -169,6 +170,9 @@ class Judging:
         self.info = {'sandbox': 'not run'}
         self.cascade = None
         self.static = None
+        # the student's own text of this grading, one budget for all tests (judge/student_text.py)
+        self.text = student_text.Budget(grading.sandbox['student_text_chars'], grading.sandbox['student_text_budget'])
+        self.taken = {}   # probe id -> (the result as the sandbox gave it, as the judges read it)
         if located.problem or self.problems:
             return
         self.static = static_findings(located.path)
@@ -198,7 +202,7 @@ class Judging:
                      'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
                      'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
                                         for k in ('cpu', 'wall')} if first.import_result is not None else None,
-                     'isolation': first.isolation}
+                     'isolation': first.isolation, 'student_text': self.text.report()}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
             self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
                                                  rope_calls=len((r.harness or {}).get('link') or []))
@@ -219,15 +223,19 @@ class Judging:
         for pid in plans:
             other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
         shapes = expected_outputs(self.fx, list(other.values()), self.profile)
-        run = self._run(sandbox, list(plans), skip=self.cascade.skip_second, probe_jobs=jobs,
+        run = self._run(sandbox, list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
                         **dict(options, expected={pid: shapes[alt] for pid, alt in other.items()}))
         return run.probes
 
-    def _run(self, sandbox, probe_ids, **options):
-        """One Sandbox.run of `probe_ids`, every text its processes wrote cut to sandbox.student_text_chars."""
+    def _run(self, sandbox, probe_ids, second=False, **options):
+        """One Sandbox.run of `probe_ids`, every text its processes wrote taken from the grading's budget (a second
+        run's results apart from the first's; its import check, a repeat, is not read)."""
         timeouts = {pid: self.grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         run = probe_job.run(sandbox, self.located.path, self.profile, probe_ids, timeouts,
                             self.grading.test('submission').timeout, **options)
+        if second:
+            return dataclasses.replace(run, probes={k: self._student_text(k + ' (second run)', v)
+                                                    for k, v in run.probes.items()})
         return self._clipped(run)
 
     def _on_result(self, progress):
@@ -239,11 +247,10 @@ class Judging:
         seen, done = {}, {}
         needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
                  for spec in self.specs}
-        limit = self.grading.sandbox['student_text_chars']
 
         def on_result(probe_id, result):
-            seen[probe_id] = result if probe_id == report_schema.IMPORT else clip_student_text(result, limit)
-            self.cascade.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            seen[probe_id] = self._student_text(probe_id, result)
+            self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             if progress is None:
                 return
             self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
@@ -257,11 +264,21 @@ class Judging:
             progress(dict(done))
         return on_result
 
+    def _student_text(self, probe_id, result):
+        """`result` with its student text taken from the grading's one budget (student_text.Budget), once per
+        probe: probes end in test order, so the budget is spent in test order. The import check's process gets
+        no inputs: its texts are shown whole, and counted."""
+        raw, taken = self.taken.get(probe_id, (None, None))
+        if raw is not result:
+            taken = self.text.result(result, whole=probe_id == report_schema.IMPORT)
+            self.taken[probe_id] = (result, taken)
+        return taken
+
     def _clipped(self, run):
-        """The run with every text the probes' processes wrote cut to sandbox.student_text_chars (the import
-        check's process gets no inputs: its messages stay whole)."""
-        limit = self.grading.sandbox['student_text_chars']
-        return dataclasses.replace(run, probes={k: clip_student_text(v, limit) for k, v in run.probes.items()})
+        """The run as the judges read it: every probe's result through _student_text, in test order (those the
+        sandbox told on_result of were taken as they ended)."""
+        return dataclasses.replace(run, import_result=self._student_text(report_schema.IMPORT, run.import_result),
+                                   probes={k: self._student_text(k, v) for k, v in run.probes.items()})
 
     def verdict(self, spec):
         self.verdicts[spec.id] = v = self._verdict(spec)

@@ -59,6 +59,7 @@ class TestResult:
     output: str = ''
     visibility: str = 'visible'
     tags: List[str] = field(default_factory=list)
+    rows: List[tuple] = field(default_factory=list)   # the judge's table of expected against got (Verdict.rows)
 
     @property
     def lost(self):
@@ -72,13 +73,15 @@ class TestResult:
             out['number'] = self.number
         if self.output:
             out['output'] = truncate(self.output, limit)
-            md = markdown.render(out['output'])   # a table of expected against got, where there is one
+            md = markdown.render(out['output'], self.rows)   # the judge's table of expected against got, if any
             if md is not None:
                 out['output'], out['output_format'] = md, markdown.FORMAT
         out['visibility'] = self.visibility
         if self.tags:
             out['tags'] = list(self.tags)
         out['extra_data'] = {'id': self.id}
+        if self.rows and self.output:   # kept as data, so that a results.json read back renders the same table
+            out['extra_data']['rows'] = [list(r) for r in self.rows[:markdown.MAX_ROWS]]
         return out
 
 
@@ -126,8 +129,8 @@ class Results:
         Tests whose id is in `extra_credit` carry max_score 0 (see build_suite).
         """
         stream = io.StringIO()
-        failures = {}
-        suite = build_suite(specs, judge, failures, extra_credit)
+        failures, rows = {}, {}
+        suite = build_suite(specs, judge, failures, extra_credit, rows)
         JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(suite)
         raw = json.loads(stream.getvalue())
         by_number = {str(s.number): s for s in specs}
@@ -136,7 +139,8 @@ class Results:
             spec = by_number[str(t['number'])]
             tests[spec.id] = TestResult(spec.id, t['name'], float(t['score']), float(t['max_score']), t['status'],
                                         str(t['number']), t.get('output', '').rstrip('\n'),
-                                        t.get('visibility', 'visible'), list(t.get('tags') or []))
+                                        t.get('visibility', 'visible'), list(t.get('tags') or []),
+                                        rows.get(spec.id, []))
         return cls(tests, extra_data={'judge_errors': failures} if failures else None, max_output_chars=max_output_chars)
 
     @classmethod
@@ -187,7 +191,7 @@ class Results:
                 output = markdown.plain(output)
             tests[tid] = TestResult(tid, t['name'], float(t['score']), float(t['max_score']), t['status'],
                                     str(t.get('number', '')), output, t.get('visibility', 'visible'),
-                                    list(t.get('tags') or []))
+                                    list(t.get('tags') or []), _rows((t.get('extra_data') or {}).get('rows')))
         return cls(tests, data.get('output', ''), data['execution_time'], data.get('extra_data'))
 
 
@@ -225,7 +229,14 @@ NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) is not in you
                  'nothing. Implement it for up to %s extra points.')
 
 
-def build_suite(specs, judge, failures=None, extra_credit=()):
+def _rows(data):
+    """The table rows a results.json stored (TestResult.to_json), or [] when they are not five texts each."""
+    ok = isinstance(data, list) and all(isinstance(r, list) and len(r) == len(markdown.HEADER)
+                                        and all(isinstance(c, str) for c in r) for r in data)
+    return [tuple(r) for r in data] if ok else []
+
+
+def build_suite(specs, judge, failures=None, extra_credit=(), rows=None):
     """
     A TestCase class with one test per spec, decorated from grading.yaml; each body judges its test.
     A bug of the grader while judging one test costs that test only: the student reads that it was
@@ -234,7 +245,8 @@ def build_suite(specs, judge, failures=None, extra_credit=()):
     A test in `extra_credit` is worth max_score 0 and scores up to its weight on top: an untouched
     optional part then reads "0 / 0", status passed, "Not attempted" (Gradescope has no neutral
     status; a failed 0 / 5 would show red for work nobody asked for), and an implemented one
-    "5 / 0". A wrong implementation still fails (red), with what is wrong.
+    "5 / 0". A wrong implementation still fails (red), with what is wrong. `rows` ({id: Verdict.rows})
+    receives the table of each test whose lines are printed whole.
     """
     class HW1Autograder(unittest.TestCase):
         pass
@@ -261,6 +273,8 @@ def build_suite(specs, judge, failures=None, extra_credit=()):
             if verdict.summary:
                 print(verdict.summary)
             print('\n'.join(verdict.lines))
+            if rows is not None and verdict.rows:
+                rows[spec.id] = list(verdict.rows)
             set_score(round(verdict.fraction * spec.weight, SCORE_DIGITS))
             if verdict.not_implemented:   # an untouched optional part that counts in the 100: said plainly
                 self.fail('not implemented (optional)')
@@ -334,7 +348,7 @@ def partial(specs, verdicts, started_at, max_output_chars=MAX_OUTPUT_CHARS, extr
         text = '\n'.join(([v.summary] if v.summary else []) + list(v.lines))
         tests[spec.id] = TestResult(spec.id, spec.name, round(v.fraction * spec.weight, SCORE_DIGITS),
                                     most, 'passed' if v.passed else 'failed', str(spec.number), text,
-                                    spec.visibility, list(spec.tags))
+                                    spec.visibility, list(spec.tags), list(v.rows))
     return Results(tests, 'Grading in progress: %d of %d tests finished.' % (len(verdicts), len(specs)),
                    time.time() - started_at, {'partial': True}, max_output_chars)
 

@@ -149,7 +149,8 @@ SAME_MODEL = ('rope', 'n_layer', 'n_query_head', 'n_kv_head', 'n_embd', 'vocab_s
 
 
 def check_continuation(model_config, source):
-    """ConfigError when the pretrained run was another model: its weights would load only in part, silently."""
+    """ConfigError naming every setting of SAME_MODEL in which the pretrained run was another model: its weights
+    would load only in part, silently. Sizes still None (GPT fills them in) cannot be compared: see continuing()."""
     try:
         with open(os.path.join(source, 'config.json')) as f:
             saved = json.load(f).get('model', {})
@@ -162,6 +163,21 @@ def check_continuation(model_config, source):
         raise ConfigError('--model.pretrained_folder=%s was trained as another model: this run has %s; continue it '
                           'with the model flags it was trained with (its config.json), changing only '
                           '--data.block_size' % (source, ', '.join(differ)))
+
+
+@contextlib.contextmanager
+def continuing(model_config, source):
+    """
+    Around building the model of a run that continues `source` (None: none): once GPT has filled in the sizes
+    (n_kv_head from n_query_head, the rest from model_type), check_continuation names every setting that
+    differs, not only those the flags gave. Also when building stops on a TODO or a refused size: the
+    continued run's mismatch comes first, since with the right flags that model is not built at all.
+    """
+    try:
+        yield
+    finally:
+        if source is not None:
+            check_continuation(model_config, source)
 
 
 def check_prompt(prompt, stoi):

@@ -29,6 +29,7 @@ from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, possible, 
 from autograder import GRADING_YAML, sandbox
 from autograder.judge import config
 from autograder.contract import report_schema
+from autograder.judge.student_text import WITHHELD
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile')
 GRADING = config.load(GRADING_YAML)
@@ -406,7 +407,7 @@ def test_corpus_matches_cases():
     sys.path.insert(0, HOSTILE)
     from os_cases import CASES as OS_CASES   # the attacks on the machine: tests/corpora/test_hostile_os.py
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
-    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS))
+    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS) + list(TEXT_ATTACKS))
 
 
 def test_corpus_is_built_from_the_current_reference():
@@ -641,6 +642,44 @@ def test_an_attack_on_the_cascade_gains_nothing(name, env, ag_root):
         assert total(attack_out) == total(honest_out) == 0
     if name == 'forged_hang_dump':   # decided from the harness's own knowledge: 6.1 runs the GQA alone
         assert 'GroupedQueryAttention did not return in test 6.1' in attack['generate']['output']
+
+
+# ----------------------------------------------------------------------------- the student's text
+# text_in_bulk (tests/hostile/build.py) against its honest control (the same errors without the attack), in both
+# modes: the budget is the harness's (judge/student_text.py), the table the judges' data (judge/markdown.py)
+TEXT_ATTACKS = ('text_in_bulk',)
+FORGED_STARTS = ('FAIL FORGED', '## FORGED', '| FORGED', 'ok   FORGED', 'HOSTILE', 'RoPE is not done')
+
+
+def _plain_lines(test):
+    from autograder.judge import markdown
+    text = test.get('output', '')
+    return (markdown.plain(text) if test.get('output_format') == markdown.FORMAT else text).splitlines()
+
+
+@pytest.mark.parametrize('env', [None, GRADESCOPE_ENV], ids=['every-defence', 'gradescope'])
+def test_student_text_stays_student_text(env, ag_root):
+    sys.path.insert(0, HOSTILE)
+    import build as hostile_build
+    honest_out, honest = _graded(ag_root, hostile_build.honest('text_in_bulk'), env)
+    attack_out, attack = _graded(ag_root, read('text_in_bulk'), env)
+    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    assert not gained and total(attack_out) <= total(honest_out), gained
+    assert honest['rope']['score'] == 0 and 'RoPE is not done' in honest['rope']['output']
+    # the slices: at most the budget of them, though the attack wrote more (some withheld, in the grader's words)
+    budget = GRADING.sandbox['student_text_budget']
+    text = json.dumps(attack_out)
+    slices = set(re.findall(r'HOSTILE-SLICE \d{3} [0-9a-f]+', text))
+    spent = attack_out['extra_data']['student_text']
+    assert slices and sum(len(s) for s in slices) <= spent['shown_chars'] <= budget, (len(slices), spent)
+    assert spent['withheld_texts'] > 0 and json.dumps(WITHHELD % budget)[1:-1] in text
+    # student text never starts a line, forms a row, a heading or a table: the outputs' formats are the honest ones
+    starts = [(tid, line) for tid, t in attack.items() for line in _plain_lines(t)
+              if line.lstrip().startswith(FORGED_STARTS)]
+    assert starts == [], starts[:3]
+    assert {i: t.get('output_format') for i, t in attack.items()} == \
+        {i: t.get('output_format') for i, t in honest.items()}
+    assert 'FORGED' in attack['rope']['output'] and '\\nFAIL FORGED-ROW' in attack['rope']['output']
 
 
 def test_print_grader_peak_memory():

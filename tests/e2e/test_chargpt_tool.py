@@ -197,6 +197,23 @@ def test_it_refuses_to_overwrite_the_run_it_continues(runs):
     assert not (hw1 / 'out' / 'x').exists()
 
 
+def test_a_continued_run_names_every_setting_that_differs(runs):
+    # the flags of the run it continues forgotten: n_kv_head is the default's (n_query_head), known only once GPT
+    # has filled it in, and is named beside the rope the flags gave
+    hw1, _, _ = runs['rope_gqa']   # trained with rope=True, n_kv_head=1
+    proc = _chargpt(hw1, TINY + ['--data.block_size=256', '--model.pretrained_folder=out/b16', '--system.work_dir=out/y'])
+    assert proc.returncode == 2 and ('this run has rope=False (it has True), n_kv_head=3 (it has 1); continue it with '
+                                     'the model flags it was trained with') in proc.stderr, proc.stderr
+    # the untouched template with the default model_type: every size it fills in, though RoPE is still a TODO
+    hw1, _, _ = runs['vanilla']   # trained with TINY's sizes
+    proc = _chargpt(hw1, ['--trainer.device=cpu', '--model.rope=True', '--model.pretrained_folder=out/b16',
+                          '--system.work_dir=out/y'])
+    assert proc.returncode == 2 and ('this run has rope=True (it has False), n_layer=6 (it has 1), n_query_head=6 '
+                                     '(it has 3), n_kv_head=6 (it has 3), n_embd=192 (it has 48);') in proc.stderr, \
+        proc.stderr
+    assert not (runs['rope_gqa'][0] / 'out' / 'y').exists() and not (hw1 / 'out' / 'y').exists()
+
+
 @pytest.mark.parametrize('name', ['vanilla', 'rope_gqa'])
 def test_block_16_run_continues_at_block_256_through_the_given_load_pretrained(runs, name):
     hw1, _, _ = runs[name]

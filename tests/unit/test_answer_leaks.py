@@ -4,7 +4,8 @@ The answers do not leak and cannot be memorised, on the real fixtures:
   messages that hold at most MAX_SHOWN values of any fixture array (where, by how much, a few
   values; never a whole expected tensor);
 - text the student's process wrote (error messages, traceback lines, notes, facts) reaches a
-  message cut to grading.yaml's sandbox.student_text_chars;
+  message cut to grading.yaml's sandbox.student_text_chars (the budget of them all:
+  tests/unit/test_student_text.py);
 - the input sets: the same bytes draw the same set, other bytes spread over the sets, no set is
   the profile's own seed (the inputs every grading used before), and for_submission hands the
   sandbox the inputs and the judges the fixtures of one and the same set.
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from autograder.judge import config, fixtures, inputs, registry
-from autograder.judge.judges import clip_student_text
+from autograder.judge.student_text import Budget
 from autograder.judge.verdicts import judge
 from autograder.sandbox import ProbeResult
 
@@ -122,14 +123,14 @@ def test_text_of_the_students_process_is_cut():
     result = ProbeResult('error', message=long, info={
         'case_errors': {'d2_T5': {'status': 'error', 'message': long, 'where': [long] * 3}},
         'notes': [long], 'where': [long], 'facts': {'a': [long] * 12}})
-    clipped = clip_student_text(result, limit)
+    clipped = Budget(limit, 10 ** 6).result(result)
     texts = [clipped.message, clipped.info['case_errors']['d2_T5']['message'], *clipped.info['case_errors']['d2_T5']['where'],
              *clipped.info['notes'], *clipped.info['where'], *clipped.info['facts']['a']]
     assert all(t.startswith(long[:limit]) and len(t.split(' [... ')[0]) == limit for t in texts)
     assert len(clipped.info['facts']['a']) < 12
     harness = ProbeResult('timeout', message='x' * 1000)   # the harness's own words stay whole
-    assert clip_student_text(harness, limit).message == 'x' * 1000
-    verdict = judge(GRADING.test('rope'), clip_student_text(ProbeResult('ok', info=result.info), limit),
+    assert Budget(limit, 10 ** 6).result(harness).message == 'x' * 1000
+    verdict = judge(GRADING.test('rope'), Budget(limit, 10 ** 6).result(ProbeResult('ok', info=result.info)),
                     fixtures.load(GRADING, 'cpu'), GRADING)
     assert max(len(line) for line in '\n'.join(verdict.lines).splitlines()) < limit + 100
 

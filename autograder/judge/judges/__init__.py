@@ -6,9 +6,12 @@ reads). Pure numpy; nothing here imports torch or the student's code.
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Tuple
 
 import numpy as np
+
+
+Row = Tuple[str, str, str, str, str]   # case, where, expected, got, error (allowed)
 
 
 @dataclass
@@ -18,6 +21,9 @@ class Verdict:
     summary: str = ''   # one-line numeric summary (loss curve), shown first
     not_implemented: bool = False   # an optional part left untouched: reported as "not implemented (optional)"
     not_judged: bool = False   # an optional test that builds on a failed required part: 0 / 0, not red
+    # the table of expected against got (judge/markdown.py): one row per failing comparison, from the judge's own
+    # numbers (compare's cells, generate's tokens), never read back from the lines, which may hold student text
+    rows: List['Row'] = field(default_factory=list)
 
     @property
     def passed(self):
@@ -54,41 +60,6 @@ def probe_failure(result):
     return Verdict(0.0, lines)
 
 
-CHILD_STATUSES = ('ok', 'error', 'not_implemented')   # statuses (and messages) the child reports itself (wire.STATUSES)
-
-
-def clip_text(text, limit):
-    """Text the student's process wrote, at most `limit` characters of it (grading.yaml sandbox.student_text_chars)."""
-    text = text if isinstance(text, str) else str(text)
-    return text if len(text) <= limit else '%s [... %d more characters not shown]' % (text[:limit], len(text) - limit)
-
-
-def clip_student_text(result, limit):
-    """
-    The probe result with every text its process wrote (its error messages, traceback lines, notes and
-    facts) cut to `limit` characters each, and at most MAX_FACT_LINES lines of facts per case: student
-    code sees the inputs, so whatever it raises must carry little out. The harness's own messages
-    (timeouts, crashes, hang locations) are left whole.
-    """
-    if result is None:
-        return result
-    info = dict(result.info)
-    clip = lambda t: clip_text(t, limit)   # noqa: E731
-    if isinstance(info.get('case_errors'), dict):
-        info['case_errors'] = {k: dict(e, message=clip(e.get('message', '')), where=[clip(w) for w in e.get('where') or []])
-                               for k, e in info['case_errors'].items() if isinstance(e, dict)}
-    for key in ('where', 'notes'):
-        if isinstance(info.get(key), list):
-            info[key] = [clip(t) for t in info[key]]
-    if isinstance(info.get('facts'), dict):
-        info['facts'] = {k: [clip(t) for t in list(v)[:MAX_FACT_LINES]] for k, v in info['facts'].items()}
-    message = clip(result.message) if result.status in CHILD_STATUSES else result.message
-    return dataclasses.replace(result, message=message, info=info)
-
-
-MAX_FACT_LINES = 6   # facts (tensor names and shapes) shown per case: the loader's few mismatches fit
-
-
 def case_error_line(name, err):
     word = STATUS_WORDS.get(err.get('status'), 'error')
     where = err.get('where') or []
@@ -99,8 +70,20 @@ def fmt_index(idx):
     return '[' + ', '.join(str(int(i)) for i in idx) + ']'
 
 
+class Compared(str):
+    """compare()'s description; `cells` (where, expected, got, error) when values differ, for the table's row."""
+    cells = None
+
+
+def row(case, desc):
+    """The table row (a Row) of a failed comparison of `case` described by compare's `desc`, or None."""
+    cells = getattr(desc, 'cells', None)
+    return (str(case),) + cells if cells else None
+
+
 def compare(observed, expected, atol, rtol):
-    """(ok, description) of observed vs expected: shape, dtype kind, finiteness, max error and where."""
+    """(ok, description) of observed vs expected: shape, dtype kind, finiteness, max error and where (a Compared
+    whose cells are the row of the table where values differ)."""
     if observed is None:
         return False, 'no output'
     if observed.shape != expected.shape:
@@ -119,8 +102,10 @@ def compare(observed, expected, atol, rtol):
     excess = err - (atol + rtol * np.abs(exp))
     where = np.unravel_index(int(np.argmax(excess)), err.shape)
     ok = bool(np.all(excess <= 0))
-    desc = 'max abs error %.3g (allowed %.1g + %.1g*|expected|); worst at %s: expected %.6g, got %.6g' % (
-        float(err.max()), atol, rtol, fmt_index(where), float(exp[where]), float(obs[where]))
+    error, allowed = '%.3g' % float(err.max()), '%.1g + %.1g*|expected|' % (atol, rtol)
+    cells = (fmt_index(where), '%.6g' % float(exp[where]), '%.6g' % float(obs[where]), '%s (%s)' % (error, allowed))
+    desc = Compared('max abs error %s (allowed %s); worst at %s: expected %s, got %s' % (error, allowed, *cells[:3]))
+    desc.cells = None if ok else cells
     return ok, desc
 
 

@@ -57,7 +57,7 @@ def judge_generate(test, result, fixtures, grading, evidence):
     errors = result.info.get('case_errors', {})
     block = grading.profiles[fixtures.profile].model.block_size
     prompt_len = expected['greedy'].shape[1] - GENERATE_NEW
-    lines, passed, likely = [], 0, []
+    lines, rows, passed, likely = [], [], 0, []
     for key, what in GENERATE_CASES:
         exp, got = expected[key], result.arrays.get(key)
         if key in errors:
@@ -73,6 +73,7 @@ def judge_generate(test, result, fixtures, grading, evidence):
             continue
         b, t, where = first_difference(got, exp)
         line = 'FAIL %s: tokens differ from the reference\'s %s' % (what, where)
+        rows.append((what, 'batch %d, token %d' % (b, t), str(int(exp[b, t])), str(int(got[b, t])), 'token ids'))
         if key == 'greedy_past_block' and t >= block and _same_tokens(result.arrays.get('greedy'), expected['greedy']):
             line += ('; they match until the sequence outgrows block_size=%d: from then on the model must be fed the '
                      'last block_size tokens (idx[:, -block_size:])' % block)
@@ -92,7 +93,7 @@ def judge_generate(test, result, fixtures, grading, evidence):
         lines.append('Likely bug: %s (your tokens are those of a known wrong variant: %s).'
                      % (KNOWN_BUGS[likely[0]].description, likely[0]))
     return Verdict(passed / len(GENERATE_CASES), ['%d of %d generation checks pass.' % (passed, len(GENERATE_CASES))]
-                   + lines)
+                   + lines, rows=rows)
 
 
 # ----------------------------------------------------------------------------- KV cache (optional part)

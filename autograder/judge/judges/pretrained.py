@@ -8,7 +8,7 @@ about the student's tensors: which of model.pt's tensors do not fit the block-25
 the loader left unlike model.pt, so that the message holds for any loader.
 """
 
-from autograder.judge.judges import Verdict, case_error_line, compare
+from autograder.judge.judges import Verdict, case_error_line, compare, row
 
 # stage reached by the probe (child/probes_training.py): 0 building/saving the short model,
 # 1 saved, 2 load_pretrained returned, 3 forward at the long T done
@@ -39,7 +39,7 @@ def judge_load_pretrained(test, result, fixtures, grading):
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})
     labels = sorted(k.split('/')[0] for k in expected if k.endswith('/logits'))
-    lines, passed = [], 0
+    lines, rows, passed = [], [], 0
     for label in labels:
         stage = result.arrays.get(label + '/stage')
         stage = int(stage) if stage is not None and stage.shape == () and stage.dtype.kind in 'iu' else 0
@@ -65,6 +65,7 @@ def judge_load_pretrained(test, result, fixtures, grading):
             lines.append('ok   %s: block %d -> %d, logits at T=%d match the reference' % (label, short, long_, long_))
             continue
         lines.append('FAIL %s: logits at T=%d after load_pretrained: %s' % (label, long_, desc))
+        rows.append(row(label, desc))
         facts = _facts(result, label)
         if facts:
             lines.append('     what load_pretrained left in the block-%d model:' % long_)
@@ -78,4 +79,4 @@ def judge_load_pretrained(test, result, fixtures, grading):
                 % (short, long_)))
     return Verdict(passed / len(labels) if labels else 0.0,
                    ['%d of %d models load from block %d into block %d and match the reference.'
-                    % (passed, len(labels), short, long_)] + lines)
+                    % (passed, len(labels), short, long_)] + lines, rows=[r for r in rows if r])

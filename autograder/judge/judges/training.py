@@ -10,7 +10,7 @@ Judges of the training path:
 
 import numpy as np
 
-from autograder.judge.judges import STATUS_WORDS, Verdict, case_error_line, compare
+from autograder.judge.judges import STATUS_WORDS, Verdict, case_error_line, compare, row
 
 MAX_LINES_PER_CASE = 6
 
@@ -49,8 +49,9 @@ def _split_gradient_keys(expected):
     return cases
 
 
-def _gradient_lines(what, names, observed, expected, tol):
-    """(ok, lines) of one set of gradients: `observed` and `expected` map parameter names to arrays."""
+def _gradient_lines(what, names, observed, expected, tol, rows):
+    """(ok, lines) of one set of gradients: `observed` and `expected` map parameter names to arrays; the table's
+    row of each wrong gradient shown is added to `rows`."""
     # absent, or all zeros where the reference's is not (K/V rows of a fused layer used through .data)
     missing = [n for n in names if n not in observed or _all_zero(observed[n], expected[n], tol.atol)]
     wrong = []
@@ -65,12 +66,13 @@ def _gradient_lines(what, names, observed, expected, tol):
     detail = ['     %s gets no gradient: %s' % (n, _hint(n)) for n in missing]
     detail += ['     %s has a wrong gradient: %s' % (n, desc) for n, desc in wrong]
     lines += detail[:MAX_LINES_PER_CASE]
+    rows += [r for r in (row(n, desc) for n, desc in wrong[:max(0, MAX_LINES_PER_CASE - len(missing))]) if r]
     if len(detail) > MAX_LINES_PER_CASE:
         lines.append('     ... and %d more' % (len(detail) - MAX_LINES_PER_CASE))
     return False, lines
 
 
-def _training_gradients(evidence, fixtures, grading, tol):
+def _training_gradients(evidence, fixtures, grading, tol, rows):
     """(ok, lines) of the gradients at step 0 of 10.1's training run against the reference's run at the same seed."""
     lc = grading.profiles[fixtures.profile].loss_curve
     case = 'seed%d' % lc.student_seed
@@ -88,7 +90,7 @@ def _training_gradients(evidence, fixtures, grading, tol):
         if name in errors:
             return False, ['FAIL ' + case_error_line(what, errors[name])]
     observed = {k[len(prefix):]: v for k, v in run.arrays.items() if k.startswith(prefix)}
-    return _gradient_lines(what, sorted(expected), observed, expected, tol)
+    return _gradient_lines(what, sorted(expected), observed, expected, tol, rows)
 
 
 def judge_gradients(test, result, fixtures, grading, evidence):
@@ -101,25 +103,26 @@ def judge_gradients(test, result, fixtures, grading, evidence):
     tol = test.tolerance
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})
-    lines, passed = [], 0
+    lines, rows, passed = [], [], 0
     cases = _split_gradient_keys(expected)
     for label, names in sorted(cases.items()):
         if label in errors:
             lines.append('FAIL ' + case_error_line(label, errors[label]))
             continue
         observed = {n: result.arrays['%s/%s' % (label, n)] for n in names if '%s/%s' % (label, n) in result.arrays}
-        ok, case_lines = _gradient_lines(label, names, observed, {n: expected['%s/%s' % (label, n)] for n in names}, tol)
+        ok, case_lines = _gradient_lines(label, names, observed, {n: expected['%s/%s' % (label, n)] for n in names}, tol,
+                                          rows)
         passed += ok
         lines += case_lines
-    train_ok, train_lines = _training_gradients(evidence, fixtures, grading, tol)
+    train_ok, train_lines = _training_gradients(evidence, fixtures, grading, tol, rows)
     lines += train_lines
     if not train_ok:
         lines.append('The gradients the training used are wrong, so this test earns nothing (the gradients of its own '
                      'probe are shown above for diagnosis).')
-        return Verdict(0.0, ['%d of %d gradient checks pass.' % (passed, len(cases) + 1)] + lines)
+        return Verdict(0.0, ['%d of %d gradient checks pass.' % (passed, len(cases) + 1)] + lines, rows=rows)
     # the configurations the cascade set aside are not here: the training's gradients are then the whole test
     return Verdict(passed / len(cases) if cases else 1.0,
-                   ['%d of %d gradient checks pass.' % (passed + 1, len(cases) + 1)] + lines)
+                   ['%d of %d gradient checks pass.' % (passed + 1, len(cases) + 1)] + lines, rows=rows)
 
 
 # ----------------------------------------------------------------------------- loss curve

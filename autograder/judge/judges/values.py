@@ -6,7 +6,7 @@ case names the known bug whose outputs it matches.
 
 from collections import Counter
 
-from autograder.judge.judges import Verdict, case_error_line, case_of, close, compare
+from autograder.judge.judges import Verdict, case_error_line, case_of, close, compare, row
 from autograder.judge.known_bugs import BY_ID
 
 KNOWN_BUG_SLACK = 10.0  # a known bug matches at 10x the test's tolerance: styles add float noise
@@ -41,7 +41,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
     fp_outputs = fixtures.known_bug_outputs(test.id)
     errors = result.info.get('case_errors', {})
     cases = group_cases(expected)
-    lines, passed, fp_votes = [], 0, Counter()
+    lines, rows, passed, fp_votes = [], [], 0, Counter()
     for case, keys in cases.items():
         if case in errors:
             lines.append('FAIL ' + case_error_line(case, errors[case]))
@@ -54,6 +54,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
             if not ok:
                 case_ok = False
                 details.append('%s: %s' % (key, desc))
+                rows.append(row(key, desc))
                 fp_votes.update(known_bug_matches(key, result.arrays.get(key), fp_outputs, tol))
         if case_ok:
             passed += 1
@@ -70,7 +71,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
                       % (BY_ID[fp].description, fp, BY_ID[fp].note)).rstrip())
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, '%d of %d cases match the reference.' % (passed, len(cases)))
-    return Verdict(fraction, lines)
+    return Verdict(fraction, lines, rows=[r for r in rows if r])
 
 
 def judge_values(test, result, fixtures, grading):

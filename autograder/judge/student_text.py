@@ -1,0 +1,116 @@
+"""
+The student's own text in the grader's output, in one place. Every text a probe's process wrote
+(error messages, traceback lines, notes, facts, dtype names; the import check's message and what
+model.py printed) is made one line, cut to grading.yaml's sandbox.student_text_chars, and charged
+against one budget per grading (sandbox.student_text_budget), probe by probe in test order, by
+`Budget.result`, which `grade.Judging` applies to every probe result before any judge reads it,
+whatever the child's report claims.
+
+Why: student code sees the grading's inputs and whatever its process holds, so each text it writes
+is a channel out. The cut bounds one text, the budget bounds them all: past it a text is replaced
+by the grader's WITHHELD sentence, and the judges still say what failed in their own words (the
+case, the status). A text already shown costs nothing again: repeating it carries nothing new, and
+an honest error raised in every case of every test that uses the part is one text.
+One line: a newline (any line break or control character) from student code is shown escaped, so
+student text never starts a line of the grader's output (no "ok"/"FAIL" line, no heading, no row).
+"""
+
+import dataclasses
+import re
+
+CHILD_STATUSES = ('ok', 'error', 'not_implemented')   # statuses (and messages) the child reports itself (wire.STATUSES)
+WITHHELD = "[not shown: this grading already shows as much of your code's own text as it allows (%d characters)]"
+MAX_FACT_LINES = 6      # facts (tensor names and shapes) shown per case: the loader's few mismatches fit
+WHERE_SHOWN = 3         # traceback lines of a probe shown (judges.probe_failure, test 1.1): the rest is never read
+CASE_WHERE_SHOWN = 1    # traceback lines of a case error shown (judges.case_error_line)
+DTYPE_CHARS = 24        # a dtype's name ('torch.complex128' is 16): judged, so never withheld, only cut
+IMPORT_PRINTED_CHARS = 1000   # what model.py printed at import, shown in test 1.1
+_UNSAFE = re.compile('[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]')   # line breaks and control characters (not tab)
+
+
+def flatten(text):
+    """`text` as one line: line breaks and control characters escaped ('\\n', '\\x1b', '\\u2028')."""
+    text = text if isinstance(text, str) else str(text)
+    return _UNSAFE.sub(lambda m: m.group().encode('unicode_escape').decode('ascii'), text)
+
+
+def _cut(flat, kept):
+    return flat if len(kept) == len(flat) else '%s [... %d more characters not shown]' % (kept, len(flat) - len(kept))
+
+
+def clip_text(text, limit):
+    """One text of the student's process, flattened and cut to `limit` characters (no budget)."""
+    flat = flatten(text)
+    return _cut(flat, flat[:limit])
+
+
+class Budget:
+    """
+    The student's text of one grading: `take` one text, or `result` every text of a probe result.
+    `shown` counts the characters of distinct student text let through, `withheld` the texts replaced.
+    """
+
+    def __init__(self, per_text, total):
+        self.per_text, self.total, self.left = per_text, total, total
+        self.seen = set()
+        self.withheld = 0
+
+    @property
+    def shown(self):
+        return self.total - self.left
+
+    def take(self, text, whole=False, cut=None):
+        """The text to show for `text`: flattened, cut to `cut` (default student_text_chars; none when `whole`) and
+        charged; WITHHELD past the budget. A `whole` text (the import check's: that process gets no inputs) and a
+        text cut to its own `cut` (a dtype's name, which a judge compares) are always shown, and counted."""
+        flat = flatten(text)
+        kept = flat[:cut] if cut else flat if whole else flat[:self.per_text]
+        if kept not in self.seen:
+            if len(kept) > self.left and not (whole or cut):
+                self.withheld += 1
+                return WITHHELD % self.total
+            self.left = max(0, self.left - len(kept))
+            self.seen.add(kept)
+        return _cut(flat, kept)
+
+    def _lines(self, texts, whole=False):
+        """Each text taken; a run of withheld ones said once."""
+        out = []
+        for t in texts:
+            t = self.take(t, whole)
+            if not (out and t == out[-1] == WITHHELD % self.total):
+                out.append(t)
+        return out
+
+    def result(self, result, whole=False):
+        """
+        The probe result with every text its process wrote taken (the import check's with `whole`); texts no
+        judge shows (traceback lines past those shown, a probe's printed output) are dropped, not charged. The
+        harness's own messages (timeouts, crashes, hang locations) are left whole.
+        """
+        if result is None:
+            return result
+        info = dict(result.info)
+        message = self.take(result.message, whole) if result.status in CHILD_STATUSES else result.message
+        if isinstance(info.get('where'), list):
+            info['where'] = self._lines(info['where'][-WHERE_SHOWN:], whole)
+        if isinstance(info.get('case_errors'), dict):
+            info['case_errors'] = {k: dict(e, message=self.take(e.get('message', ''), whole),
+                                           where=self._lines(list(e.get('where') or [])[-CASE_WHERE_SHOWN:], whole))
+                                   for k, e in info['case_errors'].items() if isinstance(e, dict)}
+        if isinstance(info.get('notes'), list):
+            info['notes'] = self._lines(info['notes'], whole)
+        if isinstance(info.get('facts'), dict):
+            info['facts'] = {k: self._lines(list(v)[:MAX_FACT_LINES], whole) for k, v in info['facts'].items()}
+        if isinstance(info.get('dtypes'), dict):   # compared by the judge: cut and counted, never replaced
+            info['dtypes'] = {k: [self.take(t, cut=DTYPE_CHARS) for t in v] if isinstance(v, list) else v
+                              for k, v in info['dtypes'].items()}
+        if whole and isinstance(info.get('stdout'), str):
+            info['stdout'] = self.take(info['stdout'][:IMPORT_PRINTED_CHARS], True)
+        elif not whole:
+            info.pop('stdout', None)
+        return dataclasses.replace(result, message=message, info=info)
+
+    def report(self):
+        """extra_data.student_text (staff): the budget, the characters shown, the texts withheld."""
+        return {'budget': self.total, 'shown_chars': self.shown, 'withheld_texts': self.withheld}
