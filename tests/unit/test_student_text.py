@@ -4,6 +4,7 @@ to sandbox.student_text_chars, and one budget per grading (sandbox.student_text_
 order by the harness whatever the probes report; past it the grader's sentence, never the text.
 """
 
+import dataclasses
 import os
 
 from autograder import REFERENCE_DIR
@@ -77,7 +78,9 @@ class FakeSandbox:
 def test_the_harness_spends_the_budget_in_test_order_in_one_place(tmp_path):
     model = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
     located = submission.locate(model, str(tmp_path))
-    judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'), FakeSandbox())
+    # cascade: charge: one run, every probe of it told as it ends (a second run would take its texts after it)
+    charge = dataclasses.replace(GRADING, cascade='charge')
+    judging = grade.Judging(charge, 'cpu', located, fixtures.load(GRADING, 'cpu'), FakeSandbox())
     probes = list(judging.run.probes)
     assert probes == registry.probes_for([s.id for s in judging.specs if s.id != 'submission'])
     shown = [pid for pid in probes for e in judging.run.probes[pid].info['case_errors'].values()
