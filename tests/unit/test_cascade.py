@@ -10,6 +10,7 @@ import pytest
 
 from autograder.judge import cascade, config, registry
 from autograder.sandbox.readback import ProbeResult
+from torch_free import needs_torch
 
 MODEL_PY = '''import torch
 
@@ -178,7 +179,7 @@ def test_every_probe_declares_the_parts_it_calls():
 
 
 def test_the_stand_ins_compute_the_reference_modules():
-    torch = pytest.importorskip('torch')
+    torch = needs_torch()
     import importlib
     import os
     import sys
