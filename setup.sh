@@ -98,8 +98,11 @@ if pid == 0:
     os._exit(0 if os.access(sys.argv[2], os.X_OK) and os.access(sys.argv[3], os.R_OK) else 1)
 sys.exit(os.waitpid(pid, 0)[1] != 0)' "$@"
 }
-prefix_of() {  # PATH: the installation it lies in, as the grader maps it to the copy (autograder/sandbox/users.py)
-    "$PY" -c 'import sys; from autograder.sandbox.users import installation_prefix; print(installation_prefix(sys.argv[1]) or "")' "$1"
+prefix_of() {  # PATH: the installation it lies in, as the grader maps it to the copy (users.py: standard library only,
+    # loaded by its path, since the sandbox package needs numpy, which a --dry-run may not have yet)
+    "$PY" -c 'import importlib.util as u, sys
+spec = u.spec_from_file_location("hw1_users", "autograder/sandbox/users.py"); users = u.module_from_spec(spec)
+spec.loader.exec_module(users); print(users.installation_prefix(sys.argv[1]) or "")' "$1" || true
 }
 link_tree() {  # SRC DST: hard links of SRC's files into DST (a real copy on another file system); DST's own files give way
     run mkdir -p "$2"
@@ -109,7 +112,7 @@ if id "$user" >/dev/null 2>&1; then
     exe=$("$PY" -c 'import os, sys; print(os.path.realpath(sys.executable))')
     torch_dir=$("$PY" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("torch").origin))' 2>/dev/null || true)
     exe_prefix=$(prefix_of "$exe")
-    torch_prefix=$([[ -n "$torch_dir" ]] && prefix_of "$torch_dir" || true)
+    torch_prefix=$(if [[ -n "$torch_dir" ]]; then prefix_of "$torch_dir"; fi)
     if [[ -z "$torch_dir" ]]; then
         echo "torch is not installed yet (dry run?): the interpreter check is skipped"
     elif can_run "$user" "$exe" "$torch_dir" && [[ "${HW1_FORCE_PYTHON_COPY:-0}" != 1 ]]; then
