@@ -100,7 +100,7 @@ sys.exit(os.waitpid(pid, 0)[1] != 0)' "$@"
 }
 prefix_of() {  # PATH: the installation it lies in, as the grader maps it to the copy (users.py: standard library only,
     # loaded by its path, since the sandbox package needs numpy, which a --dry-run may not have yet)
-    "$PY" -c 'import importlib.util as u, sys
+    "$PY" -B -c 'import importlib.util as u, sys
 spec = u.spec_from_file_location("hw1_users", "autograder/sandbox/users.py"); users = u.module_from_spec(spec)
 spec.loader.exec_module(users); print(users.installation_prefix(sys.argv[1]) or "")' "$1" || true
 }
