@@ -64,7 +64,7 @@ yaml_get() {
 }
 user=${HW1_SANDBOX_USER:-$(yaml_get user)}
 pool_size=$(yaml_get pool_size)
-python_copy=$(yaml_get python_copy)
+python_copy=${HW1_PYTHON_COPY:-$(yaml_get python_copy)}   # another Python beside the first (README: Python 3.10)
 
 if [[ $(id -u) != 0 ]]; then
     echo "not root: no sandbox users (student code runs as $(id -un), isolated by process and seccomp only)"
@@ -98,36 +98,52 @@ if pid == 0:
     os._exit(0 if os.access(sys.argv[2], os.X_OK) and os.access(sys.argv[3], os.R_OK) else 1)
 sys.exit(os.waitpid(pid, 0)[1] != 0)' "$@"
 }
+prefix_of() {  # PATH: the installation it lies in, as the grader maps it to the copy (users.py: standard library only,
+    # loaded by its path, since the sandbox package needs numpy, which a --dry-run may not have yet)
+    "$PY" -B -c 'import importlib.util as u, sys
+spec = u.spec_from_file_location("hw1_users", "autograder/sandbox/users.py"); users = u.module_from_spec(spec)
+spec.loader.exec_module(users); print(users.installation_prefix(sys.argv[1]) or "")' "$1" || true
+}
+link_tree() {  # SRC DST: hard links of SRC's files into DST (a real copy on another file system); DST's own files give way
+    run mkdir -p "$2"
+    run cp -al --remove-destination "$1/." "$2/" 2>/dev/null || run cp -a --remove-destination "$1/." "$2/"
+}
 if id "$user" >/dev/null 2>&1; then
     exe=$("$PY" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-    prefix=$("$PY" -c 'import os, sys; print(os.path.realpath(sys.prefix))')
     torch_dir=$("$PY" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("torch").origin))' 2>/dev/null || true)
+    exe_prefix=$(prefix_of "$exe")
+    torch_prefix=$(if [[ -n "$torch_dir" ]]; then prefix_of "$torch_dir"; fi)
     if [[ -z "$torch_dir" ]]; then
         echo "torch is not installed yet (dry run?): the interpreter check is skipped"
     elif can_run "$user" "$exe" "$torch_dir" && [[ "${HW1_FORCE_PYTHON_COPY:-0}" != 1 ]]; then
         echo "sandbox user $user can run $exe and read torch: nothing to grant"
-    elif [[ "$exe" != "$prefix"/* || "$torch_dir" != "$prefix"/* ]]; then
-        echo "WARNING: $user cannot run $exe or read $torch_dir, and they are not in one installation that"
-        echo "         could be copied: the grader will run student code as root. Install Python where others can read it."
+    elif [[ -z "$exe_prefix" || -z "$torch_prefix" ]]; then
+        echo "WARNING: $user cannot run $exe or read $torch_dir, and they are not in one installation (or a venv"
+        echo "         and its base) that could be copied: the grader will refuse to run student code. Install Python where others can read it."
     else
-        copy_exe=$python_copy/${exe#"$prefix"/}
-        copy_torch=$python_copy/${torch_dir#"$prefix"/}
+        copy_exe=$python_copy/${exe#"$exe_prefix"/}
+        copy_torch=$python_copy/${torch_dir#"$torch_prefix"/}
         if [[ -e "$copy_exe" && "$(stat -c %i "$exe" "$torch_dir/__init__.py")" == "$(stat -c %i "$copy_exe" "$copy_torch/__init__.py" 2>/dev/null)" ]] \
            && can_run "$user" "$copy_exe" "$copy_torch"; then
-            echo "the interpreter copy $python_copy is current (hard links to $prefix)"
+            echo "the interpreter copy $python_copy is current (hard links to $exe_prefix)"
         else
-            echo "$user cannot reach $exe (a closed folder): copying $prefix to $python_copy"
+            echo "$user cannot reach $exe (a closed folder): copying $exe_prefix to $python_copy"
             run rm -rf "$python_copy.new"
-            run mkdir -p "$(dirname "$python_copy")"
-            if ! run cp -al "$prefix" "$python_copy.new" 2>/dev/null; then   # another file system: a real copy
-                run rm -rf "$python_copy.new"
-                run cp -a "$prefix" "$python_copy.new"
+            link_tree "$exe_prefix" "$python_copy.new"
+            if [[ "$torch_prefix" != "$exe_prefix" ]]; then   # torch in a venv: its site-packages join the base's copy
+                site=$(dirname "$torch_dir")
+                site_copy=$python_copy.new/${site#"$torch_prefix"/}
+                echo "adding $site (a venv of $exe_prefix) to the copy"
+                if ! grep -qs '^include-system-site-packages *= *true' "$torch_prefix/pyvenv.cfg"; then
+                    run rm -rf "$site_copy"   # the venv sees only its own packages: so does the copy
+                fi
+                link_tree "$site" "$site_copy"
             fi
             run chmod 755 "$python_copy.new"
             run rm -rf "$python_copy"
             run mv "$python_copy.new" "$python_copy"
             if [[ $DRY == 0 ]] && ! can_run "$user" "$copy_exe" "$copy_torch"; then
-                echo "WARNING: $user still cannot run $copy_exe: the grader will run student code as root"
+                echo "WARNING: $user still cannot run $copy_exe: the grader will refuse to run student code"
             fi
         fi
     fi

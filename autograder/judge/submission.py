@@ -23,6 +23,7 @@ import stat
 import sys
 import tempfile
 import tokenize
+import warnings
 import zipfile
 from dataclasses import dataclass
 from typing import List, Optional
@@ -369,17 +370,33 @@ def static_problems(path) -> List[str]:
                 'expressions' % (type(e).__name__, str(e)[:200])]
 
 
+# one sentence on every Python: 3.11 fails in ast.parse ("during ast construction"), 3.10 parses such a file and
+# fails only in compile() ("during compilation"), as importing model.py would
+TOO_DEEP = ('model.py could not be parsed (RecursionError): it nests too deeply for Python to compile (a very long '
+            'expression?): split it into shorter statements')
+
+
 def _parse(path):
-    """(tree, None) or (None, the problem)."""
+    """
+    (tree, None) or (None, the problem). The source is also compiled, as importing model.py compiles it: a
+    file is refused here exactly when Python refuses it, on 3.10 as on 3.11. (The source, not the tree:
+    compile(tree) refuses ~1,000 terms that import accepts.)
+    """
     source, problem = read_source(path)
     if problem:
         return None, problem
     try:
-        return ast.parse(source, filename='model.py'), None
+        tree = ast.parse(source, filename='model.py')
+        with warnings.catch_warnings():   # a SyntaxWarning ('is' with a literal) is the import's to show, not ours
+            warnings.simplefilter('ignore')
+            compile(source, 'model.py', 'exec', dont_inherit=True)
+        return tree, None
     except SyntaxError as e:
         line = (e.text or '').rstrip('\n')
         return None, 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, ('\n    ' + line[:200]) if line else '')
-    except (RecursionError, MemoryError, ValueError, OverflowError) as e:
+    except RecursionError:
+        return None, TOO_DEEP
+    except (MemoryError, ValueError, OverflowError) as e:
         return None, ('model.py could not be parsed (%s: %s): it nests too deeply for Python (a very long expression?)'
                       % (type(e).__name__, str(e)[:200]))
 

@@ -48,17 +48,26 @@ def child_python(uid, gid, python_copy):
     exe = os.path.realpath(sys.executable)
     if user_can_access(uid, gid, [(exe, os.X_OK), (torch_dir, os.R_OK)]):
         return exe, {}
-    # sys.base_prefix: a virtual environment made with --system-site-packages (the hw1-autograder command's)
-    for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
-        if not (python_copy and exe.startswith(prefix + os.sep) and torch_dir.startswith(prefix + os.sep)):
-            continue
-        copy_exe = os.path.join(python_copy, os.path.relpath(exe, prefix))
-        copy_torch = os.path.join(python_copy, os.path.relpath(torch_dir, prefix))
+    exe_prefix, torch_prefix = installation_prefix(exe), installation_prefix(torch_dir)
+    if python_copy and exe_prefix and torch_prefix:
+        copy_exe = os.path.join(python_copy, os.path.relpath(exe, exe_prefix))
+        copy_torch = os.path.join(python_copy, os.path.relpath(torch_dir, torch_prefix))
         if user_can_access(uid, gid, [(copy_exe, os.X_OK), (copy_torch, os.R_OK)]):
             # the copy's binary may carry an absolute RUNPATH into the original prefix
             return copy_exe, {'LD_LIBRARY_PATH': os.path.join(python_copy, 'lib')}
     return None, ('the sandbox user cannot run %s or read torch, and there is no usable copy at %s '
                   '(./setup.sh makes it)' % (exe, python_copy))
+
+
+def installation_prefix(path):
+    """
+    The installation `path` lies in, mapped to the root of setup.sh's copy: sys.base_prefix for the
+    interpreter and for torch of a venv made with --system-site-packages (the hw1-autograder command's),
+    sys.prefix for torch installed in a venv (setup.sh merges that venv's site-packages into the copy of
+    its base). The innermost wins (pyenv-virtualenv keeps venvs inside the base). None: in neither.
+    """
+    inside = [p for p in {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)} if path.startswith(p + os.sep)]
+    return max(inside, key=len) if inside else None
 
 
 def sandbox_pool(name, size, python_copy=None):

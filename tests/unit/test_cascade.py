@@ -14,6 +14,7 @@ import pytest
 from autograder.judge import cascade, config, fixtures, registry
 from autograder.judge.interface_check import untouched_optional
 from autograder.sandbox.readback import ProbeResult
+from torch_free import needs_torch
 
 MODEL_PY = '''import torch
 
@@ -228,7 +229,7 @@ def test_every_probe_declares_its_parts_and_cases():
 
 
 def test_the_grader_rope_is_the_reference_rope_forward_and_backward(monkeypatch):
-    torch = pytest.importorskip('torch')
+    torch = needs_torch()
     import importlib
     import os
     import sys

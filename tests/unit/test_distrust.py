@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import struct
+import sys
 import zipfile
 
 import numpy as np
@@ -353,10 +354,20 @@ def test_source_is_decoded_as_python_does(tmp_path):
                                              'source cannot contain: save it again as plain text']
 
 
-def test_a_10000_term_expression_is_a_clear_refusal(tmp_path):
-    p = write(str(tmp_path / 'deep.py'), 'import torch\nx = ' + '+'.join(['1'] * 10_000) + '\n')
-    (msg,) = submission.static_problems(p)
-    assert msg.startswith('model.py could not be parsed (RecursionError') and 'very long expression' in msg
+@pytest.mark.parametrize('terms, refused', [(10_000, True), (2_000, False)])
+def test_a_10000_term_expression_is_a_clear_refusal_on_every_python(tmp_path, terms, refused):
+    # Python 3.11 refuses 10,000 terms in ast.parse; 3.10 parses them and refuses them only in compile(), as its
+    # import does (CI's Python 3.10 step runs this test there). 2,000 terms import on both and are graded.
+    text = 'import torch\nx = ' + '+'.join(['1'] * terms) + '\n'
+    p = write(str(tmp_path / 'deep.py'), text)
+    try:
+        compile(text, 'model.py', 'exec', dont_inherit=True)
+        imports = True
+    except RecursionError:
+        imports = False
+    assert imports != refused, sys.version
+    assert submission.static_problems(p) == ([submission.TOO_DEEP] if refused else [])
+    assert submission.TOO_DEEP.startswith('model.py could not be parsed (RecursionError): it nests too deeply')
 
 
 def test_results_json_refuses_nan_and_caps_the_top_level_output(tmp_path):

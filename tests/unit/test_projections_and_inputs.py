@@ -11,10 +11,17 @@ import pytest
 
 from autograder import GRADING_YAML
 from autograder.judge import config, inputs
-from autograder.child.adapter import plan_projections
 from autograder.contract.configs import attention_configs, model_configs
+from torch_free import needs_torch
 
 C = 48   # n_embd of the cpu profile; head_dim 8
+
+
+def plan_projections(layers, n_embd, kv_dim):
+    """The grader's own, from autograder/child/adapter.py, whose module imports torch (the inputs tests need none)."""
+    needs_torch()
+    from autograder.child.adapter import plan_projections as plan
+    return plan(layers, n_embd, kv_dim)
 
 
 @pytest.mark.parametrize('layers, kv_dim, plan', [
@@ -162,6 +169,7 @@ def test_each_probe_reads_only_the_inputs_declared_for_it(tmp_path):
     import sys
     from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT
     from autograder.judge import registry
+    needs_torch()   # the probes run in a child interpreter that imports torch
     if not os.path.isfile(DATA_FILE):
         pytest.skip('data/input.txt is missing (./setup.sh builds it)')
     shutil.copyfile(DATA_FILE, tmp_path / 'input.txt')

@@ -18,6 +18,7 @@ import pytest
 from ag_helpers import REPO, AutograderRoot, grading_text, load_results
 from autograder import GRADING_YAML
 from autograder.judge import config, grade, results, submission
+from torch_free import needs_torch
 
 REFERENCE_MODEL = os.path.join(REPO, 'reference', 'mingpt', 'model.py')
 
@@ -323,6 +324,7 @@ def test_unknown_profile_still_writes_results(tmp_path):
 
 
 def test_stale_fixtures_are_refused_with_regenerate(tmp_path):
+    needs_torch()   # the grading reaches the zygote's torch
     def change_seed(data):
         data['profiles']['cpu']['seed'] += 1
     yaml_path = write(str(tmp_path / 'grading.yaml'), grading_text(edit=change_seed))
@@ -342,6 +344,7 @@ def test_timeouts_and_weights_change_without_regenerating(tmp_path):
 
 
 def test_corrupt_fixtures_through_run_autograder():
+    needs_torch()   # the grading reaches the zygote's torch
     root = AutograderRoot()
     try:
         with open(os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz'), 'wb') as f:
