@@ -116,3 +116,15 @@ def test_shards_are_a_fixed_partition_and_a_set_must_be_whole(tmp_path):
                         [['A%d' % k, '', '', 'submission_%d' % k, '', 'graded', '1', '1', '1', '', '', '', '']], meta)
     with pytest.raises(gradebook.GradebookError, match='missing 2/3'):
         shards.read(str(tmp_path))
+
+
+def test_the_numpy_candidates_of_a_large_class_find_what_comparing_every_pair_finds(monkeypatch):
+    pytest.importorskip('copydetect')
+    names = ['per_head_loop', 'complex_rope_group_loop', 'course_einops_given_loader', 'course_starter_required_only',
+             'reference_clean', 'kv_repeat_outside_measure', 'memory_partial_course_style', 'hf_rope_persistent_inv_freq']
+    sources = {n: planted_copies.corpus(n) for n in names}
+    for what, _, copy in planted_copies.planted():
+        sources['copy: ' + what] = copy
+    every = {(p.a, p.b) for p in text_match.pairs(sources)}
+    monkeypatch.setattr(text_match, 'ALL_PAIRS', 0)   # as above ALL_PAIRS files: shared windows counted first
+    assert {(p.a, p.b) for p in text_match.pairs(sources)} == every and len(every) == 9, sorted(every)

@@ -107,7 +107,8 @@ def _candidates(fps, limit):
 
 
 def groups(sources, template=TEMPLATE):
-    """{normalised code's sha256: (its fingerprint, [submissions])} of the files with enough own code."""
+    """({normalised code's sha256: (its fingerprint, [submissions])} of the files with enough own code, the
+    number of submissions a passage may be in before it is common: the same for the removal and the candidates)."""
     with open(template, encoding='utf-8') as f:
         boilerplate = fingerprint(f.read()).hashes
     by_code = {}
@@ -116,19 +117,20 @@ def groups(sources, template=TEMPLATE):
         key = hashlib.sha256(fp.filtered_code.encode('utf-8')).hexdigest()
         by_code.setdefault(key, (fp, []))[1].append(sub)
     counts = collections.Counter(h for fp, _ in by_code.values() for h in fp.hashes)
-    common = {h for h, c in counts.items() if c > common_limit(len(by_code))}
+    limit = common_limit(len(by_code))
+    common = {h for h, c in counts.items() if c > limit}
     kept = {key: (without(fp, common), subs) for key, (fp, subs) in by_code.items()}
-    return {key: (fp, subs) for key, (fp, subs) in kept.items() if fp.token_coverage >= MIN_OWN}
+    return {key: (fp, subs) for key, (fp, subs) in kept.items() if fp.token_coverage >= MIN_OWN}, limit
 
 
 def pairs(sources, template=TEMPLATE, flag=FLAG):
     """The flagged TextPairs of {submission: model.py text}, most similar first."""
-    found = groups(sources, template)
+    found, limit = groups(sources, template)
     out = []
     for fp, subs in found.values():   # the same code under other names: every pair of the group
         out += [TextPair(a, b, (1.0, 1.0), ('all', 'all'), identical=True) for a, b in itertools.combinations(subs, 2)]
     reps = list(found.values())
-    for i, j in _candidates([fp for fp, _ in reps], common_limit(len(reps))):
+    for i, j in _candidates([fp for fp, _ in reps], limit):
         sa, sb, lines = compare(reps[i][0], reps[j][0])
         if max(sa, sb) >= flag:
             out += [TextPair(a, b, (sa, sb), lines) if a < b else TextPair(b, a, (sb, sa), lines[::-1])
