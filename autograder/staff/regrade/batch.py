@@ -1,5 +1,5 @@
 """
-`python -m autograder batch EXPORT [--jobs N] [--out grades.csv] [--profile cpu] [--png] [--force]`:
+`python -m autograder batch EXPORT [--jobs N] [--out grades.csv] [--profile cpu] [--png] [--force] [--shard K/N]`:
 regrades a Gradescope "Export Submissions" download: the .zip as downloaded (unpacked once,
 beside it), the folder it unzips to, or the inner assignment_<id>_export/ folder, which holds
 one folder per submission (submission_<id>/) and submission_metadata.yml naming the students.
@@ -19,6 +19,12 @@ and is refused inside this checkout unless --out names it (it holds names, email
 Metadata entries without a folder get a row with status `missing`. The exit code is 0 when
 every submission was graded, 1 when some errored or are missing (the count is printed), 2
 when the export cannot be read, 130 when interrupted.
+
+Beside each results.json the worker keeps behaviour.json, a print of the submission's wrong
+outputs (behaviour_prints.py), and beside the CSV `<csv>.behaviour.json` gathers them: the class
+report's similarity section reads it; no student sees it. `--shard K/N` grades shard K of N of
+the export only (shards.py) into grades.shard-K-of-N.csv and writes no report: `report` merges
+the N shards into one.
 """
 
 import argparse
