@@ -1,6 +1,6 @@
 """
 A class with PLANTED copies, for the similarity section of the class report (tests/e2e/
-test_similarity.py, tests/unit/test_similarity.py): copies made the way students disguise them,
+test_sharded_similarity.py, tests/unit/test_similarity.py): copies made the way students disguise them,
 from independently styled files of the corpus (tests/submissions/correct):
 
 - `renamed(source)`: every local variable renamed (parameters and keyword-argument names
