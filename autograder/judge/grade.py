@@ -382,13 +382,16 @@ def lockdown(sandbox, results_path, autograder_root=None):
 
 
 def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
-                  sandbox=None, autograder_root=None):
+                  sandbox=None, autograder_root=None, observe=None):
     """
     Grade and write results.json. Returns the Results. Never raises for a bad submission.
     `skip`: test ids not to run at all (the evaluation of the bug corpus skips the loss-curve
     training where a mutant's expected verdict does not involve it); they are left out of results.
     `sandbox`: a Sandbox to reuse (a batch worker grades many submissions with one zygote);
     None makes one for this grading. `autograder_root`: Gradescope's /autograder, locked down.
+    `observe(judging, results)`: called once every test is judged (a staff regrade keeps a fingerprint
+    of the failing outputs for its similarity report, staff/regrade/behaviour_prints.py); what it keeps
+    never goes into results.json, and it must not raise.
     results.json is written after each finished test too (extra_data.partial), so that a grading
     stopped by run_autograder's watchdog keeps what had finished.
     """
@@ -419,6 +422,8 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
                               grader_peak_rss_mb=_peak_rss_mb())
         add_points(out, extra_credit)
+        if observe is not None:
+            observe(judging, out)
     except SandboxRefused as e:   # fail closed: no student code ran
         out = Results.error('Your code was not run: the autograder\'s sandbox is not working safely on this machine. '
                             'This is not your fault; course staff have been notified.', str(e),

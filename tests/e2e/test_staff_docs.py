@@ -109,7 +109,10 @@ def test_batch_lines_have_the_current_format():
                 r'batch: refused, nothing graded: \S+ holds an earlier regrade \(graded with other grader inputs\) and '
                 r'would be replaced: give --compare \S+ to keep it as \S+ and list every score that changes, --out to '
                 r'write elsewhere, or --overwrite',
-                r'batch: ERROR submission_\.\.\.: \.\.\.']
+                r'batch: ERROR submission_\.\.\.: \.\.\.',
+                r'batch: shard \d+/\d+: \d+ of the export\'s \d+ submission folders',
+                r'batch: shard \d+/\d+ written; once every shard is, `python -m autograder report \S+` writes the class '
+                r'report of the whole regrade']
     for line in lines:
         assert any(re.fullmatch(p, line) for p in patterns), 'STAFF.md shows a batch line the code no longer prints: ' + line
 
@@ -148,7 +151,8 @@ def test_the_documented_metadata_example_is_what_batch_reads(tmp_path):
         ('Ben Example', 'ben@example.edu', '', '', '')
 
 
-@pytest.mark.parametrize('name', ['grades.csv'])
+@pytest.mark.parametrize('name', ['grades.csv', 'grades.shard-2-of-3.csv', 'grades.csv.behaviour.json',
+                                  'grades.shard-2-of-3.csv.behaviour.json'])
 def test_the_regrade_csv_is_git_ignored(name):
     assert subprocess.run(['git', 'check-ignore', '-q', name], cwd=REPO_ROOT).returncode == 0
 

@@ -1,5 +1,5 @@
 """
-`python -m autograder batch EXPORT [--jobs N] [--out grades.csv] [--profile cpu] [--png] [--force]`:
+`python -m autograder batch EXPORT [--jobs N] [--out grades.csv] [--profile cpu] [--png] [--force] [--shard K/N]`:
 regrades a Gradescope "Export Submissions" download: the .zip as downloaded (unpacked once,
 beside it), the folder it unzips to, or the inner assignment_<id>_export/ folder, which holds
 one folder per submission (submission_<id>/) and submission_metadata.yml naming the students.
@@ -19,6 +19,12 @@ and is refused inside this checkout unless --out names it (it holds names, email
 Metadata entries without a folder get a row with status `missing`. The exit code is 0 when
 every submission was graded, 1 when some errored or are missing (the count is printed), 2
 when the export cannot be read, 130 when interrupted.
+
+Beside each results.json the worker keeps behaviour.json, a print of the submission's wrong
+outputs (behaviour_prints.py), and beside the CSV `<csv>.behaviour.json` gathers them: the class
+report's similarity section reads it; no student sees it. `--shard K/N` grades shard K of N of
+the export only (shards.py) into grades.shard-K-of-N.csv and writes no report: `report` merges
+the N shards into one.
 """
 
 import argparse
@@ -30,7 +36,7 @@ import time
 from autograder import GRADING_YAML, PACKAGE_DIR, REPO_ROOT
 from autograder.judge import config, fixtures
 from autograder.judge.results import points
-from autograder.staff.regrade import worker_pool, gradescope_export, gradebook, regrade_diff
+from autograder.staff.regrade import behaviour_prints, worker_pool, gradescope_export, gradebook, regrade_diff, shards
 
 RESULTS = 'results.json'
 PNG = 'loss_curve.png'
@@ -75,7 +81,7 @@ def inside_checkout(path):
 
 
 class Batch:
-    def __init__(self, export_path, jobs=1, profile='cpu', png=False, force=False, timeout=None, log=None):
+    def __init__(self, export_path, jobs=1, profile='cpu', png=False, force=False, timeout=None, log=None, shard=None):
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.grading = config.load()
         if profile not in self.grading.profiles:
@@ -83,6 +89,9 @@ class Batch:
         fixtures.load(self.grading, profile)  # refuse stale fixtures before grading anything
         self.export = gradescope_export.read(export_path)
         self.folder = self.export.folder
+        self.shard = shard   # (K, N): grade shard K of N only (shards.py); None: the whole export
+        self.submissions, self.missing = ((shards.share(self.export.submissions, *shard), shards.share(self.export.missing, *shard))
+                                          if shard else (self.export.submissions, self.export.missing))
         self.profile, self.png, self.force = profile, png, force
         self.stamp = stamp_for(profile)
         self.engine = worker_pool.Engine(profile, jobs, timeout or worker_pool.default_timeout(self.grading),
@@ -92,11 +101,15 @@ class Batch:
     def job(self, sub):
         sub_dir = os.path.join(self.folder, sub)
         stamp = dict(self.stamp, submission_sha256=gradescope_export.submission_sha256(sub_dir))
-        return worker_pool.Job(sub, sub_dir, os.path.join(sub_dir, RESULTS), stamp)
+        return worker_pool.Job(sub, sub_dir, os.path.join(sub_dir, RESULTS), stamp,
+                               behaviour_path=os.path.join(sub_dir, behaviour_prints.FILE))
 
     def run(self):
         ex = self.export
-        jobs = [self.job(s) for s in ex.submissions]
+        jobs = [self.job(s) for s in self.submissions]
+        if self.shard:
+            self.log('batch: shard %d/%d: %d of the export\'s %d submission folders' % (
+                self.shard + (len(jobs), len(ex.submissions))))
         todo = [j for j in jobs if self.force or not already_graded(j.path, j.stamp)]
         for j in jobs:
             if j not in todo:
@@ -104,7 +117,7 @@ class Batch:
         self.log('batch: %d submissions in %s; %d to grade, %d already graded by this grader (fixtures %s), %d worker(s)'
                  % (len(jobs), ex.folder, len(todo), len(jobs) - len(todo), self.stamp['fixtures_sha256'][:12],
                     self.engine.jobs))
-        for sub in ex.missing:
+        for sub in self.missing:
             self.outcomes[sub] = ('missing', 'listed in %s but the export has no folder %s/' % (gradescope_export.METADATA, sub))
             self.log('batch: %s is listed in %s but has no folder in the export: reported as missing'
                      % (sub, gradescope_export.METADATA))
@@ -139,7 +152,7 @@ class Batch:
         except ImportError:
             print(plots.MISSING, file=sys.stderr)
             return
-        for sub in self.export.submissions:
+        for sub in self.submissions:
             out = worker_pool.load(os.path.join(self.folder, sub, RESULTS))
             path = os.path.join(self.folder, sub, PNG)
             if out is None or (os.path.isfile(path) and self.outcomes.get(sub, ('',))[0] == 'skipped'):
@@ -158,7 +171,7 @@ class Batch:
         # the assignment's maximum: extra-credit tests count on top of it (grading.yaml handout.extra_credit)
         possible = points(sum(s.weight for s in specs if not self.grading.is_extra_credit(s)))
         rows, records = [], {}
-        for sub in sorted(set(self.export.submissions) | set(self.export.missing)):
+        for sub in sorted(set(self.submissions) | set(self.missing)):
             meta = self.export.metadata.get(sub) or gradescope_export.Entry(sub)
             status, message = self.outcomes.get(sub, ('error', 'not graded'))
             sub_dir = os.path.join(self.folder, sub)
@@ -178,7 +191,20 @@ class Batch:
                             [total, possible, meta.score, bugs, seconds, note])
         rows.sort(key=lambda r: (r[0].lower(), r[3], r[2]))
         book_meta = gradebook.new_meta(os.path.basename(self.folder), self.folder, self.stamp, self.grading, records)
+        if self.shard:
+            book_meta['shard'] = list(self.shard)
         return gradebook.header(specs), rows, book_meta
+
+    def behaviour(self):
+        """{submission: its prints} of this regrade (behaviour_prints.py), where they match its results.json."""
+        out = {}
+        for sub in self.submissions:
+            res = worker_pool.load(os.path.join(self.folder, sub, RESULTS))
+            stamp = res.extra_data.get('batch') if res is not None else None
+            prints = behaviour_prints.read(os.path.join(self.folder, sub, behaviour_prints.FILE), stamp) if stamp else None
+            if prints is not None:
+                out[sub] = prints
+        return out
 
     def counts(self):
         counts = {}
@@ -216,7 +242,8 @@ def keep_previous(out, previous, folder, submissions):
     that `diff` shows both generations. Returns the kept CSV's path.
     """
     target = backup_name(out, previous)
-    for src, dst in ((out, target), (gradebook.meta_path(out), gradebook.meta_path(target))):
+    for src, dst in ((out, target), (gradebook.meta_path(out), gradebook.meta_path(target)),
+                     (behaviour_prints.side_path(out), behaviour_prints.side_path(target))):
         if os.path.isfile(src):
             shutil.copy2(src, dst)
     kept = os.path.splitext(target)[0] + gradebook.RESULTS_SUFFIX
@@ -249,7 +276,50 @@ def _parser():
     ap.add_argument('--overwrite', action='store_true',
                     help='replace an earlier CSV made with other grader inputs without keeping it')
     ap.add_argument('--no-report', action='store_true', help='do not write the class report beside the CSV')
+    ap.add_argument('--shard', metavar='K/N',
+                    help='grade only shard K of N (a fixed share of the export, the same on every machine) into '
+                         'grades.shard-K-of-N.csv; `report` and `diff` merge the N shards (docs/STAFF.md)')
     return ap
+
+
+def _open(args, ap):
+    """(Batch, None) for the command line, or (None, exit code) after one sentence on stderr."""
+    try:
+        shard = shards.parse(args.shard) if args.shard else None
+    except ValueError as e:
+        ap.error(str(e))
+    if shard and args.compare:
+        ap.error('--compare and --shard do not go together: merge the shards, then `python -m autograder diff OLD.csv '
+                 'FOLDER` compares the whole regrade')
+    try:
+        return Batch(args.export, args.jobs, args.profile, args.png, args.force, args.timeout, shard=shard), None
+    except gradescope_export.ExportError as e:
+        print('batch: %s' % e, file=sys.stderr)
+    except (fixtures.StaleFixtures, config.GradingConfigError, OSError) as e:
+        print('batch: refused: %s' % e, file=sys.stderr)
+    return None, 2
+
+
+def _previous(args, batch, out):
+    """(previous gradebook at `out`, --compare's gradebook) or None after a refusal: nothing graded or touched."""
+    assignment = os.path.basename(batch.folder)
+    try:
+        previous = gradebook.read(out) if os.path.exists(out) else None
+        old = gradebook.read(args.compare) if args.compare else None
+        if old is not None:
+            regrade_diff.same_assignment(old, assignment, batch.export.submissions + batch.export.missing)
+    except gradebook.GradebookError as e:
+        print('batch: refused: %s' % e, file=sys.stderr)
+        return None
+    problem = None if args.overwrite else _refuse_overwrite(out, previous, assignment, batch.stamp, args.compare)
+    if problem:
+        print('batch: refused, nothing graded: %s' % problem, file=sys.stderr)
+        return None
+    if old is not None and previous is not None and os.path.realpath(args.compare) == os.path.realpath(out):
+        old = gradebook.read(keep_previous(out, previous, batch.folder, batch.export.submissions))
+        print('batch: the previous %s is kept as %s (each submission\'s results.json of it in %s)'
+              % (out, old.path, os.path.splitext(old.path)[0] + gradebook.RESULTS_SUFFIX), file=sys.stderr)
+    return previous, old
 
 
 def main(argv):
@@ -257,49 +327,42 @@ def main(argv):
     args = ap.parse_args(argv[1:])
     if args.jobs < 1:
         ap.error('--jobs must be at least 1')
-    try:
-        batch = Batch(args.export, args.jobs, args.profile, args.png, args.force, args.timeout)
-    except gradescope_export.ExportError as e:
-        print('batch: %s' % e, file=sys.stderr)
-        return 2
-    except (fixtures.StaleFixtures, config.GradingConfigError, OSError) as e:
-        print('batch: refused: %s' % e, file=sys.stderr)
-        return 2
+    batch, code = _open(args, ap)
+    if batch is None:
+        return code
     out = args.out or os.path.join(batch.folder, CSV_NAME)
+    if batch.shard:
+        out = shards.csv_name(out, *batch.shard)
     if args.out is None and inside_checkout(out):
         print('batch: the CSV would be written inside this checkout (%s) and holds names, emails and SIDs; '
               'give --out to write it there anyway' % out, file=sys.stderr)
         return 2
-    assignment = os.path.basename(batch.folder)
-    try:   # every refusal before anything is graded: no earlier result is touched
-        previous = gradebook.read(out) if os.path.exists(out) else None
-        old = gradebook.read(args.compare) if args.compare else None
-        if old is not None:
-            regrade_diff.same_assignment(old, assignment, batch.export.submissions + batch.export.missing)
-    except gradebook.GradebookError as e:
-        print('batch: refused: %s' % e, file=sys.stderr)
+    earlier = _previous(args, batch, out)
+    if earlier is None:
         return 2
-    problem = None if args.overwrite else _refuse_overwrite(out, previous, assignment, batch.stamp, args.compare)
-    if problem:
-        print('batch: refused, nothing graded: %s' % problem, file=sys.stderr)
-        return 2
-    if old is not None and previous is not None and os.path.realpath(args.compare) == os.path.realpath(out):
-        old = gradebook.read(keep_previous(out, previous, batch.folder, batch.export.submissions))
-        print('batch: the previous %s is kept as %s (each submission\'s results.json of it in %s)'
-              % (out, old.path, os.path.splitext(old.path)[0] + gradebook.RESULTS_SUFFIX), file=sys.stderr)
+    previous, old = earlier
     started = time.time()
     if not batch.run():
         return 130
     header, rows, meta = batch.rows()
     gradebook.write(out, header, rows, meta)
+    gradebook.write_meta(behaviour_prints.side_path(out), batch.behaviour())
     c = batch.counts()
     print('batch: %d submissions (graded %d, skipped %d already graded, errors %d, missing %d) in %.1f s; '
-          '%d rows written to %s' % (len(batch.export.submissions) + len(batch.export.missing), c.get('graded', 0),
+          '%d rows written to %s' % (len(batch.submissions) + len(batch.missing), c.get('graded', 0),
                                      c.get('skipped', 0), c.get('error', 0), c.get('missing', 0),
                                      time.time() - started, len(rows), out))
     code = _compare_regrades(out, old, previous)
-    if not args.no_report:
+    if batch.shard:
+        print('batch: shard %d/%d written; once every shard is, `python -m autograder report %s` writes the class '
+              'report of the whole regrade' % (batch.shard + (os.path.dirname(os.path.abspath(out)),)))
+    elif not args.no_report:
         write_report(out)
+    return _exit_code(batch, rows, c, out, code)
+
+
+def _exit_code(batch, rows, c, out, code):
+    """1 when some submission is not graded or a student has several rows (each said on stderr), else `code`."""
     not_graded = sum(r[5] == 'not graded' for r in rows)
     failed = c.get('error', 0) + c.get('missing', 0)
     if failed:

@@ -1,7 +1,8 @@
 """
-`python -m autograder report EXPORT_OR_CSV [--out DIR]`: the class report of a regrade, which
-`batch` also writes after every regrade. Read from the grades CSV and its meta file
-(gradebook.py); written to `<csv stem>-report/` beside the CSV (or --out) as report.md and
+`python -m autograder report EXPORT_OR_CSV... [--out DIR] [--write-csv PATH]`: the class report of
+a regrade, which `batch` also writes after every regrade. Read from the grades CSV and its meta
+file (gradebook.py), or from the N CSVs of `batch --shard K/N` merged into one (shards.py);
+written to `<csv stem>-report/` beside the CSV (or --out) as report.md and
 report.html (the same text; open the HTML in a browser), with the pictures scores.png and
 tests.png:
 
@@ -11,6 +12,8 @@ tests.png:
 - the named bugs (the known bugs of known_bugs.py the judges named) ranked by the number
   of submissions that have each (a submission told of several counts under its earliest
   test's, and is listed apart), with their students;
+- similarity, for staff only (similarity.py): pairs of submissions whose wrong outputs agree
+  or whose code is alike, ranked, each with why; leads to read, never verdicts;
 - every row that is not `graded` (errors, timeouts, uploads without a model.py, missing
   folders) with its note; the slowest gradings.
 
@@ -28,10 +31,11 @@ staff extras (requirements-staff.txt), never needed by the Gradescope zip.
 
 import argparse
 import os
+import re
 import sys
 
 from autograder import REPO_ROOT
-from autograder.staff.regrade import gradebook
+from autograder.staff.regrade import gradebook, shards, similarity
 
 SLOWEST = 10
 FORMULA = ('discrimination: corrected point-biserial r = Pearson r between "full points on this test" (0/1) and the '
@@ -185,8 +189,9 @@ def _summary(totals):
     return pd.DataFrame([dict({'submissions': int(d['count'])}, **{k: d[k] for k in d.index if k != 'count'})])
 
 
-def render(book):
-    """(markdown text, submissions frame, tests frame, required maximum)."""
+def render(book, extra=()):
+    """(markdown text, submissions frame, tests frame, required maximum); `extra`: lines of more sections
+    (the similarity section), placed before the rows that are not graded."""
     students, subs = frames(book)
     tests = test_table(book, subs)
     graded = subs[subs['status'] == 'graded']
@@ -212,26 +217,30 @@ def render(book):
           '## Named bugs', '', 'Known bugs (autograder/judge/known_bugs.py) that a judge named in a test output, by '
           'number of submissions (each counted once, under the bug its earliest test named):', '',
           _md(bug_table(subs)), '', 'Submissions whose tests named several known bugs (in test order):', '',
-          _md(several_bugs_table(subs)), '',
+          _md(several_bugs_table(subs)), ''] + list(extra) + [
           '## Not graded: errors, timeouts, missing uploads', '', _md(problem_table(students)), '',
           '## Slowest gradings', '', _md(slowest_table(subs), '.1f'), '']
     return '\n'.join(md), subs, tests, required_max
 
 
 def default_folder(csv_path):
-    return os.path.splitext(os.path.abspath(csv_path))[0] + '-report'
+    """<csv stem>-report/ beside the CSV; for shards, that of the CSV one run would have written."""
+    stem = os.path.splitext(os.path.abspath(csv_path))[0]
+    return re.sub(r'\.shard-(\*|\d+)-of-\d+$', '', stem) + '-report'
 
 
-def write(csv_path, folder=None):
-    """Write report.md, report.html, scores.png and tests.png; returns their paths. ReportError when it cannot."""
+def write(csv_path, folder=None, similar=True):
+    """Write report.md, report.html, scores.png and tests.png (and similarity.csv); returns their paths.
+    `csv_path`: a CSV, an export folder, or a list of them (shards, merged). ReportError when it cannot."""
     _, _, markdown = _libs()
     try:
-        book = gradebook.read(csv_path)
+        book = shards.read(csv_path)
     except gradebook.GradebookError as e:
         raise ReportError(str(e))
     folder = folder or default_folder(book.path)
     os.makedirs(folder, exist_ok=True)
-    text, subs, tests, required_max = render(book)
+    extra = similarity.section(book, folder, _md) if similar else ()
+    text, subs, tests, required_max = render(book, extra)
     draw(subs, tests, folder, required_max)
     body = markdown.markdown(text, extensions=['tables'])
     title = text.splitlines()[0].lstrip('# ')
@@ -246,21 +255,34 @@ def write(csv_path, folder=None):
     return paths
 
 
-def main(argv):
+def _parser():
     ap = argparse.ArgumentParser(prog='python -m autograder report', description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('source', help='a grades CSV written by batch, or the export folder holding grades.csv')
+    ap.add_argument('sources', nargs='+', metavar='source',
+                    help='a grades CSV written by batch, or the export folder holding it; several, or a folder of '
+                         '`batch --shard K/N` CSVs: the shards are merged into one report')
     ap.add_argument('--out', help='the report folder (default: <csv stem>-report/ beside the CSV)')
-    args = ap.parse_args(argv[1:])
+    ap.add_argument('--write-csv', metavar='PATH',
+                    help='also write the merged gradebook (CSV and its meta and behaviour files) to PATH: the one CSV '
+                         'of a sharded regrade, for the upload and for `diff`')
+    ap.add_argument('--no-similarity', action='store_true', help='leave out the similarity section (staff leads)')
+    return ap
+
+
+def main(argv):
+    args = _parser().parse_args(argv[1:])
     try:
-        csv_path = gradebook.locate(args.source)
-        folder = args.out or default_folder(csv_path)
+        book = shards.read(args.sources)
+        folder = args.out or default_folder(book.path)
         root = os.path.realpath(REPO_ROOT) + os.sep
         if args.out is None and (os.path.realpath(folder) + os.sep).startswith(root):
             print('report: the report would be written inside this checkout (%s) and names students; give --out to '
                   'write it there anyway' % folder, file=sys.stderr)
             return 2
-        paths = write(csv_path, folder)
+        if args.write_csv:
+            shards.write_merged(book, args.write_csv)
+            print('report: the merged gradebook of %d shard(s) written to %s' % (len(book.pieces()), args.write_csv))
+        paths = write(args.sources, folder, similar=not args.no_similarity)
     except (gradebook.GradebookError, ReportError) as e:
         print('report: %s' % e, file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ INPUT_KEYS = ('profile', 'grading_yaml_sha256', 'fixtures_sha256', 'grader_sha25
 NAMED_BUG = re.compile(r'known wrong variant: ([a-z0-9][a-z0-9-]*)\)')
 TEST_COLUMN = re.compile(r'^(\d+(?:\.\d+)*) (\S+)$')
 NOT_GRADED = 'not graded: '   # grade.py's first line for every test when the code never ran
-GRADER_OUTPUTS = ('results.json', 'loss_curve.png')   # what batch writes into a submission's folder
+GRADER_OUTPUTS = ('results.json', 'loss_curve.png', 'behaviour.json')   # what batch writes into a submission's folder
 
 
 class GradebookError(ValueError):
@@ -164,6 +164,7 @@ class Gradebook:
 
     def __init__(self, path, rows, columns, meta):
         self.path, self.rows, self.columns, self.meta = path, rows, columns, meta
+        self.parts = None   # the shard Gradebooks a merged one was made of (shards.merge)
         self.tests = {}
         for col in columns:
             m = TEST_COLUMN.match(col)
@@ -181,8 +182,22 @@ class Gradebook:
     def submission_record(self, sub):
         return ((self.meta or {}).get('submissions') or {}).get(sub) or {}
 
+    def pieces(self):
+        """The CSVs this gradebook was read from: itself, or its shards."""
+        return self.parts or [self]
+
+    def export_of(self, sub):
+        """The export folder that holds `sub` (its shard's, for a merged gradebook), or None."""
+        for part in self.pieces():
+            if part is self or any(r['submission'] == sub for r in part.rows):
+                return (part.meta or {}).get('export')
+        return None
+
     def results_path(self, sub):
         """Where this regrade's results.json of `sub` is (its kept folder, else the export), or None."""
+        if self.parts:
+            part = next((p for p in self.parts if any(r['submission'] == sub for r in p.rows)), None)
+            return part.results_path(sub) if part is not None else None
         folder = (self.meta or {}).get('results') or (self.meta or {}).get('export')
         path = os.path.join(folder, sub, 'results.json') if folder and sub else None
         return path if path and os.path.isfile(path) else None

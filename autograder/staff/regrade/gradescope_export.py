@@ -292,7 +292,7 @@ def read(path):
                   duplicate_students(metadata))
 
 
-def submission_sha256(sub_dir, ignore=('results.json', 'loss_curve.png')):
+def submission_sha256(sub_dir, ignore=('results.json', 'loss_curve.png', 'behaviour.json')):
     """Hash of what the student submitted (every file but the grader's own outputs and dot files)."""
     h = hashlib.sha256()
     for root, dirs, files in os.walk(sub_dir):

@@ -1,6 +1,7 @@
 """
 `python -m autograder diff OLD NEW`: what changed between two regrades of one assignment.
-OLD and NEW are grades CSVs written by `batch` (or export folders holding one); `batch
+OLD and NEW are grades CSVs written by `batch` (or export folders holding one); a folder of
+`batch --shard K/N` CSVs, or one shard CSV, stands for the whole set, merged (shards.py); `batch
 --compare OLD.csv` prints the same after a regrade.
 
 It lists every student whose score changed (old total, new total, and each test that moved),
@@ -19,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from autograder.staff.regrade import gradebook
+from autograder.staff.regrade import gradebook, shards
 
 INPUT_NAMES = {'grading_yaml_sha256': 'grading.yaml', 'fixtures_sha256': 'fixtures (manifest.json)',
                'grader_sha256': "grader code (autograder/ without staff tools)", 'profile': 'profile'}
@@ -188,11 +189,12 @@ def compare(old, new):
 def main(argv):
     ap = argparse.ArgumentParser(prog='python -m autograder diff', description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('old', help='the earlier grades CSV (or the export folder holding it)')
-    ap.add_argument('new', help='the later grades CSV (or the export folder holding it)')
+    ap.add_argument('old', help='the earlier grades CSV (or the export folder holding it; a folder of `batch --shard` '
+                                'CSVs, or one of them, stands for the whole set, merged)')
+    ap.add_argument('new', help='the later grades CSV (or the export folder holding it, or its shards, as for OLD)')
     args = ap.parse_args(argv[1:])
     try:
-        old, new = gradebook.read(args.old), gradebook.read(args.new)
+        old, new = shards.read(args.old), shards.read(args.new)
         same_assignment(old, new.assignment, [r['submission'] for r in new.rows])
     except gradebook.GradebookError as e:
         print('diff: %s' % e, file=sys.stderr)

@@ -54,6 +54,7 @@ class Job:
     stamp: Dict = field(default_factory=dict)   # extra_data.batch of a successful grading
     skip: Tuple[str, ...] = ()   # test ids not run (evaluate: loss-curve for mutants that do not involve it)
     course_path: str = ''        # also run the course's public tests and write their JSON here
+    behaviour_path: str = ''     # also keep the failing outputs' prints here (behaviour_prints.py; staff only)
 
 
 # ----------------------------------------------------------------------------- the worker (its own process)
@@ -86,10 +87,15 @@ MAX_JOBS_PER_WORKER = 200
 def grade_job(profile, job, scratch, sandbox=None):
     """Grade one Job in this process: the stamped results.json (and the course tests' JSON); returns its summary."""
     from autograder.judge import grade
+    from autograder.staff.regrade import behaviour_prints
+    kept = {}
+    observe = behaviour_prints.observer(kept.update) if job.behaviour_path else None
     out = grade.grade_results(job.path, profile, os.path.join(scratch, 'results', 'results.json'), skip=tuple(job.skip),
-                              sandbox=sandbox)
+                              sandbox=sandbox, observe=observe)
     if job.stamp and not out.is_error:
         out.extra_data['batch'] = dict(job.stamp, graded_at=datetime.datetime.now().isoformat(timespec='seconds'))
+    if kept and not out.is_error:   # beside results.json, never in it, and first: a results.json stamped
+        behaviour_prints.write(job.behaviour_path, out.extra_data.get('batch'), kept)   # as graded has its prints
     out.write(job.results_path)
     if job.course_path:
         from autograder.staff.evaluation import course_tests

@@ -1,0 +1,134 @@
+"""
+The similarity section of the class report (staff only): pairs of submissions ranked by
+evidence, each with why. By behaviour (behaviour_match.py): the tests on which their WRONG
+outputs agree, with the values; by text (text_match.py): how much of each file's own code the
+other holds, and where. Pairs with both kinds of evidence come first, then the most tests in
+agreement, then the most similar text. These are leads for a person to read, never verdicts:
+two students can make the same mistake on their own, and a hint in the handout can make
+answers alike. Nothing here reaches a student: it reads the regrade's side files and the
+export, and writes only into the report folder (similarity.csv, every pair; the report shows
+the first SHOWN).
+"""
+
+import csv
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Optional
+
+from autograder.staff.regrade import behaviour_match, behaviour_prints, text_match
+
+SHOWN = 40
+CSV_NAME = 'similarity.csv'
+
+
+@dataclass
+class Lead:
+    a: str
+    b: str
+    behaviour: Optional[behaviour_match.BehaviourPair] = None
+    text: Optional[text_match.TextPair] = None
+
+    def rank(self):
+        both = self.behaviour is not None and self.text is not None
+        tests = len(self.behaviour.tests) if self.behaviour else 0
+        return (not both, -tests, -(self.text.score if self.text else 0.0), self.a, self.b)
+
+
+def read_sources(book):
+    """{submission: model.py text} of the submissions whose upload holds one, from the export folder(s)."""
+    from autograder.judge import submission
+    sources, scratch = {}, tempfile.mkdtemp(prefix='hw1-similarity-')
+    try:
+        for sub in sorted({r['submission'] for r in book.rows if r['status'] in ('graded', 'not graded')}):
+            export = book.export_of(sub)
+            sub_dir = os.path.join(export, sub) if export else None
+            located = submission.locate(sub_dir, os.path.join(scratch, sub)) if sub_dir and os.path.isdir(sub_dir) else None
+            if located is not None and located.path and not located.problem:
+                text, _ = submission.read_source(located.path)
+                if text is not None:
+                    sources[sub] = text
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return sources
+
+
+def leads(prints, sources):
+    """(the ranked Leads, the common behaviour clusters, a note when the text pass could not run)."""
+    found = {}
+    by_behaviour = behaviour_match.pairs(prints)
+    for p in by_behaviour:
+        if not p.common:
+            found[(p.a, p.b)] = Lead(p.a, p.b, behaviour=p)
+    note = None
+    try:
+        for t in text_match.pairs(sources):
+            found.setdefault((t.a, t.b), Lead(t.a, t.b)).text = t
+    except ImportError as e:
+        note = 'text similarity skipped: %s (pip install -r requirements-staff.txt)' % e
+    common = [g for g in behaviour_match.clusters([p for p in by_behaviour if p.common])]
+    return sorted(found.values(), key=Lead.rank), common, note
+
+
+def _behaviour_words(lead, number):
+    if lead.behaviour is None:
+        return ''
+    return '<br>'.join('%s %s: %s' % (number.get(t, ''), t, words[0]) for t, words in
+                       sorted(lead.behaviour.tests.items(), key=lambda kv: number.get(kv[0], '')))
+
+
+def _text_words(lead):
+    t = lead.text
+    if t is None:
+        return ''
+    if t.identical:
+        return 'the same code once names are normalised'
+    return '%.0f%% / %.0f%% of their own code; longest shared passage: lines %s / %s' % (
+        100 * t.similarity[0], 100 * t.similarity[1], t.lines[0], t.lines[1])
+
+
+def _table(leads_, names, number):
+    rows = []
+    for lead in leads_:
+        rows.append({'submissions': '%s / %s' % (lead.a, lead.b),
+                     'students': '%s / %s' % (names.get(lead.a, ''), names.get(lead.b, '')),
+                     'tests whose wrong outputs agree': _behaviour_words(lead, number),
+                     'text': _text_words(lead)})
+    return rows
+
+
+def write_csv(path, leads_, names, number):
+    with open(path, 'w', newline='', encoding='utf-8') as f:
+        w = csv.DictWriter(f, fieldnames=['submissions', 'students', 'tests whose wrong outputs agree', 'text'])
+        w.writeheader()
+        for row in _table(leads_, names, number):
+            w.writerow({k: v.replace('<br>', '; ') for k, v in row.items()})
+
+
+def section(book, folder, md_table):
+    """The report's lines for this section; writes folder/similarity.csv with every pair."""
+    names = {}
+    for r in book.rows:
+        names[r['submission']] = ', '.join(n for n in (names.get(r['submission']), r['name']) if n)
+    number = {tid: col.split(' ')[0] for tid, col in book.tests.items()}
+    prints = behaviour_prints.gathered(book)
+    ranked, common, note = leads(prints, read_sources(book))
+    write_csv(os.path.join(folder, CSV_NAME), ranked, names, number)
+    lines = ['## Similarity (staff only: leads to read, not verdicts)', '',
+             'Pairs whose WRONG outputs agree on a test where no known bug is named (same inputs, equal within '
+             'float noise; outputs a correct submission gets right are never counted), and pairs whose code outside '
+             'the handout template is alike (copydetect, names normalised; at least %d%% of one file\'s own code in the other). '
+             'Two students can make the same mistake on their own: read both files before anything else. '
+             '%d pair(s); the first %d below, every one in `%s`.' % (100 * text_match.FLAG, len(ranked),
+                                                                    min(SHOWN, len(ranked)), CSV_NAME), '']
+    if note:
+        lines += [note + '.', '']
+    import pandas as pd
+    lines += [md_table(pd.DataFrame(_table(ranked[:SHOWN], names, number),
+                                    columns=['submissions', 'students', 'tests whose wrong outputs agree', 'text'])), '']
+    if common:
+        lines += ['Wrong outputs shared by more than %d submissions (a common mistake, worth a known bug, or a wide '
+                  'ring): %s.' % (behaviour_match.common_limit(len(prints)),
+                                  '; '.join(', '.join(g) for g in common)), '']
+    return lines
