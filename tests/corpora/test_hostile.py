@@ -360,7 +360,7 @@ def check_slow_import(out, tests, root):
     part is blamed; grade_and_check holds the whole grading to 180 s."""
     msg = tests['submission']['output']
     assert 'importing your model.py did not finish' in msg and 'line ' in msg, msg
-    line = next(i for i, l in enumerate(read(root.case).splitlines(), 1) if 'HOSTILE' in l)
+    line = next(i for i, l in enumerate(read(root.case).splitlines(), 1) if 'HOSTILE' in l and i > 2)   # not the header
     assert abs(int(re.search(r'line (\d+)', msg).group(1)) - line) < 8, (msg, line)
     for tid in IMPLEMENTATION:
         assert 'GroupedQueryAttention' not in tests[tid]['output'] and 'RotaryPositional' not in tests[tid]['output']
