@@ -36,6 +36,7 @@ import zipfile
 from autograder import COURSE_DIR, DATA_FILE, PACKAGE_DIR, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
 from autograder.judge import config, fixtures, results
 from autograder.judge.results import points
+from autograder.sandbox import lock_own_copy
 
 DEFAULT_OUT = os.path.join(REPO_ROOT, 'dist', 'autograder.zip')
 LISTING = os.path.join(PACKAGE_DIR, 'staff', 'deploy', 'zip_listing.txt')
@@ -182,7 +183,10 @@ def run_unpacked(zip_path, model_py, root, python=sys.executable, data_file=DATA
 
 
 def verify(zip_path, log=print):
-    """Reference every point (100 and the extra credit), untouched template 0 on every test, both graded by the unpacked zip."""
+    """Reference every point (100 and the extra credit), untouched template 0 on every test, both graded by the unpacked zip.
+    The gradings refuse while a copy of the grader on this machine is open to the sandbox users: this checkout is
+    closed first, as any sandboxed run closes its own (sandbox.lock_own_copy)."""
+    lock_own_copy()
     cases = [('reference', os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')),
              ('template', os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py'))]
     for label, path in cases:
