@@ -8,7 +8,7 @@ zip), reference/mingpt/model.py, a draw.key (a fixtures root: course/, the zip's
 autograder/fixtures/), expected.npz or known_bugs.npz (a fixtures folder on its own), or an
 autograder.zip. Where they are looked for (find): the working folder and every path on the
 command line of every process (each with its parents and its sub-folders: Gradescope's run names
-/autograder, whose source/ is the copy), the harness's sys.path, and the usual places, each
+/autograder, whose source/ is the copy), the grader's own copy, and the usual places, each
 to a depth (PLACES). Without namespaces a probe can read /proc as well as this does, so a copy
 a process names is one a probe can find: it must be closed to it.
 
@@ -18,7 +18,6 @@ Standard library only; nothing here reads a file's contents.
 import glob
 import os
 import stat
-import sys
 
 from autograder import REPO_ROOT
 
@@ -103,13 +102,17 @@ def _around(path, below):
 
 
 def _walk(place, depth, seen, found):
-    """List `place` and the folders below it to `depth`, recording every copy (not descended into)."""
-    stack = [(place, 0)]
+    """
+    List `place` and the folders below it to `depth`, recording every copy (not descended into). `seen`:
+    {folder: levels listed below it}, shared by the walks: a folder is listed again only for more levels
+    (`/` lists /home one level deep, the walk of /home three).
+    """
+    stack = [(place, depth)]
     while stack:
-        folder, level = stack.pop()
-        if folder in seen or folder in SKIP:
+        folder, left = stack.pop()
+        if seen.get(folder, -1) >= left or folder in SKIP:
             continue
-        seen.add(folder)
+        seen[folder] = left
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -118,18 +121,18 @@ def _walk(place, depth, seen, found):
         if names & MARKER_NAMES and is_copy(folder):
             found.add(folder)
             continue
-        if level < depth:
-            stack += [(e.path, level + 1) for e in entries
+        if left > 0:
+            stack += [(e.path, left - 1) for e in entries
                       if e.name not in PRUNE and e.is_dir(follow_symlinks=False)]
 
 
 def find(places=PLACES, extra=()):
     """
-    {copy: [its secrets]} of every copy of the grader found: named by a process, on the harness's sys.path,
-    in `places` ((path or glob, depth)), or in `extra` (paths the caller knows of). Runs as root.
+    {copy: [its secrets]} of every copy of the grader found: this one (REPO_ROOT), those a process names, those
+    in `places` ((path or glob, depth)), and `extra` (paths the caller knows of). Runs as root.
     """
-    found, seen = set(), set()
-    candidates = set(extra) | {p for p in sys.path if p}
+    found, seen = set(), {}
+    candidates = set(extra) | {os.path.realpath(REPO_ROOT)}
     cwds, named = _named_by_processes()
     for paths, below in ((cwds, False), (named, True)):   # a named folder's sub-folders: /autograder's source/
         for path in paths:
