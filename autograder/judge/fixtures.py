@@ -1,9 +1,15 @@
 """
-Reference outputs the checks compare against, one folder per profile under
-autograder/fixtures/: expected.npz (the reference's probe outputs), known_bugs.npz (the
-outputs of known wrong variants), manifest.json (what they were made from) and draw.key (the
-staff key that seeds the input sets and draws one per submission: inputs.set_seed, inputs.draw).
+Reference outputs the checks compare against, one folder per profile under a fixtures root:
+expected.npz (the reference's probe outputs), known_bugs.npz (the outputs of known wrong
+variants) and manifest.json (what they were made from), all made from the root's draw key,
+which seeds the input sets and draws one per submission (inputs.set_seed, inputs.draw).
 They are written only by `python -m autograder regenerate`; the grader refuses stale ones.
+
+Two roots (root()): the committed autograder/fixtures/, made with PUBLIC_TEST_KEY (no key file:
+the project's own tests and CI; build-zip refuses it), and a course's COURSE_DIR (course/,
+git-ignored, owner-only), made by `regenerate --course` with draw.key, 32 random bytes made
+there at deploy time. A checkout holding course/draw.key grades with course/ only. In the
+Gradescope zip the course's root is autograder/fixtures/, with its draw.key.
 
 Input sets: the arrays of set i are stored under 'set<i>:<probe>/<key>'; the shared probes'
 (inputs.SHARED_PROBES) once, unprefixed. `Fixtures.view(i)` is what a judge sees: set i's
@@ -20,7 +26,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMPLATE_DIR
+from autograder import COURSE_DIR, DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMPLATE_DIR
 from autograder.judge import inputs
 
 # code whose change changes what the probes compute
@@ -57,7 +63,10 @@ def sha256_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-KEY_FILE = 'draw.key'          # 32 random bytes, hex; made once by regenerate, kept across regenerations
+KEY_FILE = 'draw.key'   # a course's key: 32 random bytes, hex, at the top of its fixtures root; made once, kept
+# The key of the committed fixtures: public on purpose (every reader of the repository has it), so that the
+# project's tests and CI have fixtures; no course may grade with it (build_zip refuses it). Its bytes say so.
+PUBLIC_TEST_KEY = b'hw1 PUBLIC TEST KEY, not secret!'
 SET_PREFIX = re.compile(r'^set(\d+):')
 
 
@@ -69,7 +78,8 @@ class Fixtures:
     manifest: dict
     set_index: int = 0
     input_seed: Optional[int] = None                 # the seed of that set's inputs; None: the profile's own
-    key: bytes = field(default=b'', repr=False)      # the staff draw key
+    key: bytes = field(default=b'', repr=False)      # the draw key
+    shared_seed: Optional[int] = None                # the seed of the shared probes' inputs (inputs.shared_seed)
     sets: tuple = field(default=(), repr=False)      # ((expected, known bugs, seed), ...) of every set
 
     @property
@@ -101,8 +111,20 @@ class Fixtures:
                 for fp, arrays in self.known_bugs.items()}
 
 
-def folder(profile):
-    return os.path.join(FIXTURES_DIR, profile)
+def root():
+    """The fixtures root this checkout grades with: the course's once it holds a key, else the committed one."""
+    return COURSE_DIR if os.path.isfile(os.path.join(COURSE_DIR, KEY_FILE)) else FIXTURES_DIR
+
+
+def folder(profile, base=None):
+    return os.path.join(base or root(), profile)
+
+
+def regenerate_command(profile, base=None):
+    """The command that remakes the fixtures of `profile` in `base` (default: root())."""
+    course = os.path.realpath(base or root()) == os.path.realpath(COURSE_DIR)
+    return 'python -m autograder regenerate%s%s' % (' --device cuda' if profile == 'gpu' else '',
+                                                    ' --course' if course else '')
 
 
 def _load_npz(path):
@@ -110,23 +132,41 @@ def _load_npz(path):
         return {k: npz[k] for k in npz.files}
 
 
-def read_key(profile):
-    """The profile's draw key (bytes), or b'' where there is none yet."""
+def read_key(base=None):
+    """The draw key of a fixtures root (default root()): its draw.key, PUBLIC_TEST_KEY where it has none, b'' if unreadable."""
+    path = os.path.join(base or root(), KEY_FILE)
+    if not os.path.exists(path):
+        return PUBLIC_TEST_KEY
     try:
-        with open(os.path.join(folder(profile), KEY_FILE)) as f:
+        with open(path) as f:
             return bytes.fromhex(f.read().strip())
     except (OSError, ValueError):
         return b''
 
 
-def make_key(profile):
-    """regenerate: the draw key, made (32 random bytes) only when the profile has none; kept otherwise."""
-    key = read_key(profile)
-    if len(key) < 32:
-        key = os.urandom(32)
-        os.makedirs(folder(profile), exist_ok=True)
-        with open(os.path.join(folder(profile), KEY_FILE), 'w') as f:
-            f.write(key.hex() + '\n')
+def key_kind(key):
+    """What the manifest records of a key (its bytes are never recorded: only their sha256)."""
+    if key == PUBLIC_TEST_KEY:
+        return 'public test key (fixtures.PUBLIC_TEST_KEY): the project\'s own tests only; build-zip refuses it'
+    return 'course key (draw.key of the fixtures root, made at deploy time, never committed)'
+
+
+def make_course_key():
+    """
+    regenerate --course: COURSE_DIR (owner-only, 0700) and its draw.key (0600), 32 random bytes made
+    here only when there is none; an existing key is kept, so that a regrade draws the same sets.
+    """
+    os.makedirs(COURSE_DIR, mode=0o700, exist_ok=True)
+    os.chmod(COURSE_DIR, 0o700)
+    path = os.path.join(COURSE_DIR, KEY_FILE)
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, 'w') as f:
+            f.write(os.urandom(32).hex() + '\n')
+    key = read_key(COURSE_DIR)
+    if len(key) != 32 or key == PUBLIC_TEST_KEY:
+        raise StaleFixtures('%s holds no course key (32 bytes, hex, not the public test key): move it aside and run '
+                            '`python -m autograder regenerate --course` again' % path)
     return key
 
 
@@ -141,31 +181,33 @@ def split_sets(flat, count):
     return sets
 
 
-def load(grading, profile, check=True):
-    base = folder(profile)
-    manifest_path = os.path.join(base, 'manifest.json')
+def load(grading, profile, check=True, base=None):
+    """The fixtures of `profile` in the root `base` (default root()), checked against the code unless `check` is False."""
+    base = base or root()
+    where = folder(profile, base)
+    manifest_path = os.path.join(where, 'manifest.json')
     if not os.path.isfile(manifest_path):
-        raise StaleFixtures("no fixtures for profile %r in %s: run `python -m autograder regenerate%s`"
-                            % (profile, base, ' --device cuda' if profile == 'gpu' else ''))
+        raise StaleFixtures("no fixtures for profile %r in %s: run `%s`" % (profile, where, regenerate_command(profile, base)))
     with open(manifest_path) as f:
         manifest = json.load(f)
     if check:
-        problems = staleness(grading, profile, manifest)
+        problems = staleness(grading, profile, manifest, base)
         if problems:
-            raise StaleFixtures("fixtures for profile %r are stale: %s. Run `python -m autograder regenerate%s`."
-                                % (profile, '; '.join(problems), ' --device cuda' if profile == 'gpu' else ''))
+            raise StaleFixtures("fixtures for profile %r are stale: %s. Run `%s`."
+                                % (profile, '; '.join(problems), regenerate_command(profile, base)))
     count = int(manifest.get('input_sets', 1))
-    key = read_key(profile)
+    key = read_key(base)
     by_fp = {}
-    for flat_key, value in _load_npz(os.path.join(base, 'known_bugs.npz')).items():
+    for flat_key, value in _load_npz(os.path.join(where, 'known_bugs.npz')).items():
         fp, rest = flat_key.split('::', 1)
         by_fp.setdefault(fp, {})[rest] = value
     fp_sets = {fp: split_sets(arrays, count) for fp, arrays in by_fp.items()}
-    expected_sets = split_sets(_load_npz(os.path.join(base, 'expected.npz')), count)
+    expected_sets = split_sets(_load_npz(os.path.join(where, 'expected.npz')), count)
     prof = grading.profiles.get(profile) if hasattr(grading, 'profiles') else None
     seeds = [inputs.set_seed(prof, key, i) if prof is not None else None for i in range(count)]
+    shared = inputs.shared_seed(prof, key) if prof is not None else None
     sets = tuple((expected_sets[i], {fp: s[i] for fp, s in fp_sets.items()}, seeds[i]) for i in range(count))
-    return Fixtures(profile, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, sets)
+    return Fixtures(profile, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, shared, sets)
 
 
 _LOADED = {}   # one entry per profile: (signature, Fixtures), see load_for_grading
@@ -173,9 +215,10 @@ _LOADED = {}   # one entry per profile: (signature, Fixtures), see load_for_grad
 
 def _signature(grading, profile):
     """What a loaded copy depends on: the profile, and the stat of every file load() and staleness() read."""
-    base = folder(profile)
-    stats = []
-    paths = [os.path.join(base, n) for n in ('manifest.json', 'expected.npz', 'known_bugs.npz', KEY_FILE)]
+    base = root()
+    stats = [base]
+    paths = [os.path.join(base, profile, n) for n in ('manifest.json', 'expected.npz', 'known_bugs.npz')]
+    paths.append(os.path.join(base, KEY_FILE))
     for path in paths + [DATA_FILE] + PROBE_CODE + REFERENCE_CODE + HANDOUT_CODE:   # what staleness() reads
         try:
             st = os.stat(path)
@@ -204,7 +247,7 @@ def load_for_grading(grading, profile):
     return fx
 
 
-def staleness(grading, profile, manifest):
+def staleness(grading, profile, manifest, base=None):
     problems = []
     if manifest.get('profile_hash') != grading.profile_hash(profile):
         problems.append("grading.yaml's profiles.%s changed" % profile)
@@ -215,9 +258,10 @@ def staleness(grading, profile, manifest):
         problems.append("the reference solution changed")
     if all(os.path.isfile(p) for p in HANDOUT_CODE) and manifest.get('handout_sha256') != sha256_files(HANDOUT_CODE):
         problems.append("the handout's chargpt.py/trainer.py/utils.py changed")
-    key = read_key(profile)
+    key = read_key(base)
     if len(key) < 32 or manifest.get('draw_key_sha256') != hashlib.sha256(key).hexdigest():
-        problems.append("the draw key (%s) is missing or is not the one the input sets were made with" % KEY_FILE)
+        problems.append("the draw key (%s) is missing or is not the one the input sets were made with"
+                        % os.path.join(base or root(), KEY_FILE))
     if os.path.isfile(DATA_FILE) and manifest.get('corpus_sha256') != sha256_file(DATA_FILE):
         problems.append("data/input.txt is not the corpus the reference was trained and scored on (10.1)")
     return problems
@@ -236,9 +280,9 @@ def stored_keys(sets, shared_probes):
     return out
 
 
-def write(profile, sets, manifest):
-    """sets: [(expected, known bugs)] per input set, each under plain keys (a view's)."""
-    base = folder(profile)
+def write(profile, sets, manifest, base=None):
+    """sets: [(expected, known bugs)] per input set, each under plain keys (a view's); into the root `base`."""
+    base = folder(profile, base)
     os.makedirs(base, exist_ok=True)
     shared = inputs.SHARED_PROBES
     expected = stored_keys([e for e, _ in sets], shared)

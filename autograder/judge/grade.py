@@ -12,7 +12,6 @@ grader itself still produces a valid results.json.
 """
 
 import argparse
-import contextlib
 import dataclasses
 import math
 import os
@@ -22,7 +21,7 @@ import tempfile
 import time
 import traceback
 
-from autograder import GRADING_YAML, REPO_ROOT
+from autograder import GRADING_YAML
 from autograder.contract import report_schema
 from autograder.judge import (cascade, config, fixtures, inputs, interface_check, probe_job, registry, student_text,
                               submission, verdicts)
@@ -339,7 +338,7 @@ def private_paths(path, autograder_root=None):
     source/, results/ and submission/. Elsewhere, the neighbours of a submission folder or zip: in a batch
     export, the classmates' submissions.
     """
-    out = [fixtures.folder('')]   # the reference's outputs: lockdown() made them root-only
+    out = [fixtures.folder('')]   # the reference's outputs: the sandbox locked them (sandbox.lock_own_copy)
     if autograder_root:
         return out + [os.path.join(autograder_root, n) for n in ('submission_metadata.json', 'source', 'results',
                                                                  'submission')]
@@ -355,30 +354,27 @@ def private_paths(path, autograder_root=None):
 
 def lockdown(sandbox, results_path, autograder_root=None):
     """
-    Under root with a sandbox user: nothing of the grader is readable by student code. Gradescope's
-    /autograder (AUTOGRADER_ROOT) is listable by nobody, and its submission_metadata.json (earlier
-    submissions' results), submission/, source/ and results/ are root-only. Returns the context
-    that holds the lock for the grading (the paths get their earlier modes back when it ends;
-    Gradescope's own /autograder and its metadata stay locked: that container is thrown away).
+    Under root with a sandbox user: nothing of the grader is readable by student code, for good (a lock given
+    back at the end left them open to the next reader, or to a grading still running beside it). The grader's
+    own copy (its fixtures and key, reference/, tests/, ...) is locked by the sandbox (Sandbox.lock_grader),
+    here and again before each grading's self-test. Here also: a results/ folder of its own, and Gradescope's /autograder
+    (AUTOGRADER_ROOT): its submission/, results/ and submission_metadata.json (earlier submissions' results)
+    root-only, then /autograder itself listable by nobody (0711), once what is inside is closed.
     """
     if not sandbox.user:
-        return contextlib.nullcontext()
+        return []
+    locked = sandbox.lock_grader()   # at once: the sandbox does it again before its self-test
     paths = []
-    if autograder_root and os.path.isdir(autograder_root):
-        os.chmod(autograder_root, 0o711)
-        paths += [os.path.join(autograder_root, n) for n in ('submission', 'results')]
-        meta = os.path.join(autograder_root, 'submission_metadata.json')
-        if os.path.isfile(meta):
-            os.chmod(meta, 0o600)
     results_dir = os.path.dirname(os.path.abspath(results_path))
     # only a folder of its own (Gradescope's /autograder/results); never a shared one such as /tmp
     if os.path.basename(results_dir) == 'results':
         paths.append(results_dir)
-    if not os.path.realpath(sys.executable).startswith(os.path.realpath(REPO_ROOT) + os.sep):
-        paths.append(REPO_ROOT)
-    else:  # a virtual environment inside the checkout must stay reachable: lock the secrets one by one
-        paths += [fixtures.folder(''), os.path.join(REPO_ROOT, 'reference'), os.path.join(REPO_ROOT, 'tests')]
-    return protect_source(paths)
+    if autograder_root and os.path.isdir(autograder_root):
+        paths += [os.path.join(autograder_root, n) for n in ('submission', 'results', 'submission_metadata.json')]
+    locked += protect_source(paths)
+    if autograder_root and os.path.isdir(autograder_root):
+        os.chmod(autograder_root, 0o711)
+    return locked
 
 
 def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
@@ -397,7 +393,6 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     """
     started = time.time()
     own_sandbox = sandbox is None
-    held = contextlib.ExitStack()   # the grader's files locked for this grading only
     upload_scratch = tempfile.mkdtemp(prefix='hw1-upload-')
     UPLOAD_SCRATCH.add(upload_scratch)
     try:
@@ -407,7 +402,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
         if sandbox is None:
             sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
-        held.enter_context(lockdown(sandbox, results_path, autograder_root))
+        lockdown(sandbox, results_path, autograder_root)
         fx = fixtures.load_for_grading(grading, profile)
         located = submission.locate(path, upload_scratch)
         judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
@@ -434,7 +429,6 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         message = ('Grading could not run: %s' % e) if known else 'The autograder failed internally (%s).' % type(e).__name__
         out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
     finally:
-        held.close()
         remove_upload_scratch(upload_scratch)
         if own_sandbox and sandbox is not None:
             sandbox.close()

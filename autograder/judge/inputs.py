@@ -1,5 +1,5 @@
 """
-The inputs every probe runs on, generated with numpy from the profile's seed, so the
+The inputs every probe runs on, generated with numpy from seeds (the draw key's, below), so the
 harness needs no torch and the reference (at regenerate time) and the student (at grade time)
 see bit-identical tensors. Weights use std ~ 1/sqrt(fan_in) so that attention scores are O(1):
 with minGPT's 0.02 init the softmax is nearly uniform and many bugs would hide.
@@ -8,8 +8,10 @@ Keys are flat strings `<group>/<name>`; weight sets are `w/<config>/<parameter n
 the handout's parameter names (q_proj, k_proj, v_proj, out_proj, ...).
 
 Input sets: the fixtures hold the reference's outputs for `input_sets` sets of inputs, each
-built from a seed only the staff key gives (set_seed), and a grading draws one set from the
-key and the submission's bytes (draw). `for_submission` is the one door through which a
+built from a seed only the draw key gives (set_seed), and a grading draws one set from the
+key and the submission's bytes (draw). The shared probes' inputs (10.1's held-out positions and
+initial weights, 9.1's input) are the same in every set, from a seed the key gives too
+(shared_seed). The profile's own seed gives the public inputs that no grading uses. `for_submission` is the one door through which a
 grading gets its inputs and the fixtures of its set (docs/ARCHITECTURE.md, "Input sets").
 """
 
@@ -72,15 +74,25 @@ def gpt_state(seed, label, m, n_kv_head, rope):
     return state
 
 
-# probes whose inputs and fixtures are the same in every set (built from the profile's seed): 10.1 trains
-# on the corpus from inputs.training_init and is judged on 133k held-out logits that no message shows;
-# 9.1 judges kernel readings, not values (its fixtures are shapes only)
+# probes whose inputs and fixtures are the same in every set (from shared_seed: the reference's 10.1 trains
+# 7 seeds, most of regenerate's time, so it runs once): 10.1 trains on the corpus from inputs.training_init
+# and is judged on 133k held-out logits; 9.1 judges kernel readings, not values (its fixtures are shapes only)
 SHARED_PROBES = ('loss-curve', 'memory')
 
 
 def set_seed(profile, key, index):
     """The seed of input set `index`: HMAC(staff key, profile seed, index); without the key no set's inputs are known."""
     digest = hmac.new(key, b'hw1 input set %d %d' % (profile['seed'], index), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], 'big') >> 1
+
+
+def shared_seed(profile, key):
+    """
+    The seed of the shared probes' inputs: HMAC(key, profile seed). Secret with the key, as the sets'
+    are: who knew 10.1's initial weights and held-out positions could train the reference offline and
+    carry its trained weights, or its held-out logits, in model.py.
+    """
+    digest = hmac.new(key, b'hw1 shared inputs %d' % profile['seed'], hashlib.sha256).digest()
     return int.from_bytes(digest[:8], 'big') >> 1
 
 
@@ -105,7 +117,7 @@ def for_submission(fx, profile, probe_ids, submission_bytes):
     """
     index = draw(fx.key, submission_bytes, fx.set_count)
     view = fx.view(index)
-    return Drawn(index, per_probe(profile, probe_ids, build(profile, view.input_seed)), view)
+    return Drawn(index, per_probe(profile, probe_ids, build(profile, view.input_seed, view.shared_seed)), view)
 
 
 def dropout_inputs(seed, mod, n_kv_head, seq):
@@ -134,12 +146,13 @@ def dropout_inputs(seed, mod, n_kv_head, seq):
     return x, w
 
 
-def build(profile, seed=None):
+def build(profile, seed=None, shared=None):
     """
-    Every input array of a profile, as {key: np.ndarray}: of the input set with this seed (default:
-    the profile's own seed, which no set uses). The shared probes' inputs come from the profile's seed.
+    Every input array of a profile, as {key: np.ndarray}: of the input set with this seed, the shared
+    probes' from `shared` (shared_seed). Default for both: the profile's own seed, which no grading uses.
     """
     seed = profile['seed'] if seed is None else seed
+    shared = profile['seed'] if shared is None else shared
     out = {}
 
     for i, (B, nh, T, d) in enumerate(profile['rope_cases']):
@@ -175,7 +188,7 @@ def build(profile, seed=None):
     out['kv-cache/step'] = _rng(seed, 'kv-cache-step').integers(0, m['vocab_size'], (2, 1)).astype(np.int64)
 
     mem = profile['memory']
-    out['memory/x'] = _rng(profile['seed'], 'memory').standard_normal((mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
+    out['memory/x'] = _rng(shared, 'memory').standard_normal((mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
 
     sw = profile['sliding_window']
     out['sw/x'] = _rng(seed, 'sw').standard_normal((mod['batch'], sw['seq'], mod['n_embd'])).astype(np.float32)
@@ -200,18 +213,18 @@ def build(profile, seed=None):
     out.update({'w/dropout/' + k: v for k, v in dw.items()})
 
     if os.path.isfile(DATA_FILE):   # the corpus is there wherever the loss-curve test runs
-        idx, _ = heldout(profile)
+        idx, _ = heldout(profile, seed=shared)
         out['heldout/idx'] = idx
         vocab = int(_corpus_tokens_of(DATA_FILE).max()) + 1
         lc = profile['loss_curve']
-        for k, val in training_init(profile['seed'], lc, vocab).items():
+        for k, val in training_init(shared, lc, vocab).items():
             out['model/lc-init/%s' % k] = val
         # the same start at n_kv_head = n_query_head: 10.1 when the student's GroupedQueryAttention is set aside
         # ... and without RoPE (positions from wpe): when the student's GQA fails only with RoPE (5.1, not 4.1)
         sizes = {k: lc[k] for k in ('n_embd', 'n_layer', 'n_query_head', 'n_kv_head', 'rope', 'block_size')}
         for label, other in (('lc-init-mha', dict(sizes, n_kv_head=lc['n_query_head'])),
                              ('lc-init-norope', dict(sizes, rope=False))):
-            for k, val in training_init(profile['seed'], other, vocab).items():
+            for k, val in training_init(shared, other, vocab).items():
                 out['model/%s/%s' % (label, k)] = val
     return out
 
@@ -315,15 +328,16 @@ def training_init(seed, lc, vocab):
     return state
 
 
-def heldout(profile, data_file=None):
+def heldout(profile, data_file=None, seed=None):
     """
-    (idx, targets), each (heldout_seqs, block_size) int64: text at positions the harness picks,
-    on which the trained model's logits are scored (the loss is computed here, not in the child).
-    Only idx is shipped to the child; the judge rebuilds targets from the corpus.
+    (idx, targets), each (heldout_seqs, block_size) int64: text at positions the harness picks (from
+    `seed`: shared_seed; default the profile's), on which the trained model's logits are scored (the
+    loss is computed here, not in the child). Only idx is shipped to the child; the judge rebuilds
+    targets from the corpus.
     """
     tokens = _corpus_tokens_of(data_file or DATA_FILE)
     lc = profile['loss_curve']
     T, n = lc['block_size'], lc['heldout_seqs']
-    starts = np.sort(_rng(profile['seed'], 'heldout').choice(len(tokens) - T - 1, size=n, replace=False))
+    starts = np.sort(_rng(profile['seed'] if seed is None else seed, 'heldout').choice(len(tokens) - T - 1, size=n, replace=False))
     rows = tokens[starts[:, None] + np.arange(T + 1)]   # (n, T + 1)
     return rows[:, :-1].copy(), rows[:, 1:].copy()

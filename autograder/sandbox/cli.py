@@ -51,9 +51,6 @@ def cleanup_stale(sandbox_cfg):
     """Sweep every sandbox user of the pool that no grading holds right now, and dead graders' cgroups."""
     pool, _ = users.sandbox_pool(sandbox_cfg['user'], sandbox_cfg['pool_size'])
     removed = cgroups.sweep_stale() if os.geteuid() == 0 else 0
-    if os.geteuid() == 0:
-        from autograder.sandbox import release_stale_lockdowns
-        release_stale_lockdowns()   # a killed grading's hold on the grader's files
     for uid, gid in pool or []:
         lock = users.try_lock(uid, blocking=False)
         if lock is None and users.lock_path(uid) is not None:
@@ -85,6 +82,9 @@ FIGURES = {
                  'emptied: the keyrings themselves (user, user-session, persistent: the kernel keeps them per user, '
                  'empty) and the session keyring of the process just ended until the kernel collects it; what a probe '
                  'put in them is gone. A few (up to about 4) is this; more would mean keys the clearing missed',
+    'grader_copies': 'copies of the grader found on this machine (checkouts, unpacked zips, fixtures, keys: named by a '
+                     'process or in the usual places), each proven unreadable by the self-test probe',
+    'copy_scan_ms': 'milliseconds to lock this copy and look for the others (every grading)',
     'cgroup.memory_mb': 'memory limit of the grading cgroup, MiB (all probes of one grading share it)',
     'cgroup.pids': 'most processes and threads the grading cgroup may hold at once',
     'cgroup.cpu_share': 'CPU weight of the grading against other gradings (equal shares)',

@@ -23,7 +23,7 @@ from typing import Dict, Optional
 
 from autograder import DATA_FILE, TEMPLATE_DIR
 from autograder.contract import report_schema
-from autograder.sandbox import cgroups, defences, leftovers, probe, readback, scratch, seccomp, users, wall
+from autograder.sandbox import cgroups, copies, defences, leftovers, probe, readback, scratch, seccomp, users, wall
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
 from autograder.sandbox.settings import Settings
@@ -143,7 +143,7 @@ class Sandbox:
             if self.on['cgroups']:
                 self.cgroup = cgroups.Cgroup(self.cfg.cgroup_memory_mb, self.cfg.max_processes + 8)
             self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
-            self.landed['selftest'] = self._selftest(private)
+            self.landed['selftest'] = self._selftest(private, self._grader_copies())
             import_result = self._probe(report_schema.IMPORT, {}, import_timeout, job, {}, handlers.get(report_schema.IMPORT))
             self._tell(on_result, report_schema.IMPORT, import_result)
             for pid in probes if import_result.status == 'ok' else []:
@@ -337,9 +337,31 @@ class Sandbox:
 
     # ------------------------------------------------------------------ self-test
 
-    def _selftest(self, private):
-        """A process forked and walled exactly like a probe checks every defence in force from inside."""
+    def _grader_copies(self):
+        """
+        With a sandbox user: this copy of the grader locked for good (copies.lock_own_copy), then every copy on
+        the machine found (copies.find), each grading afresh: a copy opened, or another grading's started,
+        since the last one counts. {copy: its secrets}, for the self-test to prove closed.
+        """
+        if not self.user:
+            return {}   # student code runs as the grader's own user: nothing of the machine is closed to it
+        started = time.perf_counter()
+        self.lock_grader()
+        found = copies.find()
+        self.landed['grader_copies'] = len(found)
+        self.landed['copy_scan_ms'] = round((time.perf_counter() - started) * 1000, 1)
+        return found
+
+    def lock_grader(self):
+        """This copy of the grader closed to other users for good (copies.lock_own_copy), where there is a sandbox
+        user; the interpreter it runs stays reachable. Returns the paths changed."""
+        return copies.lock_own_copy(keep=(self.python, sys.prefix, sys.executable)) if self.user else []
+
+    def _selftest(self, private, found=None):
+        """A process forked and walled exactly like a probe checks every defence in force from inside; `found`:
+        the copies of the grader on the machine ({copy: its secrets}), each secret of which it must not read."""
         from autograder import REPO_ROOT
+        found = found or {}
         folder = scratch.ProbeFolder(self.scratch, 'selftest', {}, self.user,
                                      (1, 64) if self.on['namespaces'] else None)
         got = {}
@@ -350,7 +372,7 @@ class Sandbox:
             return b'ok'
         try:
             paths = scratch.inside_paths(folder, self.on['namespaces'], os.path.join(self.scratch, 'code'))
-            hidden = [p for p in private if p]
+            hidden = [p for p in private if p] + [p for secrets in found.values() for p in secrets]
             readonly = [paths['code'], os.path.dirname(paths['inputs'])]
             if self.on['namespaces']:
                 hidden += [REPO_ROOT, scratch.BASE, '/root', '/var/lib', '/home', '/etc/shadow']
@@ -364,16 +386,27 @@ class Sandbox:
             folder.remove()
         failed = {k: v for k, v in got.items() if v is not True}
         if h['ended'] != 'exit' or h['exit_code'] != 0 or not got or failed:
-            advice = ''
-            if 'filesystem' in failed and not self.on['namespaces'] and any(p in failed['filesystem'] for p in private):
-                advice = ('. Without namespaces student code can read whatever the sandbox user can: make these '
-                          'private to root (chmod 700, e.g. the folder of a batch export), or grade where namespaces '
-                          'are available')
+            advice = self._advice(failed.get('filesystem'), private, found)
             raise SandboxRefused('the sandbox self-test failed, so no student code was run: %s%s'
                                  % ('; '.join('%s: %s' % kv for kv in failed.items()) if failed
                                     else 'the self-test process ended with %s (exit %s, signal %s)'
                                     % (h['ended'], h['exit_code'], h['signal']), advice))
         return {k: True for k in got}
+
+    def _advice(self, problem, private, found):
+        """What staff can do about a self-test that read what it must not: the open copies of the grader first."""
+        if not isinstance(problem, str):
+            return ''
+        open_copies = [c for c, secrets in found.items() if any('%s is readable' % p in problem for p in secrets)]
+        if open_copies:
+            return ('. Open copies of the grader (their draw key, fixtures and reference solution within reach of '
+                    'student code): %s. Close each to other users (chmod 700 %s, or chmod -R o-rwx on it), or '
+                    'remove it' % (', '.join(open_copies), open_copies[0]))
+        if not self.on['namespaces'] and any(p in problem for p in private):
+            return ('. Without namespaces student code can read whatever the sandbox user can: make these '
+                    'private to root (chmod 700, e.g. the folder of a batch export), or grade where namespaces '
+                    'are available')
+        return ''
 
     # ------------------------------------------------------------------ messages
 

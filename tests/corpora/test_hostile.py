@@ -18,6 +18,7 @@ import os
 import zipfile
 import pwd
 import re
+import stat
 import subprocess
 import sys
 import time
@@ -167,7 +168,7 @@ def check_write_results(out, tests, root):
     # creating its folder meets the read-only root (OSError: EROFS)
     assert re.search(r'HOSTILE-WRITE %s: (PermissionError|OSError|FileNotFoundError)' % re.escape(target),
                      tests['submission']['output']), tests['submission']['output']
-    # root-only while grading (the PermissionError above); the grading gives the folder its mode back after
+    # root-only from the start of the grading, and for good (check_read_fixtures holds the modes)
     time.sleep(1.0)  # the detached writer, had it survived, would try again within 0.1 s
     with open(root.results_path) as f:
         assert 'HOSTILE-FAKE' not in f.read()
@@ -181,8 +182,26 @@ def check_read_fixtures(out, tests, root):
     assert len(lines) == 4, msg
     assert all(l.endswith(': PermissionError') or l.endswith(': FileNotFoundError') for l in lines), msg   # root-only,
     # or (with namespaces) not in the probe's allow-listed file system at all
-    # root-only while grading (the PermissionErrors above); the grading gives the folder its mode back after
     all_zero(tests)
+    gradescope_layout_stays_locked(root)
+
+
+# README's words on what a grading leaves root-only on Gradescope (its "How grading works"); the modes below hold them
+README_LOCK = ('`/autograder` listable by nobody (0711), its `source/`, `submission/`, `results/` and '
+               '`submission_metadata.json` root-only')
+
+
+def gradescope_layout_stays_locked(root):
+    """After the grading, as while it ran: nothing a probe wants is open to the sandbox user (README_LOCK). A lock
+    given back at the end left the next reader, or a grading beside it, the fixtures and the reference."""
+    readme = open(os.path.join(REPO, 'README.md')).read()
+    assert README_LOCK in ' '.join(readme.split()) and 'they stay so after the grading' in ' '.join(readme.split())
+    assert stat.S_IMODE(os.stat(root.path).st_mode) == 0o711
+    for name in ('source', 'submission', 'results'):
+        assert stat.S_IMODE(os.stat(os.path.join(root.path, name)).st_mode) & 0o077 == 0, name
+    pw = pwd.getpwuid(sandbox_uid())
+    secret = os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz')
+    assert not sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
 
 
 def check_monkeypatch(out, tests, root):

@@ -1,9 +1,14 @@
 """
 dist/autograder.zip as Gradescope sees it: the golden listing, setup.sh and run_autograder at
-the root with their exec bits, byte-for-byte reproducible, refused when the fixtures are stale
-or the listing differs, and, unpacked into a temporary AUTOGRADER_ROOT, a setup.sh --dry-run
-that changes nothing and a run_autograder that gives the reference 100 and the untouched
-template 0 on every test with points.
+the root with their exec bits, byte-for-byte reproducible, refused when the fixtures are the
+committed ones (the public test key), stale, or the listing differs, and, unpacked into a
+temporary AUTOGRADER_ROOT, a setup.sh --dry-run that changes nothing and a run_autograder that
+gives the reference 100 and the untouched template 0 on every test with points.
+
+A course's zip ships course/ (regenerate --course: its key and the fixtures made from it), which
+takes minutes to make. The zip of these tests ships a course root that holds the committed
+fixtures and their key written out as a draw.key: exactly what a course's root holds, made with
+a key whose fixtures exist, with the refusal of the public key (tested on its own) set aside.
 """
 
 import dataclasses
@@ -16,18 +21,44 @@ import zipfile
 
 import pytest
 
-from autograder import DATA_FILE, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
-from autograder.judge import config
+from autograder import DATA_FILE, FIXTURES_DIR, REFERENCE_DIR, TEMPLATE_DIR
+from autograder.judge import config, fixtures
 from autograder.staff.deploy import build_zip
+
+PUBLIC_KEY_PROBLEM = build_zip.public_key_problem
+
+
+@pytest.fixture(scope='module', autouse=True)
+def course(tmp_path_factory):
+    """A course root (course/) holding the committed fixtures and their key as a file; the public-key refusal off."""
+    root = tmp_path_factory.mktemp('checkout') / 'course'
+    shutil.copytree(FIXTURES_DIR, str(root), ignore=shutil.ignore_patterns('DIFF.txt'))
+    (root / fixtures.KEY_FILE).write_text(fixtures.PUBLIC_TEST_KEY.hex() + '\n')
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fixtures, 'COURSE_DIR', str(root))
+        mp.setattr(build_zip, 'public_key_problem', lambda: None)
+        yield root
 
 
 @pytest.fixture(scope='module')
-def built(tmp_path_factory):
+def built(tmp_path_factory, course):
     out = tmp_path_factory.mktemp('dist') / 'autograder.zip'
-    proc = subprocess.run([sys.executable, '-m', 'autograder', 'build-zip', '--no-verify', '--out', str(out)],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 0
     return str(out)
+
+
+def test_refuses_the_public_test_key(tmp_path, monkeypatch, capsys):
+    """No course key in course/: the committed fixtures, whose key every reader of the repository has, never ship."""
+    monkeypatch.setattr(fixtures, 'COURSE_DIR', str(tmp_path / 'course'))
+    monkeypatch.setattr(build_zip, 'public_key_problem', PUBLIC_KEY_PROBLEM)
+    out = tmp_path / 'autograder.zip'
+    assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1
+    err = capsys.readouterr().err
+    assert 'public test key' in err and '`python -m autograder regenerate --course`' in err, err
+    assert not out.exists()
+    (tmp_path / 'course').mkdir()   # a key file that holds the public key is refused as well
+    (tmp_path / 'course' / fixtures.KEY_FILE).write_text(fixtures.PUBLIC_TEST_KEY.hex() + '\n')
+    assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1 and not out.exists()
 
 
 def test_zip_matches_golden_listing_and_gradescope_layout(built):
@@ -51,6 +82,9 @@ def test_zip_matches_golden_listing_and_gradescope_layout(built):
         assert needed in names
     assert not [n for n in names if n.startswith(('reference/', 'tests/', 'docs/', 'bench/', 'dist/', 'autograder/staff/'))
                 or n.endswith(('model.py', '.pyc', 'input.txt', 'zip_listing.txt'))]
+    # the course's key travels with its fixtures, at the top of the zip's fixtures root
+    with zipfile.ZipFile(built) as z:
+        assert bytes.fromhex(z.read('autograder/fixtures/draw.key').decode().strip()) == fixtures.read_key()
 
 
 def test_zip_is_reproducible(built):

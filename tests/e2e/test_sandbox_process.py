@@ -4,9 +4,13 @@ Sandbox (one zygote for the whole module, as a batch worker would use it): the h
 with an echo handler and the kernel's sender pid, a forged sender refused, per-probe limits
 applied before model.py is imported, deadlines that count CPU time and not sleep, a background
 process that does not outlive its probe, an OOM kill reported as such, and what the harness
-measured in ProbeResult.harness.
+measured in ProbeResult.harness, and another copy of the grader on the machine, open to others:
+refused before student code runs without namespaces, out of reach with them.
 """
 
+import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -14,6 +18,7 @@ from ag_helpers import SANDBOXED, sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.contract import report_schema
+from autograder.sandbox import SandboxRefused, copies
 
 GRADING = config.load(GRADING_YAML)
 JOB = {'profile': GRADING.profiles['cpu'].as_json()}   # the probe job, as the child reads it
@@ -209,3 +214,45 @@ def test_skipped_probes_are_not_run(sandbox, tmp_path):
     assert r.probes['gqa'].message == 'not run: it hung in 4.1'
     assert r.probes['gqa'].harness == {}
     assert asked == [('gqa', []), ('rope', ['gqa'])] and r.probes['rope'].status == 'skipped'
+
+
+def _open_copy():
+    """Another copy of the grader, as a TA's checkout or a second unpacked zip left world-readable: under /var/tmp,
+    one of the usual places, with the files a probe would want (their contents a marker)."""
+    copy = tempfile.mkdtemp(prefix='hw1-open-copy-', dir='/var/tmp')
+    for rel in ('autograder/judge/grade.py', 'autograder/fixtures/draw.key', 'autograder/fixtures/cpu/expected.npz',
+                'reference/mingpt/model.py'):
+        os.makedirs(os.path.join(copy, os.path.dirname(rel)), exist_ok=True)
+        with open(os.path.join(copy, rel), 'w') as f:
+            f.write('HOSTILE-SECRET\n')
+    for root, dirs, files in os.walk(copy):
+        os.chmod(root, 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
+    return copy
+
+
+@pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user (./setup.sh)')
+def test_an_open_copy_of_the_grader_is_refused_or_out_of_reach(sandbox, tmp_path):
+    copy = _open_copy()
+    key = os.path.join(copy, 'autograder', 'fixtures', 'draw.key')
+    code = "try:\n    print('READ', open(%r).read().strip())\nexcept OSError as e:\n    print('REFUSED', type(e).__name__)\n" % key
+    try:
+        assert copy in copies.find()   # as root: found in /var/tmp, one of the usual places
+        if sandbox.on['namespaces']:   # the allow-listed root hides it: the self-test passes, the probe reads nothing
+            r = run(sandbox, tmp_path, code)
+            assert r.isolation['grader_copies'] >= 2 and r.isolation['selftest']['filesystem'] is True
+            assert 'REFUSED' in r.import_result.info['stdout'], r.import_result.info
+        else:   # Gradescope's mode: refused before any student code ran, naming the copy and the fix
+            with pytest.raises(SandboxRefused) as refused:
+                run(sandbox, tmp_path, code)
+            message = str(refused.value)
+            assert '%s is readable' % key in message and 'chmod 700 %s' % copy in message, message
+            os.chmod(copy, 0o700)   # closed as the message says: the same grading runs
+            r = run(sandbox, tmp_path, code)
+            assert r.isolation['selftest']['filesystem'] is True
+            assert 'REFUSED PermissionError' in r.import_result.info['stdout'], r.import_result.info
+            assert r.isolation['copy_scan_ms'] < 1000, r.isolation['copy_scan_ms']
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    assert sandbox_processes() == []

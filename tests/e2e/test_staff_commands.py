@@ -1,7 +1,7 @@
 """
 The installed `hw1-autograder` command works from another folder (a virtual environment of its
-own, `pip install -e`); `grade` and `batch` as root lock the grader's files only while they
-run and leave the checkout's permissions as they found them.
+own, `pip install -e`); `grade` and `batch` as root close the checkout to other users from the
+start of a grading, for good (its owner keeps every right).
 Staff commands refuse bad requests with one sentence before doing anything (experiments
 --device cuda without a GPU, --seeds 0), and `regenerate` on an unchanged checkout leaves the
 tree clean (slow: it runs the reference and the 17 known bugs through every probe, about 1
@@ -97,25 +97,36 @@ def _modes():
             (REPO_ROOT, os.path.join(REPO_ROOT, 'reference'), os.path.join(REPO_ROOT, 'tests'), FIXTURES_DIR)}
 
 
-def test_grade_and_batch_as_root_give_the_checkout_its_permissions_back(tmp_path):
+def _sandbox_reads(paths):
+    """The paths the first sandbox user can read, each on the way from / (as a probe without namespaces)."""
+    from autograder.judge import config
+    from autograder.sandbox import _sandbox_user, _user_can_access
+    pool, _ = _sandbox_user(config.load().sandbox['user'], 1)
+    return [p for p in paths if _user_can_access(pool[0][0], pool[0][1], [(p, os.R_OK)])]
+
+
+def test_grade_and_batch_as_root_leave_the_checkout_locked(tmp_path):
     if os.geteuid() != 0:
-        pytest.skip('the lockdown runs only under root (with a sandbox user)')
+        pytest.skip('the lock is taken only under root (with a sandbox user)')
     earlier = _modes()
+    secrets = [os.path.join(FIXTURES_DIR, 'cpu', 'expected.npz'), os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py')]
     try:
         for path in earlier:             # a checkout others can read, as a TA's clone is
             os.chmod(path, 0o755)
-        before = _modes()
-        # while a grading runs the grader's files are root-only; afterwards, as they were
         proc = subprocess.Popen([sys.executable, '-m', 'autograder', 'grade', TEMPLATE, '--out',
-                                 str(tmp_path / 'r' / 'results.json')], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                 str(tmp_path / 'results' / 'results.json')], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         seen = set()
         while proc.poll() is None:
             seen.add(_modes()[REPO_ROOT])
             time.sleep(0.05)
         assert proc.returncode == 0, proc.communicate()[1]
-        assert 0o700 in seen, 'the checkout was never locked during the grading: %s' % sorted(map(oct, seen))
-        assert _modes() == before
+        assert 0o700 in seen and seen <= {0o755, 0o700}, sorted(map(oct, seen))
+        # closed at its top for good (the interpreter lies outside it); nothing below it was changed
+        assert _modes() == dict(dict.fromkeys(earlier, 0o755), **{REPO_ROOT: 0o700})
+        assert _sandbox_reads(secrets) == []
+        assert stat.S_IMODE(os.stat(tmp_path / 'results').st_mode) & 0o077 == 0   # a results/ folder of its own too
+        os.chmod(REPO_ROOT, 0o755)   # opened again by hand: the batch's gradings close it again
         export = tmp_path / 'export'
         for sub, text in (('submission_1', open(TEMPLATE).read()), ('submission_2', 'def broken(:\n    pass\n')):
             os.makedirs(export / sub)
@@ -123,7 +134,7 @@ def test_grade_and_batch_as_root_give_the_checkout_its_permissions_back(tmp_path
         proc = subprocess.run([sys.executable, '-m', 'autograder', 'batch', str(export), '--jobs', '2', '--no-report'],
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr
-        assert _modes() == before
+        assert _modes()[REPO_ROOT] == 0o700 and _sandbox_reads(secrets) == []
     finally:
         for path, mode in earlier.items():
             os.chmod(path, mode)

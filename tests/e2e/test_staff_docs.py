@@ -8,6 +8,7 @@ now; the grading times it quotes are those docs/BENCHMARKS.md measured.
 import csv
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -71,7 +72,12 @@ def test_fixtures_hash_arrays_and_known_bugs_are_current():
     assert '[3/4] %d known bugs' % n in TEXT and '%d/%d %s' % (n, n, last) in TEXT
 
 
-def test_zip_file_count_is_current():
+def test_zip_file_count_is_current(tmp_path, monkeypatch):
+    """A course's zip (STAFF.md builds one): a course root holding what the committed one holds, and its draw.key."""
+    course = tmp_path / 'course'
+    shutil.copytree(FIXTURES_DIR, str(course))
+    (course / fixtures.KEY_FILE).write_text(fixtures.PUBLIC_TEST_KEY.hex() + '\n')
+    monkeypatch.setattr(fixtures, 'COURSE_DIR', str(course))
     m = re.search(r'wrote \S+autograder\.zip: (\d+) files', TEXT)
     assert m and int(m.group(1)) == len(build_zip.collect())
 

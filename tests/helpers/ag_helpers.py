@@ -89,7 +89,8 @@ class AutograderRoot:
         os.makedirs(self.source)
         os.makedirs(self.submission)
         for name in sorted(os.listdir(REPO)):
-            if name.startswith('.') or name in COPIED or name in ('results', 'dist', '__pycache__'):
+            # never a course's key and fixtures (course/): the tests grade with the committed ones
+            if name.startswith('.') or name in COPIED or name in ('results', 'dist', '__pycache__', 'course'):
                 continue
             os.symlink(os.path.join(REPO, name), os.path.join(self.source, name))
         _copy_tree(os.path.join(REPO, 'autograder'), os.path.join(self.source, 'autograder'))

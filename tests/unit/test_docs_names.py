@@ -26,10 +26,12 @@ OUTSIDE = {'data/input.txt', 'dist/autograder.zip', 'dist/hw1_handout.zip', 'res
            'results/loss_curve.png', 'grades.csv', 'report.md', 'report.html', 'summary.json', 'loss_curve.png',
            'scores.png', 'tests.png', 'model.pt', 'config.json', 'attention_computation_memory.json',
            'input.txt', 'results.json', 'DIFF.txt', 'manifest.json', 'expected.npz', 'known_bugs.npz',
-           'autograder/fixtures/gpu'}
+           'autograder/fixtures/gpu',
+           # a course's key and fixtures: made at deploy time by `regenerate --course`, never committed
+           'course', 'draw.key'}
 # dotted names in the docs that are not module.function: grading.yaml keys, the model's config, packages
 NOT_CALLS = {'config.sliding_window', 'mingpt.model'}
-FILE_EXTENSIONS = ('py', 'md', 'yaml', 'txt', 'sh', 'toml', 'json', 'npz', 'pt', 'html', 'png', 'csv', 'zip', 'yml')
+FILE_EXTENSIONS = ('py', 'md', 'yaml', 'txt', 'sh', 'toml', 'json', 'npz', 'pt', 'html', 'png', 'csv', 'zip', 'yml', 'key')
 
 
 @functools.lru_cache(maxsize=None)

@@ -59,7 +59,8 @@ def test_heldout_logits_are_judged_through_the_heldout_loss(current):
 def test_write_if_changed_leaves_the_tree_clean_when_nothing_matters(tmp_path, monkeypatch, current):
     shutil.copytree(fixtures.folder('cpu'), str(tmp_path / 'cpu'))
     monkeypatch.setattr(fixtures, 'FIXTURES_DIR', str(tmp_path))
-    names = ('expected.npz', 'known_bugs.npz', 'manifest.json', 'DIFF.txt', 'draw.key')
+    monkeypatch.setattr(fixtures, 'COURSE_DIR', str(tmp_path / 'no-course'))   # a course's key would be used first
+    names = ('expected.npz', 'known_bugs.npz', 'manifest.json', 'DIFF.txt')
     before = {n: (tmp_path / 'cpu' / n).read_bytes() for n in names}
 
     def sets(first):   # every input set as it is, set 0's expected arrays replaced by `first`

@@ -214,7 +214,7 @@ def test_the_loss_curve_picture_reads_the_number_10_1_grades():
     for scale in (1.0, 1.3):    # the reference's own logits (inside the band), and logits that land outside
         arrays = {seed: ref[seed], seed + '/heldout_logits': ref[seed + '/heldout_logits'] * np.float32(scale)}
         verdict = training.judge_loss_curve(spec, ProbeResult('ok', arrays=arrays), fx, GRADING)
-        loss = training.cross_entropy(arrays[seed + '/heldout_logits'], training.heldout_targets('cpu', GRADING))
+        loss = training.cross_entropy(arrays[seed + '/heldout_logits'], training.heldout_targets('cpu', GRADING, fx.shared_seed))
         output = '\n'.join(([verdict.summary] if verdict.summary else []) + verdict.lines)
         as_json = {'tests': [{'number': spec.number, 'output': output, 'extra_data': {'id': 'loss-curve'}}]}
         assert plots.graded_heldout_loss(as_json) == pytest.approx(loss, abs=5e-4)

@@ -148,7 +148,7 @@ def logits_with_loss(loss, seed=0):
 
 @pytest.fixture
 def loss_fixtures(monkeypatch):
-    monkeypatch.setattr(training_judges, 'heldout_targets', lambda profile, grading: targets())
+    monkeypatch.setattr(training_judges, 'heldout_targets', lambda profile, grading, seed: targets())
     exp = {'loss-curve/seed%d' % seed: np.linspace(4.0, 2.5, LC.iters) for seed in LC.reference_seeds}
     # the yardstick: the reference trained at the student's seed from the same initial weights
     exp['loss-curve/seed%d/heldout_logits' % LC.student_seed] = logits_with_loss(2.01, 3)

@@ -127,10 +127,11 @@ def judge_gradients(test, result, fixtures, grading, evidence):
 
 # ----------------------------------------------------------------------------- loss curve
 
-def heldout_targets(profile_name, grading):
-    """The held-out targets, rebuilt by the harness from the corpus (never shipped back by the child)."""
+def heldout_targets(profile_name, grading, seed):
+    """The held-out targets, rebuilt by the harness from the corpus (never shipped back by the child); `seed`:
+    the fixtures' shared_seed, which picked the positions (None: the profile's own, which no grading uses)."""
     from autograder.judge import inputs
-    return inputs.heldout(grading.profiles[profile_name])[1]
+    return inputs.heldout(grading.profiles[profile_name], seed=seed)[1]
 
 
 def cross_entropy(logits, targets):
@@ -166,7 +167,7 @@ def judge_loss_curve(test, result, fixtures, grading):
     if key + '/heldout_logits' not in ref:
         return Verdict(0.0, ['FAIL the fixtures hold no held-out logits of the reference at seed %d: regenerate them'
                              % lc.student_seed])
-    targets = heldout_targets(fixtures.profile, grading)
+    targets = heldout_targets(fixtures.profile, grading, getattr(fixtures, 'shared_seed', None))
     ref_logits = ref[key + '/heldout_logits']
     expected = cross_entropy(ref_logits, targets)
     errors = result.info.get('case_errors', {})

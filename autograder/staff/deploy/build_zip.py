@@ -3,14 +3,17 @@
 dist/autograder.zip, the file staff upload to Gradescope.
 
 The zip holds setup.sh and run_autograder at its root (Gradescope's requirement, exec bits
-kept), the autograder package with the fixtures of every profile present, grading.yaml,
+kept), the autograder package with the course's fixtures (course/, made by `regenerate
+--course`: its draw.key and every profile present, as autograder/fixtures/), grading.yaml,
 requirements.txt, data/build_corpus.py (setup.sh builds the corpus when the image is built)
 and the handout files the sandbox puts next to the student's model.py. The reference
 solution, tests/, docs/ and bench/ stay out. Entries are sorted and carry a fixed timestamp,
 so the same sources give the same bytes.
 
 Before writing, the build refuses (exit 1, nothing written) when:
-  - the fixtures of a profile are stale (run `python -m autograder regenerate`);
+  - the fixtures are the committed ones, made with the public test key, which every reader of
+    the repository holds (run `python -m autograder regenerate --course`);
+  - the fixtures of a profile are stale (run `python -m autograder regenerate --course`);
   - the file list differs from the golden listing autograder/staff/deploy/zip_listing.txt (a diff is
     printed; `--update-listing` accepts the new list);
   - unless --no-verify: the unpacked zip's own run_autograder, run in a temporary
@@ -30,9 +33,10 @@ import tempfile
 import time
 import zipfile
 
-from autograder import DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from autograder import COURSE_DIR, DATA_FILE, PACKAGE_DIR, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
 from autograder.judge import config, fixtures, results
 from autograder.judge.results import points
+from autograder.sandbox import lock_own_copy
 
 DEFAULT_OUT = os.path.join(REPO_ROOT, 'dist', 'autograder.zip')
 LISTING = os.path.join(PACKAGE_DIR, 'staff', 'deploy', 'zip_listing.txt')
@@ -40,7 +44,7 @@ LEFT_OUT = ('__pycache__', 'fixtures', 'staff')   # fixtures are added per profi
 ROOT_FILES = ('setup.sh', 'run_autograder')                 # must sit at the root of the zip, executable
 TOP_FILES = ('grading.yaml', 'requirements.txt', 'data/build_corpus.py')
 HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/preflight.py', 'mingpt/trainer.py', 'mingpt/utils.py')
-FIXTURE_FILES = ('manifest.json', 'expected.npz', 'known_bugs.npz', 'draw.key')   # draw.key: root-only there, as the answers
+FIXTURE_FILES = ('manifest.json', 'expected.npz', 'known_bugs.npz')   # per profile; the root's draw.key beside them
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
@@ -60,9 +64,11 @@ def collect():
             if name.endswith('.py'):
                 path = os.path.join(root, name)
                 files[os.path.relpath(path, REPO_ROOT).replace(os.sep, '/')] = path
+    base = fixtures.root()
+    files['autograder/fixtures/' + fixtures.KEY_FILE] = os.path.join(base, fixtures.KEY_FILE)
     for profile in profiles_present():
         for name in FIXTURE_FILES:
-            files['autograder/fixtures/%s/%s' % (profile, name)] = os.path.join(FIXTURES_DIR, profile, name)
+            files['autograder/fixtures/%s/%s' % (profile, name)] = os.path.join(base, profile, name)
     missing = sorted(arc for arc, path in files.items() if not os.path.isfile(path))
     if missing:
         raise BuildError('files the zip needs are missing: %s' % ', '.join(missing))
@@ -70,16 +76,31 @@ def collect():
 
 
 def profiles_present():
-    if not os.path.isdir(FIXTURES_DIR):
+    base = fixtures.root()
+    if not os.path.isdir(base):
         return []
-    return sorted(p for p in os.listdir(FIXTURES_DIR) if os.path.isfile(os.path.join(FIXTURES_DIR, p, 'manifest.json')))
+    return sorted(p for p in os.listdir(base) if os.path.isfile(os.path.join(base, p, 'manifest.json')))
+
+
+def public_key_problem():
+    """Why the fixtures may not ship: made with the public test key (fixtures.PUBLIC_TEST_KEY), else None."""
+    key = fixtures.read_key()
+    if key != fixtures.PUBLIC_TEST_KEY:
+        return None
+    return ('the fixtures in %s are made with the public test key, which every reader of the repository holds: '
+            'anyone could compute every input set and its answers. Make the course\'s key and its fixtures with '
+            '`python -m autograder regenerate --course` (%s, git-ignored, owner-only; keep a copy of its draw.key), '
+            'then build the zip again' % (fixtures.root(), COURSE_DIR))
 
 
 def check_fixtures(grading):
-    """Every profile shipped must have fresh fixtures; the cpu profile (Gradescope's) must exist."""
+    """Every profile shipped must have fresh fixtures of a course's key; the cpu profile (Gradescope's) must exist."""
+    problem = public_key_problem()
+    if problem:
+        raise BuildError(problem)
     present = profiles_present()
     if 'cpu' not in present:
-        raise BuildError('no cpu fixtures in %s: run `python -m autograder regenerate`' % FIXTURES_DIR)
+        raise BuildError('no cpu fixtures in %s: run `python -m autograder regenerate --course`' % fixtures.root())
     for profile in present:
         try:
             fixtures.load(grading, profile)
@@ -162,7 +183,10 @@ def run_unpacked(zip_path, model_py, root, python=sys.executable, data_file=DATA
 
 
 def verify(zip_path, log=print):
-    """Reference every point (100 and the extra credit), untouched template 0 on every test, both graded by the unpacked zip."""
+    """Reference every point (100 and the extra credit), untouched template 0 on every test, both graded by the unpacked zip.
+    The gradings refuse while a copy of the grader on this machine is open to the sandbox users: this checkout is
+    closed first, as any sandboxed run closes its own (sandbox.lock_own_copy)."""
+    lock_own_copy()
     cases = [('reference', os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')),
              ('template', os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py'))]
     for label, path in cases:
