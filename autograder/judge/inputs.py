@@ -212,20 +212,26 @@ def build(profile, seed=None, shared=None):
     out['dropout/x'] = dx
     out.update({'w/dropout/' + k: v for k, v in dw.items()})
 
-    if os.path.isfile(DATA_FILE):   # the corpus is there wherever the loss-curve test runs
-        idx, _ = heldout(profile, seed=shared)
-        out['heldout/idx'] = idx
-        vocab = int(_corpus_tokens_of(DATA_FILE).max()) + 1
-        lc = profile['loss_curve']
-        for k, val in training_init(shared, lc, vocab).items():
-            out['model/lc-init/%s' % k] = val
-        # the same start at n_kv_head = n_query_head: 10.1 when the student's GroupedQueryAttention is set aside
-        # ... and without RoPE (positions from wpe): when the student's GQA fails only with RoPE (5.1, not 4.1)
-        sizes = {k: lc[k] for k in ('n_embd', 'n_layer', 'n_query_head', 'n_kv_head', 'rope', 'block_size')}
-        for label, other in (('lc-init-mha', dict(sizes, n_kv_head=lc['n_query_head'])),
-                             ('lc-init-norope', dict(sizes, rope=False))):
-            for k, val in training_init(shared, other, vocab).items():
-                out['model/%s/%s' % (label, k)] = val
+    out.update(_training_inputs(profile, shared))
+    return out
+
+
+def _training_inputs(profile, shared):
+    """10.1's held-out text and initial weights (from the key's shared seed), where the corpus is: the loss-curve test
+    runs there. Also the same start at n_kv_head = n_query_head (10.1 when the student's GroupedQueryAttention is set
+    aside) and without RoPE (positions from wpe: their GQA fails only with RoPE, 5.1 and not 4.1)."""
+    out = {}
+    if not os.path.isfile(DATA_FILE):
+        return out
+    idx, _ = heldout(profile, seed=shared)
+    out['heldout/idx'] = idx
+    vocab = int(_corpus_tokens_of(DATA_FILE).max()) + 1
+    lc = profile['loss_curve']
+    sizes = {k: lc[k] for k in ('n_embd', 'n_layer', 'n_query_head', 'n_kv_head', 'rope', 'block_size')}
+    for label, start in (('lc-init', sizes), ('lc-init-mha', dict(sizes, n_kv_head=lc['n_query_head'])),
+                         ('lc-init-norope', dict(sizes, rope=False))):
+        for k, val in training_init(shared, start, vocab).items():
+            out['model/%s/%s' % (label, k)] = val
     return out
 
 
