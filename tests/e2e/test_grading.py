@@ -111,6 +111,31 @@ def test_template_scores_zero_with_not_implemented(template):
 GPT_TESTS = ('model', 'generate', 'loss-curve', 'gradients', 'load-pretrained')
 
 
+def with_class_of(text, donor, name):
+    """`text` with class `name` replaced by `donor`'s class of that name (whole, as written there)."""
+    import ast
+
+    def span(source):
+        node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == name)
+        lines = source.splitlines(keepends=True)
+        return lines, node.lineno - 1, node.end_lineno
+    lines, a, b = span(text)
+    theirs, c, d = span(donor)
+    return ''.join(lines[:a] + theirs[c:d] + lines[b:])
+
+
+def test_the_template_with_a_correct_rope_earns_ropes_points_and_no_more(tmp_path_factory):
+    # issue 32: no GPT case is left with anything of the student's (their MHA hooks and GQA are the TODOs), so the
+    # GPT tests earn nothing; before, they ran the reference's attention with its own RoPE and scored 36.67
+    with open(TEMPLATE_MODEL) as f, open(os.path.join(REPO, 'reference', 'mingpt', 'model.py')) as g:
+        text = with_class_of(f.read(), g.read(), 'RotaryPositionalEmbeddings')
+    tests = by_id(graded(tmp_path_factory, 'rope-only', text)[0])
+    earned = {tid: t['score'] for tid, t in tests.items() if t['score']}
+    assert earned == {'rope': 10, 'rope-cache': 5}, earned
+    for tid in GPT_TESTS:
+        assert tests[tid]['output'].startswith('Not judged: every case'), tests[tid]['output'][:200]
+
+
 # ----------------------------------------------------------------------------- determinism
 
 BUGGY = reference_with(('    def __init__(self, d: int, base: int = 10_000):\n',
