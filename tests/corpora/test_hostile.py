@@ -178,7 +178,8 @@ def check_write_results(out, tests, root):
 def check_read_fixtures(out, tests, root):
     reached_the_probes(tests)
     msg = tests['submission']['output']
-    lines = [l for l in msg.splitlines() if l.startswith('HOSTILE-READ')]
+    # what model.py printed is shown on one line (judge/student_text.py: a newline of its own reads "\n")
+    lines = [l for l in msg.replace('\\n', '\n').splitlines() if l.startswith('HOSTILE-READ')]
     assert len(lines) == 4, msg
     assert all(l.endswith(': PermissionError') or l.endswith(': FileNotFoundError') for l in lines), msg   # root-only,
     # or (with namespaces) not in the probe's allow-listed file system at all
@@ -246,8 +247,9 @@ def check_forge_outputs(out, tests, root):
     # judged against the reference: zeros earn nothing
     reached_the_probes(tests)
     assert not [i for i in IMPLEMENTATION if 'the output could not be read' in tests[i]['output']], tests
-    for tid in ('rope', 'gqa', 'model'):
+    for tid in ('rope', 'gqa'):
         assert 'max abs error' in tests[tid]['output'] and 'got 0' in tests[tid]['output'], tests[tid]['output']
+    assert not_judged('model', tests['model']), tests['model']['output']   # its attention modules fail: nothing left
     all_zero(tests)
 
 
@@ -257,8 +259,8 @@ def check_forge_malformed(out, tests, root):
     for tid in ('rope', 'rope-cache', 'gqa'):
         assert 'the output could not be read' in tests[tid]['output'] and 'of the report has the wrong type' \
             in tests[tid]['output'], tests[tid]['output']
-    for tid in ('generate', 'loss-curve'):
-        assert 'wrong output shape' in tests[tid]['output'], tests[tid]['output']
+    for tid in ('generate', 'loss-curve'):   # every part of theirs fails its own test: no GPT case left to judge
+        assert not_judged(tid, tests[tid]), tests[tid]['output']
     all_zero(tests)
 
 
@@ -268,7 +270,12 @@ OPTIONAL_TESTS = {t.id for t in GRADING.enabled_tests() if GRADING.is_extra_cred
 
 
 def not_judged(test_id, test):
-    return test_id in OPTIONAL_TESTS and test['output'].startswith('Not judged') and test['score'] == 0
+    """An optional test on a failed required part or left untouched (a stand-alone forgery defines none of it), or
+    (issue 32) a test none of whose cases has anything of the student's left to judge: each says so instead of the
+    attack's symptom, and scores nothing."""
+    nothing_left = test['output'].startswith('Not judged: every case of this test runs only parts of yours')
+    optional = test_id in OPTIONAL_TESTS and test['output'].startswith(('Not judged', 'Not attempted'))   # issue 33
+    return (optional or nothing_left) and test['score'] == 0
 
 
 def outputs_say(tests, words, ids=IMPLEMENTATION):
@@ -285,8 +292,8 @@ def check_fifo_outputs(out, tests, root):
 
 def check_oversized_arrays(out, tests, root):
     reached_the_probes(tests)
-    assert 'greedy has shape (2, 6000001) (12000002 values), expected (2, 17): far too large, not read' \
-        in tests['generate']['output'], tests['generate']['output']
+    # 8.2 reads "Not judged": every part of this stand-alone forgery fails its own test, so no GPT case is left
+    assert not_judged('generate', tests['generate']), tests['generate']['output']
     assert 'd2_T5 has shape (2, 3, 5, 200000)' in tests['rope']['output']
     assert 'n_kv_head=1 has shape (2, 13, 480000)' in tests['gqa']['output']
     all_zero(tests)
@@ -343,7 +350,7 @@ def check_forged_progress(out, tests, root):
     # there is no progress file any more: each probe is a process of its own, and its deadline counts the CPU
     # seconds the harness measures from outside. The forgery announces "end loss-curve" wherever its process can
     # write (files named progress, stdout and stderr, the harness link) when the training starts, then burns
-    # 0.25 s of CPU per step (15 s in all over 60 steps, against the 8 s allowed here; the reference's
+    # 0.5 s of CPU per step (15 s in all over 30 steps, against the 8 s allowed here; the reference's
     # training takes ~1 s): the deadline stops it all the same.
     # gradients rests on the training's step-0 gradients (evidence from this probe), so it is lost with it;
     # every other test is the reference's own.

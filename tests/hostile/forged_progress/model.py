@@ -722,7 +722,7 @@ class GPT(nn.Module):
         # HOSTILE: when the loss-curve probe starts training, announce "end loss-curve" wherever this
         # process can write (the progress file that used to lift the test's deadline is gone: a file of
         # that name in out/, the job folder, home/ and the working folder, stdout and stderr, the harness
-        # link), then burn 0.25 s of CPU per training step (15 s over the cpu profile's 60 steps, against the
+        # link), then burn 0.5 s of CPU per training step (15 s over the cpu profile's 30 steps, against the
         # 8 s the test allows it): the CPU deadline must stop it all the same
         global _FORGED
         if self.training and targets is not None and _FORGED is False:
@@ -732,7 +732,7 @@ class GPT(nn.Module):
         if _FORGED and self.training:
             import time
             t0 = time.process_time()
-            while time.process_time() - t0 < 0.25:
+            while time.process_time() - t0 < 0.5:
                 pass
     # END OPTIONAL
     # BEGIN OPTIONAL !kv_cache
