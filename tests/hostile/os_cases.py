@@ -325,7 +325,8 @@ def _hostile_forger():
             scratch = os.path.abspath(os.path.join(os.environ['TMPDIR'], '..', '..', '..'))
             while True:
                 try:
-                    folders = [os.path.join(scratch, p, 'job', 'out') for p in os.listdir(scratch) if p.startswith('p-')]
+                    folders = [os.path.join(scratch, p, 'job', 'out') for p in os.listdir(scratch)
+                               if p.startswith('p') and p[1:].isdigit()]   # the probes' folders, numbered
                 except Exception:
                     folders = []
                 for out in folders + ['/hw1/job/out']:
