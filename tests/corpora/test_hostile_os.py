@@ -100,7 +100,9 @@ def graded_fully(out, tests, except_=()):
 
 
 def printed(tests, tag):
-    lines = [l for l in tests['submission']['output'].splitlines() if l.startswith(tag)]
+    """The first line model.py printed at import that starts with `tag` (shown on one line: judge/student_text.py
+    writes a newline of the student's as "\\n")."""
+    lines = [l for l in tests['submission']['output'].replace('\\n', '\n').splitlines() if l.startswith(tag)]
     assert lines, tests['submission']['output'][:2000]
     return lines[0]
 
@@ -237,7 +239,7 @@ def _scratch_of(token, timeout=120):
                     mine = token in f.read()
             except OSError:
                 continue
-            if mine and glob.glob(os.path.join(path, 'p-*', 'job', 'home', 'secret.txt')):
+            if mine and glob.glob(os.path.join(path, 'p[0-9]*', 'job', 'home', 'secret.txt')):
                 return path
         time.sleep(0.2)
     raise AssertionError('the victim grading never started')
@@ -264,7 +266,7 @@ def test_concurrent_gradings_cannot_read_each_other(ag_root, monkeypatch, setup)
         out, tests, raw, root, _ = grade(ag_root, read('other_reader').replace('HOSTILETOKEN', token)
                                          .replace('/HOSTILE-TARGET', target))
     finally:
-        for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*', 'p-*', 'job', 'home')):
+        for path in glob.glob(os.path.join(SCRATCH_BASE, 'hw1-sandbox-*', 'p[0-9]*', 'job', 'home')):
             if os.path.isdir(path):
                 open(os.path.join(path, 'go'), 'w').close()   # let the victim end
         proc.wait(timeout=180)
