@@ -178,7 +178,9 @@ def test_unpacked_zip_sets_up_dry_and_grades_reference_100_template_0(built, tmp
                                  and not grading.is_extra_credit(s)]) >= 11
     for t in weighted:
         assert t['score'] == 0 and t['status'] == 'failed', t
-        assert 'not implemented' in t['output'], (t['number'], t['output'][:300])
+        # a TODO, or (issue 32) a GPT test with nothing of the student's left: its attention modules are TODOs
+        assert 'not implemented' in t['output'] or t['output'].startswith('Not judged: every case'), \
+            (t['number'], t['output'][:300])
     # the optional parts read as not attempted: worth 0, not failed
     optional = [t for t in tpl['tests'] if grading.is_extra_credit(grading.test(t['extra_data']['id']))]
     assert optional and all((t['score'], t['max_score'], t['status']) == (0, 0, 'passed') for t in optional), optional
