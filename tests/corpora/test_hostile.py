@@ -422,8 +422,7 @@ CASES = {
     'forged_progress': ({'loss-curve': 8}, check_forged_progress),   # with 0.1 CPU s per iteration it takes > 12 s
     'load_pretrained_hangs': ({'load-pretrained': 6}, check_load_pretrained_hangs),
     'leak_input_in_error': ({}, check_leak_input_in_error),
-    'slow_import': ({}, check_slow_import),
-    'sleep_import': ({}, check_slow_import),
+    'slow_import': ({}, check_slow_import),   # at grading.yaml's own limit: the 3 minutes of issue 32, measured
 }
 # where running as the same user as the grader would be unsafe or the check meaningless
 NEED_SANDBOX = ('fork_bomb', 'write_results', 'read_fixtures')
@@ -433,7 +432,8 @@ def test_corpus_matches_cases():
     sys.path.insert(0, HOSTILE)
     from os_cases import CASES as OS_CASES   # the attacks on the machine: tests/corpora/test_hostile_os.py
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
-    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS) + list(TEXT_ATTACKS))
+    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS)
+                             + list(TEXT_ATTACKS) + ['sleep_import'])   # graded below, in Gradescope's mode
 
 
 def test_corpus_is_built_from_the_current_reference():
@@ -712,4 +712,5 @@ def test_student_text_stays_student_text(env, ag_root):
 def test_print_grader_peak_memory():
     """Runs last in this module: the grader's peak memory per case, for the record (pytest -s)."""
     if PEAK_MB:
-        print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv for kv in sorted(PEAK_MB.items(), key=lambda kv: -kv[1])))
+        known = {k: v for k, v in PEAK_MB.items() if v is not None}   # a case that failed before its figure: none
+        print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv for kv in sorted(known.items(), key=lambda kv: -kv[1])))

@@ -14,15 +14,16 @@ from autograder.judge import source_patches
 from autograder.judge import results as results_mod
 from autograder.judge.grade import grade
 
-BUDGET_S = 20
+BUDGET_S = 12   # the tests before 10.1 take ~6 s here, and 10.1-10.3's three timeouts ~14 s more
 PER_TEST_S = 4
-# Block.forward never returns, and model.py unsets the hang dump (faulthandler.unregister), so the harness
-# cannot say where it hung: a probe that runs several parts is then not skipped (cascade.py names a part only
-# from a dump, or from a probe that runs one part), and every GPT probe (8.1 on: at least seven) runs into its
-# 4 s timeout. Before them the import and tests 2.1-7.1 take ~10 s here; seven timeouts need 28 s more: past 20.
+# Block.forward never returns while gradients are recorded (training), and model.py unsets the hang dump
+# (faulthandler.unregister). The harness places a hang only from its own knowledge (cascade.py): the part a probe
+# runs alone, or the one part of it no earlier probe proved returns. 7.1-8.2 run every part of the GPT without
+# gradients and return, so when 10.1 (training) hangs there is nothing left to place it on: every later probe that
+# trains or backpropagates (10.2, 10.3 and the second run's tries) runs into its 4 s timeout, and the budget ends it.
 HIDDEN_HANG = [
     ('import json\n', 'import faulthandler\nimport json\nimport signal\n'),
-    ('        x = x + attn_out\n', '        while True:\n            pass\n        x = x + attn_out\n'),
+    ('        x = x + attn_out\n', '        while torch.is_grad_enabled():\n            pass\n        x = x + attn_out\n'),
     ('from mingpt.utils import CfgNode as CN\n',
      'from mingpt.utils import CfgNode as CN\nfaulthandler.unregister(signal.SIGUSR1)\n'),
 ]
@@ -51,10 +52,11 @@ def test_a_hang_that_hides_where_it_is_stops_at_the_budget_with_valid_results(tm
     # the budget, plus one child start and the judging, not the timeouts of every GPT test
     assert elapsed < BUDGET_S + 30, elapsed
     by_number = {t['number']: t for t in out['tests']}
-    assert by_number['8.1']['score'] == 0 and 'longer than the %d s allowed' % PER_TEST_S in by_number['8.1']['output']
+    assert by_number['10.1']['score'] == 0 and ('longer than the %d s allowed' % PER_TEST_S in by_number['10.1']['output']
+                                                or 'grading time budget' in by_number['10.1']['output'])
     assert any('grading time budget of %d s was used up' % BUDGET_S in t.get('output', '') for t in out['tests'])
-    # tests that never run a Block and ran before the budget ended keep their points
-    for number in ('2.1', '4.1'):
+    # tests that never run a Block with gradients and ran before the budget ended keep their points
+    for number in ('2.1', '4.1', '8.1'):
         assert by_number[number]['score'] == by_number[number]['max_score'], by_number[number]
 
 
