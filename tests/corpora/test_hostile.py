@@ -442,7 +442,10 @@ def test_corpus_is_built_from_the_current_reference():
     assert proc.returncode == 0, proc.stdout
 
 
-@pytest.mark.parametrize('name', sorted(CASES))
+# slow_import at grading.yaml's own limit (issue 32's 3 minutes: 73 s measured) is run by hand (`-m slow`); CI grades
+# it and sleep_import in Gradescope's mode at a short limit below (test_a_slow_import_is_named_once_...)
+@pytest.mark.parametrize('name', [pytest.param(n, marks=pytest.mark.slow) if n == 'slow_import' else n
+                                  for n in sorted(CASES)])
 def test_hostile(name, ag_root):
     timeouts, check = CASES[name]
     if name in NEED_SANDBOX and not SANDBOXED:
@@ -459,7 +462,7 @@ def test_hostile(name, ag_root):
 
 @pytest.mark.parametrize('name', ('slow_import', 'sleep_import'))
 def test_a_slow_import_is_named_once_in_gradescopes_mode(name, ag_root):
-    root = ag_root(grading_text({'submission': 5}))   # the same rule at a shorter limit: CI's minutes
+    root = ag_root(grading_text({'submission': 2}))   # the same rule at a shorter limit: CI's minutes
     root.submit('model.py', read(name))
     root.case = name
     grade_and_check(name, root, check_slow_import, env=GRADESCOPE_ENV)
@@ -610,7 +613,18 @@ EVIDENCE_ATTACKS = {
 }
 
 
+_GRADED = {}   # (model.py, mode, timeouts) -> graded once: several attacks share an honest control
+
+
 def _graded(ag_root, text, env=None, timeouts=None):
+    key = (text, repr(sorted((env or {}).items())), repr(sorted((timeouts or {}).items())))
+    if key not in _GRADED:
+        _GRADED[key] = _graded_now(ag_root, text, env, timeouts)
+    out, _ = _GRADED[key]
+    return out, by_id(out)
+
+
+def _graded_now(ag_root, text, env, timeouts):
     root = ag_root(grading_text(timeouts or {}))
     root.submit('model.py', text)
     out, _ = root.run(env=env)

@@ -238,12 +238,14 @@ def test_only_optional_parts_missing_exits_0(tmp_path):
     assert skipped[0] == skipped[1] >= 2, skipped  # at least the two sliding-window tests
 
 
-def test_a_hang_costs_one_test_limit_and_each_reason_shows_as_it_happens(tmp_path):
+# the default limit (issue 33's "within 150 s", measured: ~63 s) is run by hand (`-m slow`); CI runs the same at 10 s
+@pytest.mark.parametrize('seconds', [pytest.param(60, marks=pytest.mark.slow), 10])
+def test_a_hang_costs_one_test_limit_and_each_reason_shows_as_it_happens(tmp_path, seconds):
     """
-    A GQA loop that never ends (the corpus's starter_gqa_while_hang), at the default limit: the first test that
-    runs it is stopped after 60 s and names the function and line in the grader's words; every later test that
+    A GQA loop that never ends (the corpus's starter_gqa_while_hang): the first test that runs it is stopped after
+    the limit (60 s by default) and names the function and line in the grader's words; every later test that
     would run it again stops at once with the grader's sentence for a skipped test, so the whole file takes about
-    a minute, and each reason is printed under its FAIL as it happens (before the summary).
+    one limit, and each reason is printed under its FAIL as it happens (before the summary).
     """
     from autograder.judge.cascade import NOT_RUN, STOPPED_IN
     with open(os.path.join(REPO_ROOT, 'tests', 'submissions', 'buggy', 'starter_gqa_while_hang', 'model.py')) as f:
@@ -252,15 +254,17 @@ def test_a_hang_costs_one_test_limit_and_each_reason_shows_as_it_happens(tmp_pat
     folder = _variant(tmp_path, 'hang', source)
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'HW1_TEST_SECONDS')}
     env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1')
+    if seconds != 60:
+        env['HW1_TEST_SECONDS'] = str(seconds)
     started = time.time()
     proc = subprocess.run([sys.executable, 'test_model.py'], cwd=folder, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     elapsed = time.time() - started
     live, summary = proc.stdout.split('\nSummary of the public tests\n')
-    stopped = STOPPED_IN % ('GroupedQueryAttention.forward', line) + ' (it ran longer than 60 s'
+    stopped = STOPPED_IN % ('GroupedQueryAttention.forward', line) + ' (it ran longer than %d s' % seconds
     not_run = NOT_RUN % ('GroupedQueryAttention.forward', '05', ' (model.py line %d)' % line)
     assert re.search(r'\(multi-query attention\) \.\.\. FAIL\n +' + re.escape(stopped), live), live[-3000:]
     # the other GQA tests: 06-10, 12, the GPT (13), the memory figure (14) and generate (17)
     assert live.count('FAIL\n        ' + not_run + '\n') == 9, live[-3000:]
     assert 'PASS  CausalSelfAttention with rope=True' in summary and proc.returncode == 1, summary
-    assert elapsed < 150, elapsed
+    assert elapsed < seconds + 90, elapsed   # one limit, and the other tests: 150 s at the default
