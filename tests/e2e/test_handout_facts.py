@@ -117,13 +117,15 @@ def test_handouts_file_list_ships(text, generated):
     shipped = set(generated) | {'input.txt'}  # build-handout adds the corpus
     assert files <= shipped, 'listed by the handout but not shipped: %s' % sorted(files - shipped)
     extras = shipped - files
-    # ours adds: its README, the plotting script, the package marker, the public tests' reference values
-    # and the grader's own rules that test_model.py imports (upload rules, layer matching, the 9.1 memory contract)
-    # and chargpt.py's checks before a run (mingpt/preflight.py)
-    assert extras == {'README.md', 'plot_logs.py', 'mingpt/__init__.py', 'test_model_expected.json',
-                      'grader_rules.py', 'memory_check.py', 'mingpt/preflight.py'}
-    for name in ('plot_logs.py', 'test_model.py', 'input.txt', 'test_model_expected.json', 'grader_rules.py',
-                 'memory_check.py'):
+    # ours adds: its README, the plotting script, the package marker, chargpt.py's checks before a run
+    # (mingpt/preflight.py), and, out of the way in tests/_support/, what test_model.py imports: its machinery,
+    # the public tests' reference values and the grader's own rules (upload rules, layer matching, the 9.1
+    # memory contract)
+    assert extras == {'README.md', 'plot_logs.py', 'mingpt/__init__.py', 'mingpt/preflight.py',
+                      'tests/_support/public_checks.py', 'tests/_support/test_model_expected.json',
+                      'tests/_support/grader_rules.py', 'tests/_support/memory_check.py'}
+    for name in ('plot_logs.py', 'test_model.py', 'input.txt', 'tests/_support/', 'public_checks.py',
+                 'test_model_expected.json', 'grader_rules.py', 'memory_check.py'):
         assert '`%s`' % name in generated['README.md'], 'the README does not describe %s' % name
 
 

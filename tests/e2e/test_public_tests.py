@@ -1,5 +1,5 @@
 """
-The public tests (student_template/hw1/test_model.py) against a corpus of model.py files:
+The public tests (student_template/hw1/test_model.py and its tests/_support/) against a corpus of model.py files:
 they pass on the reference and on every correct variant of tests/submissions/correct; each
 known bug of the grader (autograder/judge/known_bugs.py, applied to the reference) fails the
 tests it belongs to, is named there as the likely bug, and fails no test of an unrelated
@@ -41,7 +41,8 @@ torch.set_num_threads(1)
 variants, out_path = json.loads(sys.argv[1]), sys.argv[2]
 results = {}
 for n, (label, folder) in enumerate(variants):
-    for name in [m for m in sys.modules if m in ('mingpt', 'grader_rules', 'memory_check') or m.startswith('mingpt.')]:
+    for name in [m for m in sys.modules if m in ('mingpt', 'public_checks', 'grader_rules', 'memory_check')
+                 or m.startswith('mingpt.')]:
         del sys.modules[name]
     sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location('public_tests_%d' % n, folder + '/test_model.py')
@@ -109,12 +110,12 @@ def _patched(replacements):
 
 
 def _variant(tmp_path, label, source):
-    """A folder with the template's test_model.py and mingpt package, and `source` as model.py."""
+    """A folder with the template's test_model.py, its tests/_support/ and mingpt package, and `source` as model.py."""
     folder = tmp_path / label
-    shutil.copytree(os.path.join(TEMPLATE_DIR, 'mingpt'), str(folder / 'mingpt'),
-                    ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
-    for name in ('test_model.py', 'test_model_expected.json', 'grader_rules.py', 'memory_check.py'):
-        shutil.copy(os.path.join(TEMPLATE_DIR, name), str(folder))
+    for name in ('mingpt', os.path.join('tests', '_support')):
+        shutil.copytree(os.path.join(TEMPLATE_DIR, name), str(folder / name),
+                        ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+    shutil.copy(os.path.join(TEMPLATE_DIR, 'test_model.py'), str(folder))
     (folder / 'mingpt' / 'model.py').write_text(source)
     return str(folder)
 

@@ -57,21 +57,25 @@ def test_committed_template_is_up_to_date(generated):
 
 
 def test_shipped_files(generated):
-    assert sorted(generated) == ['README.md', 'chargpt.py', 'grader_rules.py', 'memory_check.py',
+    assert sorted(generated) == ['README.md', 'chargpt.py',
                                  'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py',
                                  'mingpt/utils.py',
-                                 'plot_logs.py', 'requirements.txt', 'test_model.py', 'test_model_expected.json']
+                                 'plot_logs.py', 'requirements.txt', 'test_model.py',
+                                 'tests/_support/grader_rules.py', 'tests/_support/memory_check.py',
+                                 'tests/_support/public_checks.py', 'tests/_support/test_model_expected.json']
     with open(os.path.join(REFERENCE_DIR, 'mingpt', 'utils.py')) as f:
         assert generated['mingpt/utils.py'] == f.read(), 'the grader provides utils.py: ship it unchanged'
     requirements = [l for l in generated['requirements.txt'].splitlines() if l and not l.startswith('#')]
     assert {'torch', 'einops'} <= set(requirements)
     assert 'pytest' in requirements and 'python -m pytest test_model.py' in generated['README.md']
     assert 'upload only `mingpt/model.py`' in generated['README.md'].replace('Upload', 'upload')
+    # the root holds what the course's starter holds and one public test file; the README says where the rest is
+    assert '`tests/_support/`' in generated['README.md']
 
 
 def test_readme_gives_the_public_tests_time_limit(generated):
     # a student whose test hangs learns the limit and how to change it where they read
-    default = re.search(r"'HW1_TEST_SECONDS', '(\d+)'", generated['grader_rules.py']).group(1)
+    default = re.search(r"'HW1_TEST_SECONDS', '(\d+)'", generated['tests/_support/grader_rules.py']).group(1)
     assert 'still running after **%s s**' % default in generated['README.md']
     assert 'HW1_TEST_SECONDS=' in generated['README.md']
 
@@ -108,7 +112,7 @@ def test_model_stubs_read_well(generated):
 
 def test_optional_part_off(tmp_path):
     files = build.generate(dict(build.load_optional_parts(), sliding_window=False))
-    for rel in ('mingpt/model.py', 'test_model.py', 'README.md'):
+    for rel in ('mingpt/model.py', 'test_model.py', 'tests/_support/public_checks.py', 'README.md'):
         assert 'banded_attention' not in files[rel] and 'sliding_window_mask' not in files[rel], rel
     assert 'TODO (optional, handout 4' not in files['mingpt/model.py'] and 'sliding_window_mask' not in files['test_model.py']
     assert '\n\n\n\n' not in files['mingpt/model.py']
@@ -288,13 +292,15 @@ def test_check_lists_differing_files(tmp_path, generated, monkeypatch, capsys):
 
 
 def test_student_files_are_short_generated_and_free_of_grader_words(generated):
-    # the public tests read like the course's (a data file holds the values), and what students read
-    # speaks of the homework: build.generate refuses a grader word, this shows the committed files agree
-    assert len(generated['test_model.py'].splitlines()) <= 610
-    assert len(generated['memory_check.py'].splitlines()) <= 650
+    # the public tests read like the course's (one short file at the root; its machinery, the values and the
+    # grader's rules in tests/_support/), and what students read speaks of the homework: build.generate refuses
+    # a grader word, this shows the committed files agree
+    assert len(generated['test_model.py'].splitlines()) <= 210
+    assert len(generated['tests/_support/public_checks.py'].splitlines()) <= 450
+    assert len(generated['tests/_support/memory_check.py'].splitlines()) <= 650
     from autograder.staff.handout import handout_memory
-    template = open(os.path.join(build.TEMPLATES_DIR, 'memory_check.py'), encoding='utf-8').read()
-    assert generated['memory_check.py'] == handout_memory.memory_module(template)
+    template = open(os.path.join(build.TEMPLATES_DIR, 'tests', '_support', 'memory_check.py'), encoding='utf-8').read()
+    assert generated['tests/_support/memory_check.py'] == handout_memory.memory_module(template)
     for rel in build.STUDENT_READS:
         assert not handout_memory.GRADER_WORDS.search(generated[rel]), rel
 

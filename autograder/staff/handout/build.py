@@ -6,11 +6,17 @@ The student handout as a build product of the staff reference.
 
 build-template turns reference/ into student_template/hw1/: solution markers are stripped
 (see strip_markers), the hand-written files of student_template/templates/ are added, and
-the public tests (test_model.py) get their expected values, computed from the reference in a
-subprocess so that the reference's `mingpt` package never meets the template's, and the
-signatures of the grader's known bugs on the same public inputs (public_known_bugs.py), in the data
-file test_model_expected.json beside them. grader_rules.py and memory_check.py (handout_memory.py)
-receive the grader's own code for the upload rules, the layer matching and the memory contract.
+the public tests get their expected values, computed from the reference in a subprocess so that
+the reference's `mingpt` package never meets the template's, and the signatures of the grader's
+known bugs on the same public inputs (public_known_bugs.py), in the data file
+test_model_expected.json. grader_rules.py and memory_check.py (handout_memory.py) receive the
+grader's own code for the upload rules, the layer matching and the memory contract.
+
+The handout's root holds what the course's starter holds (mingpt/, chargpt.py, a README,
+requirements.txt, the plotting helper) and one short public test file, test_model.py; what exists
+only to carry the grader's rules sits in tests/_support/ (SUPPORT_DIR): public_checks.py (the
+tests' inputs, cases, comparisons and runner wrapper), grader_rules.py, memory_check.py and
+test_model_expected.json. test_model.py puts that folder on sys.path and imports from it.
 --check regenerates into a temporary folder and fails if the committed template differs.
 
 build-handout zips the generated template plus the corpus into dist/hw1_handout.zip.
@@ -36,18 +42,23 @@ HANDOUT_ZIP = os.path.join(REPO_ROOT, 'dist', 'hw1_handout.zip')
 # reference files shipped to students, processed for markers (copied verbatim if they have none)
 REFERENCE_FILES = ['chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/preflight.py', 'mingpt/trainer.py',
                    'mingpt/utils.py']
-# hand-written files of student_template/templates/, also processed for markers
-TEMPLATE_FILES = ['README.md', 'grader_rules.py', 'plot_logs.py', 'requirements.txt', 'test_model.py']
+# where the public tests' machinery and the grader's rules sit in the handout, out of the student's way
+SUPPORT_DIR = 'tests/_support/'
+GRADER_RULES = SUPPORT_DIR + 'grader_rules.py'
+MEMORY_CHECK = SUPPORT_DIR + 'memory_check.py'
+PUBLIC_CHECKS = SUPPORT_DIR + 'public_checks.py'
+# the public tests' reference values, written beside the machinery that reads them
+EXPECTED_FILE = SUPPORT_DIR + 'test_model_expected.json'
+# hand-written files of student_template/templates/ (the same paths there), also processed for markers
+TEMPLATE_FILES = ['README.md', 'plot_logs.py', 'requirements.txt', 'test_model.py', GRADER_RULES, PUBLIC_CHECKS]
 # what students read, kept free of the grader's words (handout_memory.GRADER_WORDS)
-STUDENT_READS = ('README.md', 'test_model.py', 'grader_rules.py', 'memory_check.py', 'test_model_expected.json')
+STUDENT_READS = ('README.md', 'test_model.py', GRADER_RULES, MEMORY_CHECK, PUBLIC_CHECKS, EXPECTED_FILE)
 # optional parts known to the markers; grading.yaml handout.optional_parts switches them
 OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 
-# the placeholders in templates/grader_rules.py that the generator fills in with the grader's own code
+# the placeholders in templates/tests/_support/grader_rules.py that the generator fills in with the grader's own code
 PLAN_PLACEHOLDER = "PROJECTION_PLAN = None  # filled in by build-template: the grader's layer matching\n"
 RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface_check.py)\n'
-# the public tests' reference values, written beside test_model.py
-EXPECTED_FILE = 'test_model_expected.json'
 
 
 def _upload_rules_source():
@@ -262,6 +273,7 @@ def expected_data(computed, likely, signatures):
     return '{\n' + ',\n'.join(parts) + '\n}\n'
 
 
+# loads the public tests as a student runs them (they put SUPPORT_DIR on the path), then asks their machinery
 _EXPECTED_SCRIPT = '''
 import importlib.util, json, sys
 import torch
@@ -270,7 +282,7 @@ sys.path.insert(0, sys.argv[1])
 spec = importlib.util.spec_from_file_location('hw1_public_tests', sys.argv[2])
 tests = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tests)
-json.dump(tests.compute_expected(), sys.stdout)
+json.dump(sys.modules['public_checks'].compute_expected(), sys.stdout)
 '''
 
 
@@ -278,7 +290,7 @@ def compute_expected(test_source, reference_dir=REFERENCE_DIR, beside=None):
     """
     Run the public tests' cases on the reference in a fresh interpreter (float64) and return
     {'expected': {name: (shape, values)}, 'parameters': [(name, shape)]}. `beside`: {relative
-    path: text} of the files the tests import from their own folder (grader_rules.py, memory_check.py).
+    path: text} of the files the tests import from SUPPORT_DIR (public_checks.py, grader_rules.py, memory_check.py).
     """
     with tempfile.TemporaryDirectory(prefix='hw1_expected_') as tmp:
         write_tree(beside or {}, tmp)
@@ -306,18 +318,18 @@ def generate(optional_parts=None):
         text = _read(os.path.join(REFERENCE_DIR, rel))
         files[rel] = strip_markers(text, 'reference/' + rel, optional_parts) if has_markers(text) else text
     for rel in TEMPLATE_FILES:
-        text = _read(os.path.join(TEMPLATES_DIR, rel))
+        text = _read(os.path.join(TEMPLATES_DIR, *rel.split('/')))
         files[rel] = strip_markers(text, 'student_template/templates/' + rel, optional_parts)
 
-    rules = files['grader_rules.py']
+    rules = files[GRADER_RULES]
     for placeholder in (PLAN_PLACEHOLDER, RULES_PLACEHOLDER):
         if rules.count(placeholder) != 1:
-            raise ValueError('student_template/templates/grader_rules.py must contain the line %r exactly once'
-                             % placeholder.strip())
+            raise ValueError('student_template/templates/%s must contain the line %r exactly once'
+                             % (GRADER_RULES, placeholder.strip()))
     rules = rules.replace(PLAN_PLACEHOLDER, _projection_plan_source())
-    files['grader_rules.py'] = rules.replace(RULES_PLACEHOLDER, _upload_rules_source())
-    files['memory_check.py'] = handout_memory.memory_module(_read(os.path.join(TEMPLATES_DIR, 'memory_check.py')))
-    beside = {rel: files[rel] for rel in ('grader_rules.py', 'memory_check.py')}
+    files[GRADER_RULES] = rules.replace(RULES_PLACEHOLDER, _upload_rules_source())
+    files[MEMORY_CHECK] = handout_memory.memory_module(_read(os.path.join(TEMPLATES_DIR, *MEMORY_CHECK.split('/'))))
+    beside = {rel: files[rel] for rel in (PUBLIC_CHECKS, GRADER_RULES, MEMORY_CHECK)}
     computed = compute_expected(files['test_model.py'], beside=beside)
     likely, signatures = public_known_bugs.bug_signatures(files['test_model.py'], computed['expected'], beside=beside)
     files[EXPECTED_FILE] = expected_data(computed, likely, signatures)

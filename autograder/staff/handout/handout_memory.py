@@ -1,12 +1,12 @@
 """
-The students' memory helper (handout `memory_check.py`), generated from the grader's one
+The students' memory helper (handout `tests/_support/memory_check.py`), generated from the grader's one
 source of the memory contract: the CUDA view (child/cuda_view.py), the readings handler
 (contract/memory_readings.py) and the rules of test 9.1 (memory_rules.py).
 
 The grader's code is copied as code only: `ast` keeps the top-level definitions the public
 tests use, drops docstrings and comments (they speak of the grader's machinery, not of the
 homework) and renames the few identifiers whose names are grader words. The hand-written part
-for students (student_template/templates/memory_check.py: the docstring, the patching that is
+for students (student_template/templates/tests/_support/memory_check.py: the docstring, the patching that is
 undone after the memory test, the one call test_model.py makes) is placed around it. A
 generated module that still holds a grader word is refused, so the handout cannot drift into
 them.
@@ -82,7 +82,7 @@ def grader_memory_code(repo_root=REPO_ROOT):
 def memory_module(template_text, repo_root=REPO_ROOT):
     """The handout's memory_check.py: the template with the grader's code in place of its placeholder."""
     if template_text.count(CODE_PLACEHOLDER) != 1:
-        raise ValueError('student_template/templates/memory_check.py must contain the line %r exactly once'
+        raise ValueError('student_template/templates/tests/_support/memory_check.py must contain the line %r exactly once'
                          % CODE_PLACEHOLDER.strip())
     imports, definitions = grader_memory_code(repo_root)
     imports = [line for line in imports if '\n%s\n' % line not in template_text]

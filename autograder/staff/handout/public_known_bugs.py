@@ -4,7 +4,7 @@ Signatures of the known bugs for the public tests (build-template).
 The grader names the known bugs of autograder/judge/known_bugs.py (source patches of
 the reference). build-template applies the same patches, runs the public tests' own cases
 on every patched reference (float64, in one fresh interpreter), and keeps, for each case an
-output fails, the short signature that test_model.py's `signature()` computes. Only the
+output fails, the short signature that the public tests' `public_checks.signature()` computes. Only the
 public inputs are ever run, so nothing of the grader's hidden inputs reaches the handout.
 """
 
@@ -17,6 +17,9 @@ import tempfile
 
 from autograder import REFERENCE_DIR
 from autograder.judge import known_bugs
+
+# the modules the public tests import from their support folder (build.SUPPORT_DIR): each variant imports them afresh
+SUPPORT_MODULES = ('public_checks', 'grader_rules', 'memory_check')
 
 # an output of a bug is worth naming only where the public test fails on it: every public
 # tolerance is at most this (ATOL_GPT), and the bugs differ from the reference by > 1e-2
@@ -32,12 +35,13 @@ torch.set_default_dtype(torch.float64)
 test_path, variants, out_path = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 result = {}
 for n, (variant_id, folder) in enumerate(variants):
-    for name in [m for m in sys.modules if m == 'mingpt' or m.startswith('mingpt.')]:
-        del sys.modules[name]  # each variant imports its own mingpt package
+    # each variant imports its own mingpt package, and the tests' machinery afresh (it holds the imported model)
+    for name in [m for m in sys.modules if m == 'mingpt' or m.startswith('mingpt.') or m in %r]:
+        del sys.modules[name]
     sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location('hw1_public_tests_%d' % n, test_path)
-    tests = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tests)
+    spec = importlib.util.spec_from_file_location('hw1_public_tests_%%d' %% n, test_path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    tests = sys.modules['public_checks']
     outputs = {}
     for case in tests.CASES.values():
         try:
@@ -52,7 +56,7 @@ for n, (variant_id, folder) in enumerate(variants):
     sys.path.remove(folder)
 with open(out_path, 'w') as f:
     json.dump(result, f)
-'''
+''' % (SUPPORT_MODULES,)
 
 
 def _variant_folder(root, known_bug, reference_dir):

@@ -1,5 +1,6 @@
 """
-The grader's own rules, used by test_model.py so that the public tests apply them as the grader does:
+The grader's own rules, used by test_model.py (through public_checks.py beside this file) so that the
+public tests apply them as the grader does:
 
 - what an upload must be (size, encoding, syntax, the handout's class and method names, imports):
   the grader's first test reads mingpt/model.py by exactly these rules;
@@ -31,8 +32,9 @@ import unittest
 import torch
 from torch import nn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL_PY = os.path.join(HERE, 'mingpt', 'model.py')
+# this file sits in tests/_support/ of the homework folder, which holds test_model.py and mingpt/
+HW1_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODEL_PY = os.path.join(HW1_DIR, 'mingpt', 'model.py')
 
 
 class CheckFailed(AssertionError):
@@ -191,7 +193,7 @@ class GraderImports:
 
 
 def install_grader_imports():
-    """From now on, model.py can import only what the grader has (test_model.py calls it before importing model.py)."""
+    """From now on, model.py can import only what the grader has (public_checks.py calls it before importing model.py)."""
     if GraderImports not in sys.meta_path:
         sys.meta_path.insert(0, GraderImports)
 
@@ -243,61 +245,7 @@ def load_attention_weights(module, weights):
     return note
 
 
-# copied by build-template from autograder/child/adapter.py: do not edit here
-def _role_hint(name):
-    """What a layer's own name says it is: 'qkv', 'kv', 'q', 'k', 'v', 'out' or None."""
-    last = name.split('.')[-1].lower()
-    tokens = set(re.split(r'[^a-z]+', last)) | {last}
-    if 'qkv' in last or last == 'c_attn':
-        return 'qkv'
-    if 'kv' in last:
-        return 'kv'
-    for role, words in (('q', {'q', 'query', 'wq', 'queries'}), ('k', {'k', 'key', 'wk', 'keys'}),
-                        ('v', {'v', 'value', 'wv', 'values'})):
-        if tokens & words or last.startswith(role + '_'):
-            return role
-    if tokens & {'out', 'o', 'wo', 'c_proj', 'o_proj', 'proj'} or last.startswith('out'):
-        return 'out'  # checked after q/k/v: 'q_proj' is a query projection, a bare 'proj' an output one
-    return None
-
-
-def plan_projections(layers, n_embd, kv_dim):
-    """
-    Which of an attention module's Linear(n_embd -> *) layers plays which projection when the
-    handout's names are missing. `layers`: [(name, out_features)] in registration order.
-    Returns ({role: layer name}, [roles not found]); the roles are 'out' and either 'qkv' or
-    'q' with 'kv' or with 'k' and 'v'. Shapes decide, names only where shapes are ambiguous (a
-    fused [k; v] layer is n_embd wide when n_kv_head = n_query_head / 2); fused layers are
-    assumed to stack [q; k; v] or [k; v] along the output. Torch-free on purpose:
-    build-template copies this source into the students' grader_rules.py, so that the public
-    tests and the grader match layers the same way.
-    """
-    free = list(layers)
-    plan = {}
-
-    def take(role, out_features):
-        fits = [l for l in free if l[1] == out_features]
-        named = [l for l in fits if _role_hint(l[0]) == role]
-        unnamed = [l for l in fits if _role_hint(l[0]) is None]  # a layer named for another role is never taken
-        if named or unnamed:
-            # without a telling name the output projection is the last square layer, any other role the first
-            pick = named[0] if named else unnamed[-1] if role == 'out' else unnamed[0]
-            plan[role] = pick[0]
-            free.remove(pick)
-
-    take('qkv', n_embd + 2 * kv_dim)
-    take('out', n_embd)
-    if 'qkv' not in plan:
-        fused_kv = [l for l in free if l[1] == 2 * kv_dim and (_role_hint(l[0]) == 'kv' or 2 * kv_dim != n_embd)]
-        if fused_kv:
-            plan['kv'] = fused_kv[0][0]
-            free.remove(fused_kv[0])
-        take('q', n_embd)
-        if 'kv' not in plan:
-            take('k', kv_dim)
-            take('v', kv_dim)
-    need = ['out'] + (['qkv'] if 'qkv' in plan else ['q'] + (['kv'] if 'kv' in plan else ['k', 'v']))
-    return plan, [r for r in need if r not in plan]
+PROJECTION_PLAN = None  # filled in by build-template: the grader's layer matching
 
 
 def _load_by_shape(module, weights):
@@ -329,160 +277,7 @@ def _load_by_shape(module, weights):
 
 # ----------------------------------------------------------------------------- the grader's upload rules
 
-# copied by build-template from the grader's submission.py and interface_check.py: do not edit here
-MAX_MODEL_BYTES = 1048576
-INTERFACE = {'RotaryPositionalEmbeddings': ('_build_cache', 'forward'), 'CausalSelfAttention': ('forward',), 'GroupedQueryAttention': ('forward',), 'Block': ('forward',), 'GPT': ('forward', 'generate')}
-_MODULE_BASES = frozenset(['Module', 'nn.Module', 'object', 'torch.nn.Module'])
-
-
-def too_large(rel, size, max_bytes=MAX_MODEL_BYTES):
-    """The refusal of an oversized model.py, in units people read (bytes where they tell the sizes apart)."""
-    shown = '%.1f MB' % (size / 1024 ** 2) if size >= 10 * 1024 ** 2 else '%d bytes' % size
-    return ('%s is %s; a model.py may have at most %d bytes (%g MB; the handout\'s is about 30 KB): upload the source '
-            'file alone, without saved weights or data in it' % (rel, shown, max_bytes, max_bytes / 1024 ** 2))
-
-
-def _line_of(raw, offset):
-    """'line L, column C' of a byte offset (columns count bytes, from 1)."""
-    line_start = raw.rfind(b'\n', 0, offset) + 1
-    return 'line %d, column %d' % (raw.count(b'\n', 0, offset) + 1, offset - line_start + 1)
-
-
-def not_utf8(raw, start, end):
-    """
-    Where the first byte that is not UTF-8 sits, what it most likely is (editors that do not
-    save UTF-8 mostly write Windows-1252: curly quotes, dashes, accented letters), and the fix.
-    """
-    bad = raw[start:max(end, start + 1)]
-    try:
-        guess = bad.decode('cp1252')
-        likely = ", which is %r in the Windows-1252 encoding" % guess
-    except UnicodeDecodeError:
-        likely = ''
-    line_start = raw.rfind(b'\n', 0, start) + 1
-    line_end = raw.find(b'\n', start)
-    text = raw[line_start:line_end if line_end >= 0 else len(raw)].decode('cp1252', errors='replace').strip()
-    return ('model.py is not UTF-8 text: %s holds the byte %s%s. Save the file as UTF-8 (in most editors: Save with '
-            'Encoding, UTF-8), or replace that character (a straight quote \' or " for a curly one)\n    %s'
-            % (_line_of(raw, start), ' '.join('0x%02x' % b for b in bad), likely, text[:200]))
-
-
-def read_source(path):
-    """(text, None) decoded as Python would (PEP 263), or (None, the reason it cannot be)."""
-    with open(path, 'rb') as f:
-        raw = f.read(MAX_MODEL_BYTES + 1)
-    if len(raw) > MAX_MODEL_BYTES:
-        return None, 'model.py is more than %d bytes' % MAX_MODEL_BYTES
-    if b'\0' in raw:
-        return None, ('model.py contains a NUL byte (at byte %d, %s), which Python source cannot contain: save it '
-                      'again as plain text' % (raw.index(b'\0'), _line_of(raw, raw.index(b'\0'))))
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as e:
-        if 'invalid or missing encoding' in str(e):  # not UTF-8 in the first two lines, and no coding line
-            encoding = 'utf-8'
-        else:
-            return None, 'model.py has a coding line Python does not accept: %s' % e
-    try:
-        return raw.decode(encoding), None
-    except UnicodeDecodeError as e:
-        if encoding in ('utf-8', 'utf-8-sig'):
-            return None, not_utf8(raw, e.start, e.end)
-        return None, 'model.py is not valid %s text, as its coding line says (byte %d)' % (encoding, e.start)
-    except LookupError as e:
-        return None, 'model.py has a coding line Python does not accept: %s' % e
-
-
-def imported_names(tree):
-    """(import node, module name, its top-level package) of every absolute import in the tree, in walk order."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        for name in names:
-            yield node, name, name.split('.')[0]
-
-
-def _names_defined(body):
-    names = set()
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split('.')[0] for a in node.names}
-        elif isinstance(node, (ast.If, ast.Try)):  # definitions under `if`/`try` at the same level count
-            names |= _names_defined(node.body + getattr(node, 'orelse', []) + getattr(node, 'finalbody', []))
-            for handler in getattr(node, 'handlers', []):
-                names |= _names_defined(handler.body)
-    return names
-
-
-def _classes(tree):
-    return {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-
-
-def _has_method(name, method, classes, seen=()):
-    """True when class `name` of the file defines `method` or may inherit it."""
-    node = classes.get(name)
-    if node is None or name in seen:
-        return False
-    if method in _names_defined(node.body):
-        return True
-    for base in node.bases:
-        text = ast.unparse(base) if hasattr(ast, 'unparse') else ''
-        if text in _MODULE_BASES:
-            continue
-        if text in classes:
-            if _has_method(text, method, classes, seen + (name,)):
-                return True
-        else:
-            return True   # a base from elsewhere (a mixin, a library class): it may provide the method
-    return False
-
-
-def missing(source):
-    """The parts of the fixed interface that `source` lacks, as 'Class' or 'Class.method'; [] when complete."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []   # reported by submission.static_problems
-    top = _names_defined(tree.body)
-    classes = _classes(tree)
-    lacks = []
-    for cls, methods in INTERFACE.items():
-        if cls not in top:
-            lacks.append(cls)
-        elif cls in classes:  # a class defined here must carry its methods; an alias or import is trusted
-            lacks += ['%s.%s' % (cls, m) for m in methods if not _has_method(cls, m, classes)]
-    return lacks
-
-
-def nothing_to_grade(source):
-    """
-    One sentence when the decoded file holds nothing to grade: empty, only comments, or none
-    of the handout's classes (the wrong file uploaded). None otherwise: a file that lacks only
-    some of them is graded, and test 1.1 names what is missing.
-    """
-    if not source.strip():
-        return 'model.py is empty: there is nothing to grade. Upload the file with your code (was it saved?)'
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None   # the static check reports it
-    if all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in tree.body):
-        return 'model.py holds no code, only comments or text: upload the file with your code'
-    lacks = missing(source)
-    if all(cls in lacks for cls in INTERFACE):
-        return ("model.py defines none of the handout's classes (%s): is it the right file? Upload your "
-                "mingpt/model.py" % ', '.join(INTERFACE))
-    return None
+UPLOAD_RULES = None  # filled in by build-template: the grader's own checks (submission.py, interface_check.py)
 
 
 def _runs_at_import(tree):
@@ -558,7 +353,7 @@ def upload_findings(import_error, path=MODEL_PY):
 
 
 # ----------------------------------------------------------------------------- how a run is reported
-# the start of the line that names a likely bug under a failure (test_model.py's LIKELY_BUG)
+# the start of the line that names a likely bug under a failure (public_checks.py's LIKELY_BUG)
 LIKELY_BUG_LEAD = 'Likely bug: '
 
 

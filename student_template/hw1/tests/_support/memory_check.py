@@ -530,7 +530,7 @@ def _measured_or_why_not(value, entries, floor, weights):
     return False, ('forward reported %s, which is no difference of two readings your code took during the call '
                    '(the largest: %s): the figure is not a measurement of this call' % (_kb(value), shown))
 
-# ----------------------------------------------------------------------------- used by test_model.py
+# ----------------------------------------------------------------------------- used by the public tests
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ import os
 
 # the grader's memory code: filled in by build-template
 
-# ----------------------------------------------------------------------------- used by test_model.py
+# ----------------------------------------------------------------------------- used by the public tests
 
 
 @contextlib.contextmanager
