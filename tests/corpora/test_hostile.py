@@ -16,7 +16,6 @@ hard links, zips, bytes that are not UTF-8). Every case must also leave a strict
 import json
 import os
 import zipfile
-import pwd
 import re
 import stat
 import subprocess
@@ -25,7 +24,7 @@ import time
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, possible, sandbox_processes,
+from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, pool_user, possible, sandbox_processes,
                         score_in_range, sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML, sandbox
 from autograder.judge import config
@@ -34,6 +33,9 @@ from autograder.judge.student_text import WITHHELD
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile')
 GRADING = config.load(GRADING_YAML)
+# every case opens its AUTOGRADER_ROOT to the sandbox users until the grading locks it, and some grade in Gradescope's
+# mode: one at a time (tests/conftest.py)
+pytestmark = pytest.mark.lockdown
 CAP = GRADING.sandbox['max_output_chars']
 PROFILE = GRADING.profiles['cpu']
 IMPLEMENTATION = [t.id for t in GRADING.enabled_tests() if t.id != 'submission']
@@ -200,9 +202,9 @@ def gradescope_layout_stays_locked(root):
     assert stat.S_IMODE(os.stat(root.path).st_mode) == 0o711
     for name in ('source', 'submission', 'results'):
         assert stat.S_IMODE(os.stat(os.path.join(root.path, name)).st_mode) & 0o077 == 0, name
-    pw = pwd.getpwuid(sandbox_uid())
     secret = os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz')
-    assert not sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
+    with pool_user(sandbox_uid()) as pw:   # asked as that user while no grading holds it
+        assert not sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
 
 
 def check_monkeypatch(out, tests, root):
@@ -452,9 +454,9 @@ def test_hostile(name, ag_root):
         pytest.skip('needs root and the sandbox user (./setup.sh)')
     root = ag_root(grading_text(timeouts))
     if name == 'read_fixtures':  # the attack would succeed without the grader's lockdown
-        pw = pwd.getpwuid(sandbox_uid())
         secret = os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz')
-        assert sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
+        with pool_user(sandbox_uid()) as pw:   # asked as that user while no grading holds it
+            assert sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
     root.submit('model.py', read(name))
     root.case = name
     grade_and_check(name, root, check, env=READER_ENV if name in READER_CASES else None)

@@ -22,11 +22,15 @@ import uuid
 
 import pytest
 
-from ag_helpers import REPO, SANDBOXED, by_id, grading_text, possible, sandbox_processes, sandbox_uids, total
+from ag_helpers import REPO, SANDBOXED, by_id, grading_text, pool_user, possible, sandbox_processes, sandbox_uids, total
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.sandbox import seccomp
 from test_hostile_os import SETUPS, GRADING, grade, graded_fully, printed, read, setup_env, strict_load
+
+# every case opens its AUTOGRADER_ROOT to the sandbox users until the grading locks it, and some grade in Gradescope's
+# mode: one at a time (tests/conftest.py)
+pytestmark = pytest.mark.lockdown
 
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox users (./setup.sh)')
 libc = ctypes.CDLL(None, use_errno=True)
@@ -64,8 +68,9 @@ def test_kernel_keys_do_not_outlive_the_grading(ag_root, monkeypatch, setup):
     graded_fully(out, tests)
     nr = seccomp.numbers()
     for uid in sandbox_uids():   # no such key for any user of the pool, whoever graded it
-        assert as_uid(uid, lambda: libc.syscall(nr['request_key'], b'user\0', ('hw1-%s\0' % tok).encode(),
-                                                None, 0) == -1) == 0
+        with pool_user(uid):     # asked as that user while no grading holds it (a grading kills its user's processes)
+            assert as_uid(uid, lambda: libc.syscall(nr['request_key'], b'user\0', ('hw1-%s\0' % tok).encode(),
+                                                    None, 0) == -1) == 0
 
 
 @needs_sandbox
@@ -176,6 +181,7 @@ def test_an_inotify_timed_append_gains_nothing(ag_root, monkeypatch, setup):
 
 
 @needs_sandbox
+@pytest.mark.alone   # the attacker is the only neighbour the honest grading may have
 def test_busy_loops_do_not_starve_a_concurrent_grading(ag_root, monkeypatch):
     monkeypatch.delenv('HW1_SANDBOX_DISABLE', raising=False)
     if len(sandbox_uids()) < 2:
