@@ -52,19 +52,36 @@ SANDBOXED = sandbox_uid() is not None
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user %r (./setup.sh)'
                                    % SANDBOX_USER)
 
-# the group of the test running now (tests/conftest.py): 'lockdown', 'alone' or its module's; None outside pytest
+# the group of the test running now (tests/conftest.py): 'alone', 'gradescope', 'lockdown:<module>' or its module;
+# None outside pytest
 RUNNING_GROUP = None
 
 
 def needs_lockdown(what):
     """
-    Called where a test opens a copy of the grader to the sandbox users or grades without namespaces: beside it,
-    a grading without namespaces would be refused (its self-test finds the open copy) for a reason not its own.
-    Such a test must be marked `lockdown` (or `alone`) to run one at a time (tests/conftest.py).
+    Called where a test opens a copy of the grader to the sandbox users: a grading without namespaces beside it
+    would be refused (its self-test finds the open copy) for a reason not its own. Such a test is marked
+    `lockdown` (or `gradescope_mode`, or `alone`): tests/conftest.py.
     """
-    if RUNNING_GROUP not in (None, 'lockdown', 'alone'):
+    if RUNNING_GROUP is not None and RUNNING_GROUP not in ('alone', 'gradescope') \
+            and not RUNNING_GROUP.startswith('lockdown:'):
         pytest.fail('%s: mark the test `lockdown` (tests/conftest.py): it must never run beside a grading without '
                     'namespaces' % what, pytrace=False)
+
+
+def needs_gradescope_mode(what):
+    """Called where a test grades without namespaces (Gradescope's mode): its self-test refuses while any copy of the
+    grader is open to the sandbox user. Such a test is marked `gradescope_mode` (or `alone`): tests/conftest.py."""
+    if RUNNING_GROUP not in (None, 'alone', 'gradescope'):
+        pytest.fail('%s: mark the test `gradescope_mode` (tests/conftest.py): it must never run beside an open copy of '
+                    'the grader' % what, pytrace=False)
+
+
+def without_namespaces(env):
+    """Whether a grading in the environment `env` runs without namespaces (HW1_SANDBOX_DISABLE names them, or 'tmpfs')."""
+    from autograder.sandbox import defences
+    names = [n.strip() for n in env.get('HW1_SANDBOX_DISABLE', '').split(',')]
+    return 'namespaces' in [defences.ALIASES.get(n, n) for n in names]
 
 
 @contextlib.contextmanager
@@ -158,6 +175,8 @@ class AutograderRoot:
     def run(self, timeout=600, source=None, env=None):
         """./run_autograder on this root (`env`: extra variables). Returns (results dict, CompletedProcess)."""
         env = dict(os.environ, AUTOGRADER_ROOT=self.path, PYTHON=sys.executable, **(env or {}))
+        if without_namespaces(env):
+            needs_gradescope_mode('grading without namespaces')
         env.pop('HW1_SOURCE', None)
         if source:
             env['HW1_SOURCE'] = source
@@ -251,7 +270,7 @@ def sandbox_in_mode(request, weaker='gradescope'):
         pytest.skip('the weaker set-up differs only under root')
     old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
     if request.param == weaker:
-        needs_lockdown('grading without namespaces')
+        needs_gradescope_mode('grading without namespaces')
         os.environ['HW1_SANDBOX_DISABLE'] = 'namespaces,cgroups'
     try:
         with Sandbox(config.load(GRADING_YAML).sandbox) as sb:
