@@ -642,6 +642,7 @@ def _graded_now(ag_root, text, env, timeouts):
     root.submit('model.py', text)
     out, _ = root.run(env=env)
     if env == GRADESCOPE_ENV:   # the mode really was Gradescope's
+        assert 'isolation' in out['extra_data'], out['extra_data']   # no grading at all: the grader's error says why
         lacks = out['extra_data']['isolation']['lacks']
         assert {item.split(':')[0] for item in lacks} >= {'namespaces', 'cgroups'}, lacks
     return out, by_id(out)
