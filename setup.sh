@@ -41,7 +41,7 @@ else
     run "$PY" -m pip install -q "${torch_args[@]}"
 fi
 run "$PY" -m pip install -q -r requirements.txt
-# developers, CI and staff: pytest and the linter (requirements-dev.txt), matplotlib for the figures of
+# developers, CI and staff: pytest, its two workers (pytest-xdist) and the linter (requirements-dev.txt), matplotlib for the figures of
 # `experiments` and `grade --png`, pandas/tabulate/markdown for the class report (requirements-staff.txt). Never on Gradescope, and not from the
 # unpacked Gradescope zip, which carries neither file.
 if [[ $on_gradescope == 0 ]]; then

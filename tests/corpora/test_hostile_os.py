@@ -26,7 +26,7 @@ import uuid
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, by_id, full, grading_text, load_results, possible, sandbox_processes,
+from ag_helpers import (REPO, SANDBOXED, by_id, full, grading_text, load_results, needs_gradescope_mode, possible, sandbox_processes,
                         score_in_range, total)
 from autograder import GRADING_YAML
 from autograder.judge import config
@@ -36,11 +36,15 @@ sys.path.insert(0, HOSTILE)
 from os_cases import CASES as OS_CASES  # noqa: E402
 
 GRADING = config.load(GRADING_YAML)
+# every case opens its AUTOGRADER_ROOT to the sandbox users until the grading locks it; those graded in Gradescope's
+# mode are `gradescope_mode` as well (SETUP_PARAMS; tests/conftest.py)
+pytestmark = pytest.mark.lockdown
 IMPLEMENTATION = [t.id for t in GRADING.enabled_tests() if t.id != 'submission']
 SCRATCH_BASE = '/var/lib/hw1-sandbox'
 # the set-ups each case runs under: the strongest, and (as root) Gradescope's: no namespaces (so no tmpfs)
 # and no writable cgroups. The key keeps its name (other files parametrize on it).
 SETUPS = {'strongest': '', 'no-namespaces': 'namespaces,cgroups'}
+SETUP_PARAMS = [pytest.param(s, marks=pytest.mark.gradescope_mode) if SETUPS[s] else s for s in sorted(SETUPS)]
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox users (./setup.sh)')
 
 
@@ -70,6 +74,7 @@ def setup_env(monkeypatch, setup):
     if SETUPS[setup]:
         if not SANDBOXED:
             pytest.skip('the weaker set-ups differ only under root')
+        needs_gradescope_mode('grading without namespaces')
         monkeypatch.setenv('HW1_SANDBOX_DISABLE', SETUPS[setup])
     else:
         monkeypatch.delenv('HW1_SANDBOX_DISABLE', raising=False)
@@ -151,7 +156,7 @@ class Listener:
         self.sock.close()
 
 
-@pytest.mark.parametrize('setup', sorted(SETUPS))
+@pytest.mark.parametrize('setup', SETUP_PARAMS)
 def test_net_socket(ag_root, monkeypatch, setup):
     setup_env(monkeypatch, setup)
     listener = Listener()
@@ -174,7 +179,7 @@ def test_net_socket(ag_root, monkeypatch, setup):
 # ----------------------------------------------------------------------------- temp files
 
 @needs_sandbox
-@pytest.mark.parametrize('setup', sorted(SETUPS))
+@pytest.mark.parametrize('setup', SETUP_PARAMS)
 def test_plant_tmp_removed_afterwards(ag_root, monkeypatch, setup):
     setup_env(monkeypatch, setup)
     token = 'hostile%s' % uuid.uuid4().hex[:10]
@@ -212,7 +217,7 @@ def test_thread_forever_does_not_hold_the_child(ag_root):
 
 # ----------------------------------------------------------------------------- /proc
 
-@pytest.mark.parametrize('setup', sorted(SETUPS))
+@pytest.mark.parametrize('setup', SETUP_PARAMS)
 def test_proc_of_others(ag_root, monkeypatch, setup):
     setup_env(monkeypatch, setup)
     out, tests, raw, root, _ = grade(ag_root, read('proc_snoop'))
@@ -246,7 +251,7 @@ def _scratch_of(token, timeout=120):
 
 
 @needs_sandbox
-@pytest.mark.parametrize('setup', sorted(SETUPS))
+@pytest.mark.parametrize('setup', SETUP_PARAMS)
 def test_concurrent_gradings_cannot_read_each_other(ag_root, monkeypatch, setup):
     from autograder import sandbox
     if len(sandbox._sandbox_user(GRADING.sandbox['user'], GRADING.sandbox['pool_size'])[0]) < 2:

@@ -55,6 +55,7 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.lockdown   # step 6 grades from an AUTOGRADER_ROOT's source/, open to the sandbox users until it is locked
 def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_writes_one_row_per_student(tmp_path, ag_root):
     download = tmp_path / 'Downloads'
     download.mkdir()
@@ -226,6 +227,7 @@ def test_a_grader_crash_costs_one_error_row_and_exits_1(tmp_path):
     assert bad['name'] == ''                                  # no metadata file: the row still exists
 
 
+@pytest.mark.alone   # a fresh worker must start and answer within the 3 s of wall-clock time: no busy neighbour
 def test_a_timeout_costs_one_error_row_and_a_fresh_worker_grades_the_next(tmp_path):
     export = tmp_path / 'export'
     os.makedirs(export / 'submission_1')

@@ -240,6 +240,7 @@ def test_only_optional_parts_missing_exits_0(tmp_path):
 
 
 # the default limit (issue 33's "within 150 s", measured: ~63 s) is run by hand (`-m slow`); CI runs the same at 10 s
+@pytest.mark.alone   # each public test has HW1_TEST_SECONDS of wall-clock time: no busy neighbour
 @pytest.mark.parametrize('seconds', [pytest.param(60, marks=pytest.mark.slow), 10])
 def test_a_hang_costs_one_test_limit_and_each_reason_shows_as_it_happens(tmp_path, seconds):
     """

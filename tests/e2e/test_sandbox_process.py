@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from ag_helpers import SANDBOXED, sandbox_in_mode, sandbox_processes
+from ag_helpers import SANDBOXED, needs_lockdown, sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.contract import report_schema
@@ -22,9 +22,12 @@ from autograder.sandbox import SandboxRefused, copies
 
 GRADING = config.load(GRADING_YAML)
 JOB = {'profile': GRADING.profiles['cpu'].as_json()}   # the probe job, as the child reads it
+# an open copy of the grader is planted on purpose: never beside a grading without namespaces (tests/conftest.py); the
+# half that grades without them is one itself (the fixture's `gradescope_mode`)
+pytestmark = pytest.mark.lockdown
 
 
-@pytest.fixture(scope='module', params=['strongest', 'no-namespaces'])
+@pytest.fixture(scope='module', params=['strongest', pytest.param('no-namespaces', marks=pytest.mark.gradescope_mode)])
 def sandbox(request):
     """The strongest set-up here, and the one of a Docker container without CAP_SYS_ADMIN (Gradescope)."""
     yield from sandbox_in_mode(request, 'no-namespaces')
@@ -221,6 +224,7 @@ def test_skipped_probes_are_not_run(sandbox, tmp_path):
 def _open_copy():
     """Another copy of the grader, as a TA's checkout or a second unpacked zip left world-readable: under /var/tmp,
     one of the usual places, with the files a probe would want (their contents a marker)."""
+    needs_lockdown('an open copy of the grader')
     copy = tempfile.mkdtemp(prefix='hw1-open-copy-', dir='/var/tmp')
     for rel in ('autograder/judge/grade.py', 'autograder/fixtures/draw.key', 'autograder/fixtures/cpu/expected.npz',
                 'reference/mingpt/model.py'):

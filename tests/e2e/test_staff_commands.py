@@ -19,6 +19,7 @@ import zipfile
 
 import pytest
 
+from ag_helpers import needs_lockdown
 from autograder import FIXTURES_DIR, REPO_ROOT, TEMPLATE_DIR
 from autograder.staff.fixtures.regenerate import cuda_problem
 
@@ -98,16 +99,21 @@ def _modes():
 
 
 def _sandbox_reads(paths):
-    """The paths the first sandbox user can read, each on the way from / (as a probe without namespaces)."""
+    """The paths the first sandbox user can read, each on the way from / (as a probe without namespaces); asked as that
+    user while no grading holds it (a grading beside this test kills every process of its user between probes)."""
+    from ag_helpers import pool_user
     from autograder.judge import config
     from autograder.sandbox import _sandbox_user, _user_can_access
     pool, _ = _sandbox_user(config.load().sandbox['user'], 1)
-    return [p for p in paths if _user_can_access(pool[0][0], pool[0][1], [(p, os.R_OK)])]
+    with pool_user(pool[0][0]):
+        return [p for p in paths if _user_can_access(pool[0][0], pool[0][1], [(p, os.R_OK)])]
 
 
+@pytest.mark.lockdown   # opens the checkout to others by hand (tests/conftest.py)
 def test_grade_and_batch_as_root_leave_the_checkout_locked(tmp_path):
     if os.geteuid() != 0:
         pytest.skip('the lock is taken only under root (with a sandbox user)')
+    needs_lockdown('the checkout opened to others by hand')
     earlier = _modes()
     secrets = [os.path.join(FIXTURES_DIR, 'cpu', 'expected.npz'), os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py')]
     try:

@@ -14,6 +14,7 @@ Tests that need the sandbox user (root, with hw1student created by setup.sh) are
 elsewhere: without it student code runs as the grader's own user.
 """
 
+import contextlib
 import json
 import os
 import pwd
@@ -51,6 +52,58 @@ SANDBOXED = sandbox_uid() is not None
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user %r (./setup.sh)'
                                    % SANDBOX_USER)
 
+# the group of the test running now (tests/conftest.py): 'alone', 'gradescope', 'lockdown:<module>' or its module;
+# None outside pytest
+RUNNING_GROUP = None
+
+
+def needs_lockdown(what):
+    """
+    Called where a test opens a copy of the grader to the sandbox users: a grading without namespaces beside it
+    would be refused (its self-test finds the open copy) for a reason not its own. Such a test is marked
+    `lockdown` (or `gradescope_mode`, or `alone`): tests/conftest.py.
+    """
+    if RUNNING_GROUP is not None and RUNNING_GROUP not in ('alone', 'gradescope') \
+            and not RUNNING_GROUP.startswith('lockdown:'):
+        pytest.fail('%s: mark the test `lockdown` (tests/conftest.py): it must never run beside a grading without '
+                    'namespaces' % what, pytrace=False)
+
+
+def needs_gradescope_mode(what):
+    """Called where a test grades without namespaces (Gradescope's mode): its self-test refuses while any copy of the
+    grader is open to the sandbox user. Such a test is marked `gradescope_mode` (or `alone`): tests/conftest.py."""
+    if RUNNING_GROUP not in (None, 'alone', 'gradescope'):
+        pytest.fail('%s: mark the test `gradescope_mode` (tests/conftest.py): it must never run beside an open copy of '
+                    'the grader' % what, pytrace=False)
+
+
+def without_namespaces(env):
+    """Whether a grading in the environment `env` runs without namespaces (HW1_SANDBOX_DISABLE names them, or 'tmpfs')."""
+    from autograder.sandbox import defences
+    names = [n.strip() for n in env.get('HW1_SANDBOX_DISABLE', '').split(',')]
+    return 'namespaces' in [defences.ALIASES.get(n, n) for n in names]
+
+
+@contextlib.contextmanager
+def pool_user(uid=None):
+    """
+    A user of the sandbox pool (a pwd entry) held by its lock, as a grading holds it, while the test acts as it:
+    no grading beside the test kills its processes, sweeps its files or claims it meanwhile, and
+    sandbox_processes() passes it by. `uid`: that user (waits until no grading holds it); default: the first free.
+    """
+    from autograder.sandbox import users
+    if uid is None:
+        pool, _ = users.sandbox_pool(SANDBOX_USER, config.load(GRADING_YAML).sandbox['pool_size'])
+        (uid, _gid), lock = users.claim(pool)
+    else:
+        lock = users.try_lock(uid, blocking=True)
+    try:
+        yield pwd.getpwuid(uid)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
 # copied, not linked: the secrets (so that the test sees the grader protect them) and what tests edit
 COPIED = ('autograder', 'reference', 'grading.yaml')
 REFERENCE_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/model.py', 'mingpt/trainer.py', 'mingpt/utils.py')
@@ -77,6 +130,7 @@ def _copy_tree(src, dst):
 
 class AutograderRoot:
     def __init__(self, grading=None):
+        needs_lockdown('an AUTOGRADER_ROOT is open to the sandbox users until its grading locks it')
         # not under /tmp: with namespaces the child's /tmp is its own private folder, where a relocated
         # /autograder/... path would be out of reach for the wrong reason
         base = '/var/lib/hw1-agtest' if os.geteuid() == 0 else tempfile.gettempdir()
@@ -121,6 +175,8 @@ class AutograderRoot:
     def run(self, timeout=600, source=None, env=None):
         """./run_autograder on this root (`env`: extra variables). Returns (results dict, CompletedProcess)."""
         env = dict(os.environ, AUTOGRADER_ROOT=self.path, PYTHON=sys.executable, **(env or {}))
+        if without_namespaces(env):
+            needs_gradescope_mode('grading without namespaces')
         env.pop('HW1_SOURCE', None)
         if source:
             env['HW1_SOURCE'] = source
@@ -214,6 +270,7 @@ def sandbox_in_mode(request, weaker='gradescope'):
         pytest.skip('the weaker set-up differs only under root')
     old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
     if request.param == weaker:
+        needs_gradescope_mode('grading without namespaces')
         os.environ['HW1_SANDBOX_DISABLE'] = 'namespaces,cgroups'
     try:
         with Sandbox(config.load(GRADING_YAML).sandbox) as sb:

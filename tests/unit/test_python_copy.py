@@ -12,7 +12,7 @@ import stat
 import sys
 import tempfile
 
-from ag_helpers import SANDBOX_USER, needs_sandbox
+from ag_helpers import SANDBOX_USER, needs_sandbox, pool_user
 from autograder.judge import config
 from autograder.sandbox import users
 
@@ -59,15 +59,17 @@ def test_the_sandbox_user_runs_the_merged_copy_of_a_venv_and_its_base(monkeypatc
         monkeypatch.setattr(importlib.util, 'find_spec', lambda name: type('Spec', (), {
             'origin': os.path.join(venv, site, 'torch', '__init__.py')}))
         uid, gid = pwd.getpwnam(SANDBOX_USER)[2:4]
-        exe, why = users.child_python(uid, gid, copy)
+        with pool_user(uid):   # asked as that user while no grading holds it (a grading kills its user's processes)
+            exe, why = users.child_python(uid, gid, copy)
         assert exe is None and 'no usable copy at %s' % copy in why
         # setup.sh's copy: the base's files, with the venv's site-packages in place of the base's
         _touch(os.path.join(copy, 'bin', 'python3.10'), 0o755)
         _touch(os.path.join(copy, site, 'torch', '__init__.py'), 0o644)
         for folder, _, _ in os.walk(copy):
             os.chmod(folder, 0o755)
-        assert users.child_python(uid, gid, copy) == (os.path.join(copy, 'bin', 'python3.10'),
-                                                       {'LD_LIBRARY_PATH': os.path.join(copy, 'lib')})
+        with pool_user(uid):
+            assert users.child_python(uid, gid, copy) == (os.path.join(copy, 'bin', 'python3.10'),
+                                                           {'LD_LIBRARY_PATH': os.path.join(copy, 'lib')})
     finally:
         shutil.rmtree(closed)
         shutil.rmtree(open_)

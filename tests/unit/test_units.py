@@ -343,6 +343,7 @@ def test_timeouts_and_weights_change_without_regenerating(tmp_path):
     assert g.profile_hash('cpu') == config.load(GRADING_YAML).profile_hash('cpu')
 
 
+@pytest.mark.lockdown   # an AUTOGRADER_ROOT, open to the sandbox users until its grading locks it (tests/conftest.py)
 def test_corrupt_fixtures_through_run_autograder():
     needs_torch()   # the grading reaches the zygote's torch
     root = AutograderRoot()
@@ -357,6 +358,7 @@ def test_corrupt_fixtures_through_run_autograder():
         root.cleanup()
 
 
+@pytest.mark.lockdown   # an AUTOGRADER_ROOT that no grading ever locks (tests/conftest.py)
 def test_run_autograder_last_resort_when_python_cannot_start():
     root = AutograderRoot()
     try:
