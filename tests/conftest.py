@@ -1,5 +1,5 @@
 """
-pytest fixtures of the autograder's own tests (the helpers live in ag_helpers.py), and how the suite runs on two
+pytest fixtures of the autograder's own tests (the helpers live in grader_runs.py), and how the suite runs on two
 workers (pytest-xdist: `-n 2 --dist loadgroup` in pyproject.toml's addopts; `-n 0` runs it in one process).
 
 Gradings run side by side as a batch's do: each claims its own user of the sandbox pool, its own cgroup and
@@ -9,7 +9,7 @@ except those marked:
 - `gradescope_mode`: it grades without namespaces (Gradescope's mode), where a grading's self-test refuses to run
   student code while any copy of the grader on the machine is open to the sandbox user. All in one group
   ('gradescope'), never beside a `lockdown` test.
-- `lockdown`: it opens a copy of the grader to the sandbox users (every AUTOGRADER_ROOT of ag_helpers is
+- `lockdown`: it opens a copy of the grader to the sandbox users (every AUTOGRADER_ROOT of grader_runs is
   world-readable until its grading locks it, as /autograder is on Gradescope; a copy planted on purpose; the
   checkout opened by hand), or it looks at what any pool user left in the shared folders, which a grading without
   namespaces writes to. Its module's 'lockdown:<module>' group runs beside anything but the 'gradescope' group.
@@ -17,16 +17,16 @@ except those marked:
 - `alone`: timing-sensitive (a wall-clock budget or limit that a busy neighbour would eat into, CPU starvation or
   a race by design): group 'alone', run last with nothing beside it.
 
-tests/helpers/suite_schedule.py deals the groups to the workers. ag_helpers.needs_lockdown() and
+tests/helpers/suite_schedule.py deals the groups to the workers. grader_runs.needs_lockdown() and
 needs_gradescope_mode() fail a test that opens a copy or grades without namespaces outside its group. A test that
-acts as a sandbox user itself holds that user's lock meanwhile (ag_helpers.pool_user), as a grading does: no
+acts as a sandbox user itself holds that user's lock meanwhile (grader_runs.pool_user), as a grading does: no
 grading beside it kills its processes, sweeps its files or claims the user.
 """
 
 import pytest
 
-import ag_helpers
-from ag_helpers import AutograderRoot
+import grader_runs
+from grader_runs import AutograderRoot
 
 # the groups (suite_schedule.py: ALONE, GRADESCOPE, LOCKDOWN)
 ALONE, GRADESCOPE, LOCKDOWN = 'alone', 'gradescope', 'lockdown:'
@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    ag_helpers.RUNNING_GROUP = item.stash.get(GROUP, None)
+    grader_runs.RUNNING_GROUP = item.stash.get(GROUP, None)
 
 
 @pytest.hookimpl(optionalhook=True)

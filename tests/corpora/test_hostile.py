@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, AutograderRoot, by_id, full, pool_user, possible, sandbox_processes,
+from grader_runs import (REPO, SANDBOXED, AutograderRoot, by_id, full, pool_user, possible, sandbox_processes,
                         score_in_range, sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML, sandbox
 from autograder.judge import config

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ag_helpers import REPO
+from grader_runs import REPO
 from autograder.judge import config, grade
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile', 'memory')

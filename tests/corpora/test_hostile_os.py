@@ -26,7 +26,7 @@ import uuid
 
 import pytest
 
-from ag_helpers import (REPO, SANDBOXED, by_id, full, grading_text, load_results, needs_gradescope_mode, possible, sandbox_processes,
+from grader_runs import (REPO, SANDBOXED, by_id, full, grading_text, load_results, needs_gradescope_mode, possible, sandbox_processes,
                         score_in_range, total)
 from autograder import GRADING_YAML
 from autograder.judge import config

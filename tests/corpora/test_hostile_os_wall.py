@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from ag_helpers import REPO, SANDBOXED, by_id, grading_text, pool_user, possible, sandbox_processes, sandbox_uids, total
+from grader_runs import REPO, SANDBOXED, by_id, grading_text, pool_user, possible, sandbox_processes, sandbox_uids, total
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.sandbox import seccomp

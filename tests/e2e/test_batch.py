@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import synthetic_export
 
-from ag_helpers import grading_text
+from grader_runs import grading_text
 
 from autograder import REPO_ROOT
 from autograder.judge import config

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from ag_helpers import REPO, AutograderRoot, by_id, full, possible, total
+from grader_runs import REPO, AutograderRoot, by_id, full, possible, total
 from autograder import GRADING_YAML
 from autograder.judge import config, grade, source_patches
 

@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from ag_helpers import SANDBOXED, needs_lockdown, sandbox_in_mode, sandbox_processes
+from grader_runs import SANDBOXED, needs_lockdown, sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.contract import report_schema

@@ -19,7 +19,7 @@ import zipfile
 
 import pytest
 
-from ag_helpers import needs_lockdown
+from grader_runs import needs_lockdown
 from autograder import FIXTURES_DIR, REPO_ROOT, TEMPLATE_DIR
 from autograder.staff.fixtures.regenerate import cuda_problem
 
@@ -101,7 +101,7 @@ def _modes():
 def _sandbox_reads(paths):
     """The paths the first sandbox user can read, each on the way from / (as a probe without namespaces); asked as that
     user while no grading holds it (a grading beside this test kills every process of its user between probes)."""
-    from ag_helpers import pool_user
+    from grader_runs import pool_user
     from autograder.judge import config
     from autograder.sandbox import _sandbox_user, _user_can_access
     pool, _ = _sandbox_user(config.load().sandbox['user'], 1)

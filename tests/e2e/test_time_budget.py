@@ -70,14 +70,14 @@ def test_a_hang_that_hides_where_it_is_stops_at_the_budget_with_valid_results(tm
 def _root_with(timeouts, watchdog):
     import sys
     sys.path.insert(0, __import__('os').path.join(__import__('os').path.dirname(__file__), '..', 'helpers'))
-    from ag_helpers import AutograderRoot, grading_text
+    from grader_runs import AutograderRoot, grading_text
     return AutograderRoot(grading_text(timeouts, edit=lambda d: d['sandbox'].update(watchdog_seconds=watchdog)))
 
 
 def test_the_watchdog_keeps_the_tests_that_had_finished():
     """results.json is rewritten after every finished test: a watchdog stop keeps those, the rest did not run;
     execution_time is the run's and the grader says in one line that it was stopped."""
-    from ag_helpers import by_id
+    from grader_runs import by_id
     hang = '        # BEGIN SOLUTION\n        # `offset` shifts'
     loop = source_patches.patched_reference([(hang, '        while x.dtype == torch.float64:\n            pass\n' + hang)],
                                       'a RoPE that hangs on float64 only (rope-cache)')
@@ -108,7 +108,7 @@ def test_a_grader_killed_before_the_budget_is_not_called_a_timeout(tmp_path):
     import os
     import subprocess
     import sys
-    from ag_helpers import REPO, load_results
+    from grader_runs import REPO, load_results
     root = _root_with({}, 300)
     fake = tmp_path / 'python'
     # the real interpreter for everything but the grading, which writes one finished test and is SIGKILLed

@@ -22,7 +22,7 @@ import os
 
 import yaml
 
-from ag_helpers import REPO  # noqa: F401  (puts the checkout on sys.path)
+from grader_runs import REPO  # noqa: F401  (puts the checkout on sys.path)
 from autograder.judge import known_bugs
 
 CORPUS = os.path.join(REPO, 'tests', 'submissions')

@@ -18,7 +18,7 @@ import keyword
 import os
 import tokenize
 
-from ag_helpers import REPO  # noqa: F401  (puts the checkout on sys.path)
+from grader_runs import REPO  # noqa: F401  (puts the checkout on sys.path)
 from autograder.judge import source_patches
 
 KEEP = {'self', 'cls', 'config', 'super', 'print', 'range', 'len', 'torch', 'nn', 'F', 'math', 'np'}

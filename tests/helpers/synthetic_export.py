@@ -17,7 +17,7 @@ import io
 import os
 import zipfile
 
-from ag_helpers import REPO  # noqa: F401  (puts the checkout on sys.path)
+from grader_runs import REPO  # noqa: F401  (puts the checkout on sys.path)
 from autograder.judge import source_patches
 
 ASSIGNMENT = 'assignment_4242_export'

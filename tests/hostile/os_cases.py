@@ -378,7 +378,7 @@ def _hostile_design():
     nr = {'x86_64': (272, 101), 'aarch64': (97, 117)}[os.uname().machine]
     found.append('unshare-user=%d errno=%d' % (libc.syscall(nr[0], 0x10000000), ctypes.get_errno()))
     found.append('ptrace-parent=%d errno=%d' % (libc.syscall(nr[1], 16, os.getppid(), 0, 0), ctypes.get_errno()))
-    # a flood of the link stops the probe (sandbox/probe.py): tests/corpora/test_hostile_os_round3.py
+    # a flood of the link stops the probe (sandbox/probe.py): tests/corpora/test_hostile_os_link_cpu_sweep.py
     print('HOSTILE-DESIGN ' + ' '.join(found))
 
 

@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from ag_helpers import REPO
+from grader_runs import REPO
 from autograder.judge import submission
 from autograder.judge.judges import guard_shapes
 from autograder.judge.verdicts import judge

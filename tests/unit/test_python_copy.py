@@ -12,7 +12,7 @@ import stat
 import sys
 import tempfile
 
-from ag_helpers import SANDBOX_USER, needs_sandbox, pool_user
+from grader_runs import SANDBOX_USER, needs_sandbox, pool_user
 from autograder.judge import config
 from autograder.sandbox import users
 

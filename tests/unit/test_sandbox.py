@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ag_helpers import SANDBOX_USER, SANDBOXED
+from grader_runs import SANDBOX_USER, SANDBOXED
 from autograder.sandbox import cgroups, defences, leftovers, seccomp, users, wall
 
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user (./setup.sh)')

@@ -12,7 +12,7 @@ import os
 import pytest
 
 import planted_copies
-from ag_helpers import REPO
+from grader_runs import REPO
 
 from autograder.staff.regrade import behaviour_match, gradebook, shards, text_match
 

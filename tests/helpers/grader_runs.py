@@ -1,5 +1,5 @@
 """
-Shared helpers for the autograder's own tests (imported as `ag_helpers`: a module called
+Shared helpers for the autograder's own tests (imported as `grader_runs`: a module called
 `conftest` would be shadowed by the other test folders' conftest.py in one pytest run).
 
 `AutograderRoot` builds Gradescope's layout in a temporary folder ($ROOT/source,

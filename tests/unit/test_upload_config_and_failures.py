@@ -15,7 +15,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from ag_helpers import REPO, AutograderRoot, grading_text, load_results
+from grader_runs import REPO, AutograderRoot, grading_text, load_results
 from autograder import GRADING_YAML
 from autograder.judge import config, grade, results, submission
 from torch_free import needs_torch

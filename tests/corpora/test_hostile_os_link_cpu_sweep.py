@@ -1,5 +1,5 @@
 """
-Round three of the attacks on the OS wall (issue 27), each run against one Sandbox in both modes:
+Attacks on the OS wall's link, its CPU accounting and its sweep (issue 27), each run against one Sandbox in both modes:
 'strongest' (every defence this machine gives) and 'gradescope' (HW1_SANDBOX_DISABLE=namespaces,cgroups:
 no namespaces and no writable cgroups, the mode every student is graded in). Each attack is a tiny
 model.py whose import does the attack (the import runs in every probe process, like any code of
@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from ag_helpers import sandbox_in_mode, sandbox_processes
+from grader_runs import sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.contract import report_schema
