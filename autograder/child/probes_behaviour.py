@@ -15,13 +15,13 @@ def probe_dropout(ctx):
     for kind, label, kv in (('gqa', 'gqa-kv2', 2),):
         for case, attn_p, resid_p, train in (('attn_p1_train', 1.0, 0.0, True), ('resid_p1_train', 0.0, 1.0, True),
                                              ('both_p1_eval', 1.0, 1.0, False)):
-            def run(kind=kind, label=label, kv=kv, attn_p=attn_p, resid_p=resid_p, train=train):
+            def compute(kind=kind, label=label, kv=kv, attn_p=attn_p, resid_p=resid_p, train=train):
                 module = ctx.attention(kind, label, kv, attn_pdrop=attn_p, resid_pdrop=resid_p)
                 module.train(train)
                 with torch.no_grad():
                     y, _ = adapter.call_attention(module, x)
                 return y
-            ctx.case('%s/%s' % (kind, case), run)
+            ctx.case('%s/%s' % (kind, case), compute)
     # 0 < p < 1 on weights where each output element is one attention weight (inputs.dropout_inputs); ctx.case
     # seeds torch before each case, so the dropped elements are the same in every grading of the same code
     p, xd = ctx.profile['dropout']['p'], ctx.t('dropout/x')
@@ -46,12 +46,12 @@ def probe_causality(ctx):
     """
     nh = ctx.profile['module']['n_query_head']
     for kind, label, kv in (('mha', 'mha-rope', nh), ('gqa', 'gqa-rope-kv2', 2)):
-        def run(kind=kind, label=label, kv=kv):
+        def compute(kind=kind, label=label, kv=kv):
             module = ctx.attention(kind, label, kv, rope=True).eval()
             x = ctx.t('attn/x_future')
             with torch.no_grad():
                 return {'future': adapter.call_attention(module, x)[0], 'again': adapter.call_attention(module, x)[0]}
-        ctx.case(kind, run)
+        ctx.case(kind, compute)
 
     def run_gpt():
         model = ctx.model('rope-gqa', 3, True)

@@ -38,10 +38,10 @@ def probe_generate(ctx):
     long_new = 2 * ctx.profile['model']['block_size']   # the context must be cropped to its LAST block_size tokens
 
     def sampled(k):
-        def run():
+        def compute():
             torch.manual_seed(0)   # the reference sampled from the same generator state
             return adapter.generate(model(), prompt, GENERATE_NEW, temperature=1.0, do_sample=True, top_k=k)
-        return run
+        return compute
     ctx.case('greedy', lambda: adapter.generate(model(), prompt, GENERATE_NEW))
     ctx.case('top_k=1', sampled(1))
     ctx.case('top_k=5', sampled(5))

@@ -53,7 +53,7 @@ def probe_memory(ctx):
     for kv in sorted(ctx.profile['kv_heads'], reverse=True):
         label = 'n_kv_head=%d' % kv
 
-        def run(kv=kv, label=label):
+        def compute(kv=kv, label=label):
             with torch.enable_grad():
                 with view():
                     # built in the view too: a flag such as self.on_gpu = torch.cuda.is_available() in __init__
@@ -72,7 +72,7 @@ def probe_memory(ctx):
                     ask(('mark end ' + label).encode())
             del y
             return {'figure': _figure(figure)}
-        ctx.case(label, run)
+        ctx.case(label, compute)
 
 
 def probe_sliding_window_memory(ctx):
@@ -88,10 +88,10 @@ def probe_sliding_window_memory(ctx):
     q, k, v = (torch.from_numpy(ctx.inputs['swmem/%s' % name].copy()) for name in 'qkv')
     dropout = torch.nn.Dropout(0.1).eval()   # a real module that leaves the weights as they are
 
-    def run():
+    def compute():
         from .probes_sliding_window import banded_function
         banded = banded_function()
         gc.collect()
         with torch.no_grad():
             return {'out': banded(q, k, v, sw['memory_window'], dropout)}
-    ctx.case('N=%d' % n, run)
+    ctx.case('N=%d' % n, compute)

@@ -77,7 +77,7 @@ def probe_load_pretrained(ctx):
                                        n_kv_head=kv or m['n_query_head'], vocab_size=m['vocab_size'],
                                        block_size=block, rope=rope)
 
-        def run(label=label, stage=stage, facts=facts, config=config):
+        def compute(label=label, stage=stage, facts=facts, config=config):
             state = ctx.state(label)
             if 'transformer.wpe.weight' in state:   # the fixed weights are sized for the model test's block
                 state['transformer.wpe.weight'] = state['transformer.wpe.weight'][:short]
@@ -107,7 +107,7 @@ def probe_load_pretrained(ctx):
                 logits = adapter.call_gpt(big, idx)[0]   # (1, 256, vocab)
             stage['n'] = 3
             return {'logits': logits}
-        ctx.case(label, run)
+        ctx.case(label, compute)
         ctx.arrays['%s/stage' % label] = np.array(stage['n'], dtype=np.int64)
         if facts:
             ctx.info.setdefault('facts', {})[label] = facts[:12]

@@ -18,14 +18,14 @@ def probe_sliding_window(ctx):
     sw, mod = ctx.profile['sliding_window'], ctx.profile['module']
     x = ctx.t('sw/x')
     for kind, label, kv, rope in (('mha', 'mha', mod['n_query_head'], False), ('gqa', 'gqa-rope-kv2', 2, True)):
-        def run(kind=kind, label=label, kv=kv, rope=rope, window=sw['window']):
+        def compute(kind=kind, label=label, kv=kv, rope=rope, window=sw['window']):
             module = ctx.attention(kind, label, kv, rope=rope, sliding_window=window, block_size=sw['seq']).eval()
             with torch.no_grad():
                 return adapter.call_attention(module, x)[0]
-        ctx.case('%s/window' % kind, run)
+        ctx.case('%s/window' % kind, compute)
         # the same module without a window: its reference output is what an attention that ignores
         # config.sliding_window returns, so the judge can say "not implemented"
-        ctx.case('%s/no_window' % kind, lambda run=run: run(window=None))
+        ctx.case('%s/no_window' % kind, lambda compute=compute: compute(window=None))
     q, k, v = (ctx.t('sw/' + name) for name in 'qkv')
     for case, window, T in banded_cases(sw):
         def banded(window=window, T=T):

@@ -28,7 +28,7 @@ def probe_gradients(ctx):
     m = ctx.profile['model']
     idx, targets = ctx.t('model/idx'), ctx.t('model/targets')
     for label, kv, rope in MODEL_CONFIGS:
-        def run(label=label, kv=kv, rope=rope):
+        def compute(label=label, kv=kv, rope=rope):
             model = ctx.model(label, kv or m['n_query_head'], rope).train()  # dropout p = 0: train mode is exact
             logits = adapter.call_gpt(model, idx)[0]                        # (B, T, vocab)
             # the probe's own loss: a student's loss (scaled, detached) must not change the gradients judged
@@ -39,7 +39,7 @@ def probe_gradients(ctx):
             out = {k: g for k, g in grads.items() if g is not None}   # a missing key: that parameter got no gradient
             out['logits'] = logits   # the same model's forward: where it is right, a failed part is not set aside here
             return out
-        ctx.case(label, run)
+        ctx.case(label, compute)
 
 
 def probe_loss_curve(ctx):
@@ -69,7 +69,7 @@ def probe_loss_curve(ctx):
             except Exception as e:  # reported as the error of case seed<N>/step0
                 first['error'] = e
 
-        def run(seed=seed, first=first):
+        def compute(seed=seed, first=first):
             set_seed(seed)
             data_cfg = chargpt.CharDataset.get_default_config()
             data_cfg.block_size = lc['block_size']
@@ -100,7 +100,7 @@ def probe_loss_curve(ctx):
                 with torch.no_grad():   # logits only: the harness computes the loss that is graded
                     out['heldout_logits'] = adapter.call_gpt(model, heldout)[0].float()
             return out
-        ctx.case('seed%d' % seed, run)
+        ctx.case('seed%d' % seed, compute)
         if init and seed == lc['student_seed'] and ('seed%d' % seed) not in ctx.info.get('case_errors', {}):
             ctx.case('seed%d/step0' % seed, lambda first=first: _first_step(first))
 

@@ -14,17 +14,17 @@ from autograder.contract.configs import MODEL_CONFIGS
 
 def probe_rope(ctx):
     for i, (B, nh, T, d) in enumerate(ctx.profile['rope_cases']):
-        def run(i=i, d=d):
+        def compute(i=i, d=d):
             with torch.no_grad():
                 return adapter.rope(d).to(ctx.device)(ctx.t('rope/x%d' % i))
-        ctx.case('d%d_T%d' % (d, T), run)
+        ctx.case('d%d_T%d' % (d, T), compute)
 
 
 def probe_rope_cache(ctx):
     module = {}
 
     def call(key, dtype=None):
-        def run():
+        def compute():
             if 'm' not in module:
                 module['m'] = adapter.rope(8).to(ctx.device)
             x = ctx.t(key)
@@ -32,7 +32,7 @@ def probe_rope_cache(ctx):
                 y = module['m'](x)
             ctx.info.setdefault('dtypes', {})[name] = [str(x.dtype).replace('torch.', ''), str(y.dtype).replace('torch.', '')]
             return y
-        return run
+        return compute
     for name, key in (('call0_T8', 'rope-cache/x8'), ('call1_T24', 'rope-cache/x24'), ('call2_T8', 'rope-cache/x8'),
                       ('call3_T8_float64', 'rope-cache/x8_f64'), ('call4_T8_float32', 'rope-cache/x8')):
         ctx.case(name, call(key))
@@ -41,12 +41,12 @@ def probe_rope_cache(ctx):
 def _attention_cases(ctx, kind, label_fmt, rope, kv_heads):
     x = ctx.t('attn/x')
     for kv in kv_heads:
-        def run(kv=kv):
+        def compute(kv=kv):
             module = ctx.attention(kind, label_fmt % kv, kv, rope=rope).eval()
             with torch.no_grad():
                 y, _ = adapter.call_attention(module, x)
             return y
-        ctx.case('n_kv_head=%d' % kv, run)
+        ctx.case('n_kv_head=%d' % kv, compute)
 
 
 def probe_mha_rope(ctx):
@@ -65,9 +65,9 @@ def probe_gqa_rope(ctx):
 def probe_model(ctx):
     nh = ctx.profile['model']['n_query_head']
     for label, kv, rope in MODEL_CONFIGS:
-        def run(label=label, kv=kv, rope=rope):
+        def compute(label=label, kv=kv, rope=rope):
             model = ctx.model(label, kv or nh, rope)
             with torch.no_grad():
                 logits, loss = adapter.call_gpt(model, ctx.t('model/idx'), ctx.t('model/targets'))
             return {'logits': logits, 'loss': loss.reshape(1) if loss is not None else None}
-        ctx.case(label, run)
+        ctx.case(label, compute)

@@ -203,7 +203,7 @@ class _Server:
 _SERVER = []
 
 
-def run(model_py, timeout=45):
+def check_model(model_py, timeout=45):
     """
     {check: {'ok': bool, 'message': str}} for one model.py; 'passed' is True when all four pass.
     `timeout`: seconds; the four checks take well under a second once torch is imported (a loop over

@@ -271,7 +271,7 @@ def evaluate(root, jobs=2, profile='cpu', progress=True, timeout=None):
                                         base + '-results.json', skip=skipped_tests(sub), course_path=base + '-course.json'))
         eng = worker_pool.Engine(profile, jobs, timeout or worker_pool.default_timeout(grading),
                             lambda msg: print('evaluate: ' + msg, file=sys.stderr, flush=True), progress=progress)
-        outcomes = eng.run(jobs_todo)
+        outcomes = eng.grade(jobs_todo)
         if outcomes is None:
             raise KeyboardInterrupt('evaluate interrupted')
         rows = []

@@ -104,7 +104,7 @@ class Batch:
         return worker_pool.Job(sub, sub_dir, os.path.join(sub_dir, RESULTS), stamp,
                                behaviour_path=os.path.join(sub_dir, behaviour_prints.FILE))
 
-    def run(self):
+    def grade_all(self):
         ex = self.export
         jobs = [self.job(s) for s in self.submissions]
         if self.shard:
@@ -131,7 +131,7 @@ class Batch:
             self.log('batch: no submission_<id>/ folder in %s' % ex.folder)
         if todo:
             worker_pool.check_parallelism(self.grading, min(self.engine.jobs, len(todo)), lambda m: self.log('batch: ' + m))
-        done = self.engine.run(todo, len(jobs), len(jobs) - len(todo))
+        done = self.engine.grade(todo, len(jobs), len(jobs) - len(todo))
         if done is None:
             finished = sum(already_graded(j.path, j.stamp) for j in jobs)
             self.log('batch: interrupted; %d of %d submissions have results. Run the same command again to resume.'
@@ -342,7 +342,7 @@ def main(argv):
         return 2
     previous, old = earlier
     started = time.time()
-    if not batch.run():
+    if not batch.grade_all():
         return 130
     header, rows, meta = batch.rows()
     gradebook.write(out, header, rows, meta)

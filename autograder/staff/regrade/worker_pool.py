@@ -100,7 +100,7 @@ def grade_job(profile, job, scratch, sandbox=None):
     if job.course_path:
         from autograder.staff.evaluation import course_tests
         model = grade.submission.locate(job.path, os.path.join(scratch, 'upload')).path
-        course = course_tests.run(model) if model else {'checks': {}, 'passed': False}
+        course = course_tests.check_model(model) if model else {'checks': {}, 'passed': False}
         with open(job.course_path, 'w') as f:
             json.dump(course, f)
     return out.summary()
@@ -332,7 +332,7 @@ class Engine:
             except OSError:
                 pass
 
-    def run(self, todo, total=None, skipped=0, on_done=None):
+    def grade(self, todo, total=None, skipped=0, on_done=None):
         """Grade every Job of `todo`; returns the outcomes, or None when interrupted (SIGTERM, Ctrl-C)."""
         total = len(todo) + skipped if total is None else total
         progress = Progress(total, skipped, self.jobs, None if self.progress else io.StringIO())
