@@ -221,4 +221,4 @@ def check_model(model_py, timeout=45):
 
 
 if __name__ == '__main__':
-    print(json.dumps(run(sys.argv[1]), indent=1))
+    print(json.dumps(check_model(sys.argv[1]), indent=1))
