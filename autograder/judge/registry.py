@@ -1,11 +1,18 @@
 """
-The one registry of graded tests. Each test id is spelled here once; its probe is the function
-`probe_<id>` (dashes as underscores) in a child/probes_<area>.py module, its judge is named in
-verdicts.py (JUDGES, checked against this table on import), and its weight, visibility, timeout
-and tolerance are in grading.yaml. Standard library only: config.py reads it to check
-grading.yaml without loading any judge. Every other list of ids
-(config's known ids, the probes regenerate runs, the probes known bugs cover) is derived
-from this table, and a unit test holds grading.yaml's ids equal to it.
+The one registry of graded tests. Each test id is spelled here once, with what it is made of:
+its judge (`judge='<area>:<function>'`, a function of judges/<area>.py; verdicts.JUDGES is
+derived from these names), its probe (the function `probe_<id>`, dashes as underscores, in
+child/probes_<area>.py, the same area), and its flags. Its weight, visibility, timeout and
+tolerance are its entry in grading.yaml. Standard library only, and the judge only named, never
+imported: config.py reads this table to check grading.yaml without loading any judge. Every
+other list of ids (config's known ids, the probes regenerate runs, the probes known bugs cover,
+verdicts.JUDGES) is derived from this table; tests/unit/test_registry.py holds grading.yaml,
+the probes, the judges and inputs.probe_inputs to it, both ways.
+
+The inputs each probe's process receives are inputs.probe_inputs(profile)[<id>] (and the arrays
+inputs.build makes): kept in judge/inputs.py and not named here, because that file's bytes are in
+the fixtures' probe-code hash (fixtures.PROBE_CODE) and moving its table would make every
+fixtures root stale (docs/ARCHITECTURE.md, "One registry of graded tests").
 
 A judge may also read what OTHER probes of the same grading returned (`evidence`): the same
 model's answers given in another process, e.g. 7.1 compares the prefix outputs of its own probe
@@ -17,9 +24,10 @@ student's own (`owns`), and per case which parts that case runs (CASE_PARTS): th
 (judge/cascade.py) judges a case again with a failed part set aside only where that part's own
 values are wrong in the case, and skips a probe that would run a part that already hung.
 
-Adding a graded test: an entry here, a probe in child/probes_<area>.py, a judge in judges/<area>.py named in verdicts.py, the
-inputs it needs in inputs.py (build and its probe_inputs entry), its entry in
-grading.yaml, then `python -m autograder regenerate`.
+Adding a graded test (docs/ARCHITECTURE.md, "Adding a graded test"): an entry here naming its
+judge, its probe in child/probes_<area>.py, its judge in judges/<area>.py (or an existing one
+reused), its inputs in inputs.py (build and probe_inputs), its entry in grading.yaml, then
+`python -m autograder regenerate`.
 """
 
 from dataclasses import dataclass
@@ -29,6 +37,9 @@ from typing import Tuple
 @dataclass(frozen=True)
 class GradedTest:
     id: str
+    # '<area>:<function>': its judge, a function of judges/<area>.py (verdicts.py resolves it); its
+    # probe is then probe_<id> in child/probes_<area>.py. None only where no probe runs.
+    judge: str = None
     probed: bool = True             # False: no probe runs; grade.py judges it (the upload itself)
     needs_tolerance: bool = True    # compares numbers, so grading.yaml must say how close is close enough
     compares_known_bugs: bool = False     # its outputs are compared against the known bugs of known_bugs.py
@@ -41,6 +52,11 @@ class GradedTest:
     def probe(self):
         """The name of its probe function in child/probes_<area>.py, or None when it runs no probe."""
         return 'probe_' + self.id.replace('-', '_') if self.probed else None
+
+    @property
+    def area(self):
+        """Its area: judges/<area>.py holds its judge, child/probes_<area>.py its probe."""
+        return self.judge.split(':')[0] if self.judge else None
 
 
 # The parts of model.py a probe can run, as the student reads them (hang messages and the cascade name them).
@@ -55,26 +71,39 @@ GPT_PARTS = ('gpt', 'mha', 'gqa', 'rope')
 # The order matters: the tests that decide whether a part fails (PART_TESTS) run before any probe that builds on it.
 TESTS = (
     GradedTest('submission', probed=False, needs_tolerance=False),
-    GradedTest('rope', compares_known_bugs=True, calls=('rope',), owns=('rope',)),
-    GradedTest('rope-cache', compares_known_bugs=True, calls=('rope',), owns=('rope',)),
-    GradedTest('mha-rope', compares_known_bugs=True, calls=('mha', 'rope'), owns=('mha',)),
-    GradedTest('gqa', compares_known_bugs=True, calls=('gqa',), owns=('gqa',)),
-    GradedTest('gqa-rope', compares_known_bugs=True, calls=('gqa', 'rope'), owns=('gqa',)),
-    GradedTest('dropout', evidence=('gqa',), calls=('gqa',), owns=('gqa',)),
-    # the attention cases run the student's modules (never replaced: their masks are judged), the GPT case the
-    # same stand-ins as 8.1, whose outputs it is compared with
-    GradedTest('causality', evidence=('mha-rope', 'gqa-rope', 'model'), calls=GPT_PARTS),
-    GradedTest('model', compares_known_bugs=True, calls=GPT_PARTS),
-    GradedTest('generate', needs_tolerance=False, compares_known_bugs=True, evidence=('model',),
+    GradedTest('rope', 'values:judge_values', compares_known_bugs=True,
+               calls=('rope',), owns=('rope',)),
+    GradedTest('rope-cache', 'values:judge_rope_cache', compares_known_bugs=True,
+               calls=('rope',), owns=('rope',)),
+    GradedTest('mha-rope', 'values:judge_values', compares_known_bugs=True,
+               calls=('mha', 'rope'), owns=('mha',)),
+    GradedTest('gqa', 'values:judge_values', compares_known_bugs=True,
+               calls=('gqa',), owns=('gqa',)),
+    GradedTest('gqa-rope', 'values:judge_values', compares_known_bugs=True,
+               calls=('gqa', 'rope'), owns=('gqa',)),
+    GradedTest('dropout', 'behaviour:judge_dropout', evidence=('gqa',),
+               calls=('gqa',), owns=('gqa',)),
+    # the attention cases run the student's modules (never replaced: their masks are judged), the
+    # GPT case the same stand-ins as 8.1, whose outputs it is compared with
+    GradedTest('causality', 'behaviour:judge_causality', evidence=('mha-rope', 'gqa-rope', 'model'),
+               calls=GPT_PARTS),
+    GradedTest('model', 'values:judge_model', compares_known_bugs=True, calls=GPT_PARTS),
+    GradedTest('generate', 'generate:judge_generate', needs_tolerance=False,
+               compares_known_bugs=True, evidence=('model',),
                calls=('gpt', 'gqa', 'rope', 'generate')),
-    # 9.1 judges the harness's kernel readings, never the reference's figures (which move by kilobytes between runs)
-    GradedTest('memory', values_in_fixtures=False, calls=('gqa',), owns=('gqa',)),
-    GradedTest('loss-curve', calls=('gpt', 'gqa', 'rope')),
-    GradedTest('gradients', evidence=('loss-curve',), calls=GPT_PARTS),
-    GradedTest('load-pretrained', calls=GPT_PARTS + ('load_pretrained',)),
-    GradedTest('sliding-window', calls=('mha', 'gqa', 'rope', 'banded')),
-    GradedTest('sliding-window-memory', calls=('banded',)),
-    GradedTest('kv-cache', calls=('gpt', 'gqa', 'rope', 'generate')),
+    # 9.1 judges the harness's kernel readings, never the reference's figures (which move by
+    # kilobytes between runs)
+    GradedTest('memory', 'memory:judge_memory', values_in_fixtures=False,
+               calls=('gqa',), owns=('gqa',)),
+    GradedTest('loss-curve', 'training:judge_loss_curve', calls=('gpt', 'gqa', 'rope')),
+    GradedTest('gradients', 'training:judge_gradients', evidence=('loss-curve',),
+               calls=GPT_PARTS),
+    GradedTest('load-pretrained', 'pretrained:judge_load_pretrained',
+               calls=GPT_PARTS + ('load_pretrained',)),
+    GradedTest('sliding-window', 'sliding_window:judge_sliding_window',
+               calls=('mha', 'gqa', 'rope', 'banded')),
+    GradedTest('sliding-window-memory', 'memory:judge_window_memory', calls=('banded',)),
+    GradedTest('kv-cache', 'generate:judge_kv_cache', calls=('gpt', 'gqa', 'rope', 'generate')),
 )
 # part -> the tests that judge it as the student's own: failing one of them makes it a failed part
 PART_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope')}

@@ -1,16 +1,25 @@
 """
 The one registry of graded tests (autograder/judge/registry.py) against everything that names a
 test id (the zones' imports are tests/unit/test_import_contract.py's), and the report schema.
+Every graded test has its three places and nothing else names a test: a registry entry (whose
+judge resolves and whose inputs inputs.probe_inputs declares), a probe_<id> in the child module
+of its area, and a grading.yaml entry; and no probe, judge, inputs or grading.yaml test without
+a registry entry.
 """
 
 import ast
+import inspect
 import os
 
+import pytest
+
 from autograder import GRADING_YAML, PACKAGE_DIR
-from autograder.judge import config, registry, verdicts
+from autograder.judge import config, inputs, registry, verdicts
 from autograder.contract import report_schema
 
 CHILD_DIR = os.path.join(PACKAGE_DIR, 'child')
+JUDGES_DIR = os.path.join(PACKAGE_DIR, 'judge', 'judges')
+JUDGE_PARAMETERS = ['test', 'result', 'fixtures', 'grading']   # then `evidence` where it reads some
 
 
 def _functions(path):
@@ -40,6 +49,66 @@ def test_every_probed_test_has_one_judge_function_of_judges():
     assert set(verdicts.JUDGES) == {t.id for t in registry.TESTS if t.probed}
     for tid, judge in verdicts.JUDGES.items():
         assert judge.__module__.startswith('autograder.judge.judges.'), tid
+
+
+def test_each_probe_is_in_the_child_module_of_its_area():
+    for t in registry.TESTS:
+        if t.probe:
+            path = os.path.join(CHILD_DIR, 'probes_%s.py' % t.area)
+            assert os.path.isfile(path) and t.probe in _functions(path), \
+                '%s: no %s in child/probes_%s.py (its judge: %s)' % (t.id, t.probe, t.area, t.judge)
+
+
+def test_each_probed_test_names_a_judge_that_resolves_with_its_evidence():
+    for t in registry.TESTS:
+        if not t.probe:
+            assert t.judge is None, '%s runs no probe: grade.py judges it' % t.id
+            continue
+        judge = verdicts.resolve(t.judge)
+        assert verdicts.JUDGES[t.id] is judge, t.id
+        assert judge.__module__ == '%s.%s' % (verdicts.JUDGES_PACKAGE, t.area), t.id
+        wanted = JUDGE_PARAMETERS + (['evidence'] if t.evidence else [])
+        assert list(inspect.signature(judge).parameters) == wanted, \
+            '%s: %s takes %s' % (t.id, t.judge, list(inspect.signature(judge).parameters))
+
+
+def test_a_missing_judge_is_refused_by_name():
+    with pytest.raises(ImportError, match='values:judge_nothing'):
+        verdicts.resolve('values:judge_nothing')
+    with pytest.raises(ImportError, match='no_area:judge_values'):
+        verdicts.resolve('no_area:judge_values')
+
+
+def test_every_judge_function_is_named_by_a_registry_entry():
+    # a judge: a top-level function of judges/<area>.py taking (test, result, fixtures, grading[,
+    # evidence]); judge_cases and the other helpers take other arguments
+    named = {t.judge for t in registry.TESTS if t.judge}
+    found = set()
+    for name in sorted(os.listdir(JUDGES_DIR)):
+        if not name.endswith('.py') or name == '__init__.py':
+            continue
+        with open(os.path.join(JUDGES_DIR, name)) as f:
+            tree = ast.parse(f.read())
+        for node in tree.body:
+            takes = [a.arg for a in node.args.args] if isinstance(node, ast.FunctionDef) else []
+            if takes[:4] == JUDGE_PARAMETERS:
+                found.add('%s:%s' % (name[:-3], node.name))
+    assert found == named, 'judges no entry names: %s; entries naming no judge: %s' % (
+        sorted(found - named), sorted(named - found))
+
+
+@pytest.mark.parametrize('profile', ['cpu', 'gpu'])
+def test_each_probe_has_declared_inputs_that_exist_and_no_others(profile):
+    prof = config.load(GRADING_YAML).profiles[profile]
+    declared = inputs.probe_inputs(prof)
+    probed = set(registry.PROBED)
+    assert set(declared) == probed, 'inputs without a registry entry: %s; entries without ' \
+        'inputs: %s' % (sorted(set(declared) - probed), sorted(probed - set(declared)))
+    arrays = inputs.build(prof)
+    for pid, patterns in declared.items():
+        for pattern in patterns:
+            found = any(inputs.wanted(k, (pattern,)) for k in arrays)
+            assert found, '%s declares %s: no input of inputs.build is that' % (pid, pattern)
 
 
 def test_tolerances_follow_the_registry():
