@@ -27,7 +27,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from autograder import COURSE_DIR, DATA_FILE, FIXTURES_DIR, PACKAGE_DIR, REFERENCE_DIR, TEMPLATE_DIR
-from autograder.judge import inputs
+from autograder.judge import inputs, registry
 
 # code whose change changes what the probes compute
 CHILD_DIR = os.path.join(PACKAGE_DIR, 'child')
@@ -55,6 +55,20 @@ def sha256_files(paths):
         h.update(os.path.relpath(p, os.path.dirname(PACKAGE_DIR)).encode())
         with open(p, 'rb') as f:
             h.update(f.read())
+    return h.hexdigest()
+
+
+def probe_code_sha256():
+    """
+    The manifest's `probe_code_sha256`: the PROBE_CODE files (sha256_files) and the probes' declared
+    inputs (registry.declared_inputs, as sorted JSON). registry.py itself is not hashed (its other
+    flags change no probe's output); a changed declaration changes what a probe's process receives,
+    so it makes the fixtures stale. Profile-free, as the files are: the placeholders' values are the
+    profile's, which profile_hash covers.
+    """
+    declared = json.dumps(registry.declared_inputs(), sort_keys=True, separators=(',', ':'))
+    h = hashlib.sha256(sha256_files(PROBE_CODE).encode())
+    h.update(b'\ndeclared inputs: ' + declared.encode())
     return h.hexdigest()
 
 
@@ -251,8 +265,9 @@ def staleness(grading, profile, manifest, base=None):
     problems = []
     if manifest.get('profile_hash') != grading.profile_hash(profile):
         problems.append("grading.yaml's profiles.%s changed" % profile)
-    if manifest.get('probe_code_sha256') != sha256_files(PROBE_CODE):
-        problems.append("the probe code (child/, contract/, judge/inputs.py, judge/known_bugs.py, judge/source_patches.py) changed")
+    if manifest.get('probe_code_sha256') != probe_code_sha256():
+        problems.append("the probe code (child/, contract/, judge/inputs.py, judge/known_bugs.py, "
+                        "judge/source_patches.py) or a probe's declared inputs (registry.py) changed")
     # the reference and the handout are not shipped to Gradescope; check them where they exist
     if all(os.path.isfile(p) for p in REFERENCE_CODE) and manifest.get('reference_sha256') != sha256_files(REFERENCE_CODE):
         problems.append("the reference solution changed")

@@ -18,13 +18,16 @@ grading gets its inputs and the fixtures of its set (docs/ARCHITECTURE.md, "Inpu
 import functools
 import hashlib
 import hmac
+import itertools
 import os
+import string
 from dataclasses import dataclass
 
 import numpy as np
 
 from autograder import DATA_FILE
 from autograder.contract.configs import attention_configs, model_configs
+from autograder.judge import registry
 
 
 DROPOUT_KV = 2   # the dropout probe's module: GroupedQueryAttention with n_kv_head = 2
@@ -235,36 +238,33 @@ def _training_inputs(profile, shared):
     return out
 
 
+# the placeholders an entry's declared inputs may hold (registry.GradedTest.inputs): name -> what it
+# stands for in a profile, in order ('w/gqa-kv{kv}/' is one pattern per kv_heads entry)
+PLACEHOLDERS = {'kv': lambda profile: tuple(profile['kv_heads']),
+                'model': lambda profile: tuple(model_configs(profile))}
+
+
+def expand(pattern, profile):
+    """The patterns one declared input stands for in `profile`: one per value of its placeholders."""
+    names = [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
+    unknown = sorted(set(names) - set(PLACEHOLDERS))
+    if unknown:
+        raise ValueError('%r: no placeholder %s (known: %s)' % (pattern, unknown, sorted(PLACEHOLDERS)))
+    names = sorted(set(names))
+    values = itertools.product(*(PLACEHOLDERS[n](profile) for n in names))
+    return tuple(pattern.format(**dict(zip(names, v))) for v in values)
+
+
 def probe_inputs(profile):
     """
-    {probe id: the inputs its process receives}: exact keys, or prefixes ending in '/'. Each probe
-    runs in a process of its own that gets ONLY these (for_probe), so what one probe computes
-    cannot depend on another's inputs: above all, the causality probe gets the "future" inputs
-    and never the originals whose outputs 3.1, 5.1 and 8.1 return, against which it is judged.
+    {probe id: the inputs its process receives}: exact keys, or prefixes ending in '/', expanded
+    from each registry entry's `inputs` (registry.declared_inputs). Each probe runs in a process of
+    its own that gets ONLY these (for_probe), so what one probe computes cannot depend on another's
+    inputs: above all, the causality probe gets the "future" inputs and never the originals whose
+    outputs 3.1, 5.1 and 8.1 return, against which it is judged.
     """
-    kvs, models = profile['kv_heads'], tuple('model/%s/' % l for l in model_configs(profile))
-    attention = lambda fmt: tuple(fmt % kv for kv in kvs)
-    return {
-        'rope': ('rope/',),
-        'rope-cache': ('rope-cache/',),
-        'mha-rope': ('attn/x', 'w/mha-rope/'),
-        'gqa': ('attn/x',) + attention('w/gqa-kv%d/'),
-        'gqa-rope': ('attn/x',) + attention('w/gqa-rope-kv%d/'),
-        'dropout': ('attn/x', 'w/gqa-kv2/', 'dropout/x', 'w/dropout/'),
-        # 'model/rope/', 'model/gqa/': the GPT case at n_kv_head = n_query_head, or without RoPE, when the cascade
-        # sets the student's GQA aside (judge/cascade.py)
-        'causality': ('attn/x_future', 'model/idx_future', 'w/mha-rope/', 'w/gqa-rope-kv2/', 'model/rope-gqa/',
-                      'model/rope/', 'model/gqa/'),
-        'model': ('model/idx', 'model/targets') + models,
-        'generate': ('generate/prompt', 'model/rope-gqa/', 'model/rope/', 'model/gqa/'),
-        'memory': ('memory/x',) + attention('w/gqa-kv%d/'),
-        'loss-curve': ('heldout/idx', 'model/lc-init/', 'model/lc-init-mha/', 'model/lc-init-norope/'),
-        'gradients': ('model/idx', 'model/targets') + models,
-        'load-pretrained': ('workflow/',) + models,
-        'sliding-window': ('sw/', 'w/mha/', 'w/gqa-rope-kv2/'),
-        'sliding-window-memory': ('swmem/',),
-        'kv-cache': ('generate/prompt', 'kv-cache/step', 'model/rope-gqa/', 'model/gqa/'),
-    }
+    return {pid: tuple(p for pattern in declared for p in expand(pattern, profile))
+            for pid, declared in registry.declared_inputs().items()}
 
 
 def wanted(key, patterns):

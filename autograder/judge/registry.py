@@ -1,11 +1,20 @@
 """
-The one registry of graded tests. Each test id is spelled here once; its probe is the function
-`probe_<id>` (dashes as underscores) in a child/probes_<area>.py module, its judge is named in
-verdicts.py (JUDGES, checked against this table on import), and its weight, visibility, timeout
-and tolerance are in grading.yaml. Standard library only: config.py reads it to check
-grading.yaml without loading any judge. Every other list of ids
-(config's known ids, the probes regenerate runs, the probes known bugs cover) is derived
-from this table, and a unit test holds grading.yaml's ids equal to it.
+The one registry of graded tests. Each test id is spelled here once, with what it is made of:
+its judge (`judge='<area>:<function>'`, a function of judges/<area>.py; verdicts.JUDGES is
+derived from these names), its inputs (`inputs`, below), its probe (the function `probe_<id>`,
+dashes as underscores, in child/probes_<area>.py, the same area), and its flags. Its weight,
+visibility, timeout and tolerance are its entry in grading.yaml. Standard library only, and the
+judge only named, never imported: config.py reads this table to check grading.yaml without
+loading any judge. Every other list of ids (config's known ids, the probes regenerate runs, the
+probes known bugs cover, verdicts.JUDGES, inputs.probe_inputs) is derived from this table;
+tests/unit/test_registry.py holds grading.yaml, the probes and the judges to it, both ways.
+
+Its inputs are plain data: the keys of inputs.build's arrays its probe's process receives, or
+prefixes ending in '/', with placeholders '{kv}' (each of the profile's kv_heads) and '{model}'
+(each GPT configuration) that inputs.probe_inputs(profile) expands. inputs.build still makes the
+arrays. This file is not in the fixtures' probe-code hash (its other flags change no probe's
+output), but the declarations are: fixtures.probe_code_sha256 covers them, so changing a probe's
+inputs makes the fixtures stale until `regenerate`.
 
 A judge may also read what OTHER probes of the same grading returned (`evidence`): the same
 model's answers given in another process, e.g. 7.1 compares the prefix outputs of its own probe
@@ -17,9 +26,10 @@ student's own (`owns`), and per case which parts that case runs (CASE_PARTS): th
 (judge/cascade.py) judges a case again with a failed part set aside only where that part's own
 values are wrong in the case, and skips a probe that would run a part that already hung.
 
-Adding a graded test: an entry here, a probe in child/probes_<area>.py, a judge in judges/<area>.py named in verdicts.py, the
-inputs it needs in inputs.py (build and its probe_inputs entry), its entry in
-grading.yaml, then `python -m autograder regenerate`.
+Adding a graded test (docs/ARCHITECTURE.md, "Adding a graded test"): an entry here naming its
+judge and its inputs, its probe in child/probes_<area>.py, its entry in grading.yaml (and a judge
+in judges/<area>.py only where no existing one fits; new input arrays, where the existing ones do
+not serve, in inputs.build), then `python -m autograder regenerate`.
 """
 
 from dataclasses import dataclass
@@ -29,6 +39,13 @@ from typing import Tuple
 @dataclass(frozen=True)
 class GradedTest:
     id: str
+    # '<area>:<function>': its judge, a function of judges/<area>.py (verdicts.py resolves it); its
+    # probe is then probe_<id> in child/probes_<area>.py. None only where no probe runs.
+    judge: str = None
+    # the inputs its probe's process receives: keys of inputs.build's arrays, or prefixes ending in
+    # '/'; '{kv}' stands for each of the profile's kv_heads, '{model}' for each GPT configuration
+    # (contract.configs.model_configs). inputs.probe_inputs expands them; () where no probe runs.
+    inputs: Tuple[str, ...] = ()
     probed: bool = True             # False: no probe runs; grade.py judges it (the upload itself)
     needs_tolerance: bool = True    # compares numbers, so grading.yaml must say how close is close enough
     compares_known_bugs: bool = False     # its outputs are compared against the known bugs of known_bugs.py
@@ -41,6 +58,11 @@ class GradedTest:
     def probe(self):
         """The name of its probe function in child/probes_<area>.py, or None when it runs no probe."""
         return 'probe_' + self.id.replace('-', '_') if self.probed else None
+
+    @property
+    def area(self):
+        """Its area: judges/<area>.py holds its judge, child/probes_<area>.py its probe."""
+        return self.judge.split(':')[0] if self.judge else None
 
 
 # The parts of model.py a probe can run, as the student reads them (hang messages and the cascade name them).
@@ -55,26 +77,54 @@ GPT_PARTS = ('gpt', 'mha', 'gqa', 'rope')
 # The order matters: the tests that decide whether a part fails (PART_TESTS) run before any probe that builds on it.
 TESTS = (
     GradedTest('submission', probed=False, needs_tolerance=False),
-    GradedTest('rope', compares_known_bugs=True, calls=('rope',), owns=('rope',)),
-    GradedTest('rope-cache', compares_known_bugs=True, calls=('rope',), owns=('rope',)),
-    GradedTest('mha-rope', compares_known_bugs=True, calls=('mha', 'rope'), owns=('mha',)),
-    GradedTest('gqa', compares_known_bugs=True, calls=('gqa',), owns=('gqa',)),
-    GradedTest('gqa-rope', compares_known_bugs=True, calls=('gqa', 'rope'), owns=('gqa',)),
-    GradedTest('dropout', evidence=('gqa',), calls=('gqa',), owns=('gqa',)),
-    # the attention cases run the student's modules (never replaced: their masks are judged), the GPT case the
-    # same stand-ins as 8.1, whose outputs it is compared with
-    GradedTest('causality', evidence=('mha-rope', 'gqa-rope', 'model'), calls=GPT_PARTS),
-    GradedTest('model', compares_known_bugs=True, calls=GPT_PARTS),
-    GradedTest('generate', needs_tolerance=False, compares_known_bugs=True, evidence=('model',),
+    GradedTest('rope', 'values:judge_values', ('rope/',), compares_known_bugs=True,
+               calls=('rope',), owns=('rope',)),
+    GradedTest('rope-cache', 'values:judge_rope_cache', ('rope-cache/',), compares_known_bugs=True,
+               calls=('rope',), owns=('rope',)),
+    GradedTest('mha-rope', 'values:judge_values', ('attn/x', 'w/mha-rope/'),
+               compares_known_bugs=True, calls=('mha', 'rope'), owns=('mha',)),
+    GradedTest('gqa', 'values:judge_values', ('attn/x', 'w/gqa-kv{kv}/'), compares_known_bugs=True,
+               calls=('gqa',), owns=('gqa',)),
+    GradedTest('gqa-rope', 'values:judge_values', ('attn/x', 'w/gqa-rope-kv{kv}/'),
+               compares_known_bugs=True, calls=('gqa', 'rope'), owns=('gqa',)),
+    # its module: GroupedQueryAttention with n_kv_head = 2 (inputs.DROPOUT_KV)
+    GradedTest('dropout', 'behaviour:judge_dropout',
+               ('attn/x', 'w/gqa-kv2/', 'dropout/x', 'w/dropout/'),
+               evidence=('gqa',), calls=('gqa',), owns=('gqa',)),
+    # the attention cases run the student's modules (never replaced: their masks are judged), the
+    # GPT case the same stand-ins as 8.1, whose outputs it is compared with. Its inputs are the
+    # "future" ones only, never the originals 3.1, 5.1 and 8.1 answer (inputs.probe_inputs);
+    # 'model/rope/', 'model/gqa/': the GPT case at n_kv_head = n_query_head, or without RoPE, when
+    # the cascade sets the student's GQA aside (judge/cascade.py)
+    GradedTest('causality', 'behaviour:judge_causality',
+               ('attn/x_future', 'model/idx_future', 'w/mha-rope/', 'w/gqa-rope-kv2/',
+                'model/rope-gqa/', 'model/rope/', 'model/gqa/'),
+               evidence=('mha-rope', 'gqa-rope', 'model'), calls=GPT_PARTS),
+    GradedTest('model', 'values:judge_model', ('model/idx', 'model/targets', 'model/{model}/'),
+               compares_known_bugs=True, calls=GPT_PARTS),
+    GradedTest('generate', 'generate:judge_generate',
+               ('generate/prompt', 'model/rope-gqa/', 'model/rope/', 'model/gqa/'),
+               needs_tolerance=False, compares_known_bugs=True, evidence=('model',),
                calls=('gpt', 'gqa', 'rope', 'generate')),
-    # 9.1 judges the harness's kernel readings, never the reference's figures (which move by kilobytes between runs)
-    GradedTest('memory', values_in_fixtures=False, calls=('gqa',), owns=('gqa',)),
-    GradedTest('loss-curve', calls=('gpt', 'gqa', 'rope')),
-    GradedTest('gradients', evidence=('loss-curve',), calls=GPT_PARTS),
-    GradedTest('load-pretrained', calls=GPT_PARTS + ('load_pretrained',)),
-    GradedTest('sliding-window', calls=('mha', 'gqa', 'rope', 'banded')),
-    GradedTest('sliding-window-memory', calls=('banded',)),
-    GradedTest('kv-cache', calls=('gpt', 'gqa', 'rope', 'generate')),
+    # 9.1 judges the harness's kernel readings, never the reference's figures (which move by
+    # kilobytes between runs)
+    GradedTest('memory', 'memory:judge_memory', ('memory/x', 'w/gqa-kv{kv}/'),
+               values_in_fixtures=False, calls=('gqa',), owns=('gqa',)),
+    GradedTest('loss-curve', 'training:judge_loss_curve',
+               ('heldout/idx', 'model/lc-init/', 'model/lc-init-mha/', 'model/lc-init-norope/'),
+               calls=('gpt', 'gqa', 'rope')),
+    GradedTest('gradients', 'training:judge_gradients',
+               ('model/idx', 'model/targets', 'model/{model}/'),
+               evidence=('loss-curve',), calls=GPT_PARTS),
+    GradedTest('load-pretrained', 'pretrained:judge_load_pretrained',
+               ('workflow/', 'model/{model}/'), calls=GPT_PARTS + ('load_pretrained',)),
+    GradedTest('sliding-window', 'sliding_window:judge_sliding_window',
+               ('sw/', 'w/mha/', 'w/gqa-rope-kv2/'), calls=('mha', 'gqa', 'rope', 'banded')),
+    GradedTest('sliding-window-memory', 'memory:judge_window_memory', ('swmem/',),
+               calls=('banded',)),
+    GradedTest('kv-cache', 'generate:judge_kv_cache',
+               ('generate/prompt', 'kv-cache/step', 'model/rope-gqa/', 'model/gqa/'),
+               calls=('gpt', 'gqa', 'rope', 'generate')),
 )
 # part -> the tests that judge it as the student's own: failing one of them makes it a failed part
 PART_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope')}
@@ -133,6 +183,15 @@ PROBED = tuple(t.id for t in TESTS if t.probe)                  # what regenerat
 COMPARES_KNOWN_BUGS = tuple(t.id for t in TESTS if t.compares_known_bugs)   # what regenerate runs on each known bug
 NEEDS_TOLERANCE = tuple(t.id for t in TESTS if t.needs_tolerance)
 SHAPES_ONLY = tuple(t.id for t in TESTS if not t.values_in_fixtures)     # regenerate stores zeros of their shapes
+
+
+def declared_inputs():
+    """
+    {probe id: its entry's `inputs`, placeholders unexpanded}, in the registry's order: what
+    inputs.probe_inputs expands per profile, and what the fixtures' probe-code hash covers
+    (fixtures.probe_code_sha256). Read from TESTS when called.
+    """
+    return {t.id: t.inputs for t in TESTS if t.probe}
 
 
 def probes_for(test_ids):

@@ -1,33 +1,35 @@
 """
-The verdict of each graded test: the judge function that judges it (JUDGES, one per probed test
-of registry.py) and `judge`, which hands a judge its probe's result, shape-guarded, and the
-results of the other probes it reads as evidence.
+The verdict of each graded test: the judge function that judges it (JUDGES, one per probed test,
+derived from the `judge` each registry.py entry names) and `judge`, which hands a judge its
+probe's result, shape-guarded, and the results of the other probes it reads as evidence.
 """
 
-from autograder.judge.judges import Verdict, behaviour, generate, guard_shapes, memory, pretrained, probe_failure, \
-    sliding_window, training, values
-from autograder.judge.registry import BY_ID, PROBED
+import importlib
 
-JUDGES = {   # test id -> (spec, probe result, fixtures, grading[, evidence]) -> Verdict
-    'rope': values.judge_values,
-    'rope-cache': values.judge_rope_cache,
-    'mha-rope': values.judge_values,
-    'gqa': values.judge_values,
-    'gqa-rope': values.judge_values,
-    'dropout': behaviour.judge_dropout,
-    'causality': behaviour.judge_causality,
-    'model': values.judge_model,
-    'generate': generate.judge_generate,
-    'memory': memory.judge_memory,
-    'loss-curve': training.judge_loss_curve,
-    'gradients': training.judge_gradients,
-    'load-pretrained': pretrained.judge_load_pretrained,
-    'sliding-window': sliding_window.judge_sliding_window,
-    'sliding-window-memory': memory.judge_window_memory,
-    'kv-cache': generate.judge_kv_cache,
-}
-if set(JUDGES) != set(PROBED):
-    raise ImportError('verdicts.JUDGES and registry.py disagree: %s' % sorted(set(JUDGES) ^ set(PROBED)))
+from autograder.judge.judges import Verdict, guard_shapes, probe_failure
+from autograder.judge.registry import BY_ID, TESTS
+
+JUDGES_PACKAGE = 'autograder.judge.judges'
+
+
+def resolve(name):
+    """The judge function a registry entry names ('<area>:<function>' of judges/<area>.py)."""
+    area, _, function = name.partition(':')
+    try:
+        return getattr(importlib.import_module('%s.%s' % (JUDGES_PACKAGE, area)), function)
+    except (ImportError, AttributeError) as e:
+        raise ImportError('registry.py names a judge that is not there: %r (%s)' % (name, e)) from e
+
+
+def _judges():
+    """{test id: judge} of every probed test, from the registry (one judge may serve several)."""
+    missing = [t.id for t in TESTS if t.probe and not t.judge]
+    if missing:
+        raise ImportError('registry.py: probed tests without a judge: %s' % missing)
+    return {t.id: resolve(t.judge) for t in TESTS if t.probe}
+
+
+JUDGES = _judges()   # test id -> (spec, probe result, fixtures, grading[, evidence]) -> Verdict
 
 
 def judge(test, result, fixtures, grading, probes=None):

@@ -138,6 +138,14 @@ def test_loading_grading_yaml_loads_no_judge_and_the_judge_loads_no_torch():
     assert proc.stdout.split('\n')[:2] == ['[]', '[]'], proc.stdout
 
 
+def test_the_registry_is_standard_library_only():
+    # config.py reads it: its entries only name their judges ('values:judge_values'); verdicts.py
+    # imports them
+    path = MODULES['autograder.judge.registry']
+    for imported, line in imports_of('autograder.judge.registry', path):
+        assert imported.split('.')[0] in STDLIB, 'registry.py:%d imports %s' % (line, imported)
+
+
 def test_the_package_has_no_import_cycle():
     graph = {name: {i for i, _ in imports_of(name, path) if i in MODULES and i != name}
              for name, path in MODULES.items()}
