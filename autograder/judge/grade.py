@@ -260,7 +260,8 @@ class Judging:
         The callback called as each probe of the first run ends: the cascade learns which parts failed or hung
         (and plans that probe's second run); with `progress`, each test is judged as soon as its probes have ended
         and none of them waits for the second run (its verdict kept: verdict() returns it), and the verdicts so
-        far are handed to it. Test 1.1 waits for the end: it reads every probe's notes and whether any stalled
+        far are handed to it. Test 1.1 alone is shown there provisionally, as the import check left it (what a
+        watchdog stop keeps), and judged at the end: it reads every probe's notes and whether any stalled
         importing model.py.
         """
         seen, done = {}, {}
@@ -274,10 +275,10 @@ class Judging:
                 return
             self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
-                if spec.id not in done and spec.id != 'submission' and all(p in seen for p in needs[spec.id]) \
+                if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
-                        done[spec.id] = self.verdict(spec)
+                        done[spec.id] = self._verdict(spec) if spec.id == 'submission' else self.verdict(spec)
                     except Exception:  # noqa: BLE001  the final judging reports it
                         pass
             progress(dict(done))
@@ -300,7 +301,8 @@ class Judging:
                                    probes={k: self._student_text(k, v) for k, v in run.probes.items()})
 
     def verdict(self, spec):
-        """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the end."""
+        """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the end (1.1
+        always at the end: the partial results.json shows it provisionally)."""
         if spec.id not in self.verdicts:
             self.verdicts[spec.id] = self._verdict(spec)
         return self.verdicts[spec.id]
