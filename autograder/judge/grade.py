@@ -155,12 +155,12 @@ def progress_writer(grading, skip, started, results_path):
 
 class Judging:
     """
-    The submission built into a plan (__init__), run in the sandbox (run_probes), and judged one test at
-    a time, once each: `verdict(spec)`, which the gradescope-utils test bodies call (results.build_suite),
-    returns the verdict kept when the test was judged, as its probes ended (the partial results.json) or
-    at the end. The run is a straight line of two: every probe on the student's own code, then
-    (judge/cascade.py) the cases that a failed part spoiled, again without that part; the judges read
-    the two merged.
+    The submission built into a plan (__init__), run in the sandbox (run_probes), and judged one
+    test at a time, once each: `verdict(spec)`, which the gradescope-utils test bodies call
+    (results.build_suite), returns the verdict kept when the test was judged, as its probes ended
+    (the partial results.json) or at the end. The run is a straight line of two: every probe on the
+    student's own code, then (judge/cascade.py) the cases that a failed part spoiled, again without
+    that part; the judges read the two merged.
     """
 
     def __init__(self, grading, profile, located, fx, sandbox, skip=(), private=(), progress=None):
@@ -190,18 +190,20 @@ class Judging:
 
     def run_probes(self):
         """
-        The first run (every probe on the student's own code, each test judged as soon as its probes have
-        ended and no second run may judge them again) and the cascade's second run; nothing to run where the
-        upload could not be run at all. Returns self.
+        The first run (every probe on the student's own code, each test judged as soon as its probes
+        have ended and no second run may judge them again) and the cascade's second run; nothing to
+        run where the upload could not be run at all. Returns self.
         """
         if self.cascade is None:
             return self
-        sandbox, prof, fx, drawn, probe_ids = self.sandbox, self.profile, self.fx, self.drawn, self.probe_ids
-        started = time.time()
+        sandbox, prof, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
+        probe_ids, started = self.probe_ids, time.time()
         options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, prof),
-                       private=self.private, budget_end=started + self.grading.sandbox['total_seconds'],
+                       private=self.private,
+                       budget_end=started + self.grading.sandbox['total_seconds'],
                        loss_curve_seeds=[prof.loss_curve.student_seed])
-        first = self._run(probe_ids, on_result=self._on_result(self.progress), skip=self.cascade.skip, **options)
+        first = self._run(probe_ids, on_result=self._on_result(self.progress),
+                          skip=self.cascade.skip, **options)
         second = {}
         if first.import_result is not None and first.import_result.status == 'ok':
             # the second run (judge/cascade.py): first the part tests a failed RoPE spoiled (whether their own part
@@ -243,9 +245,9 @@ class Judging:
         return run.probes
 
     def _run(self, probe_ids, second=False, skip=None, on_result=None, **options):
-        """One run of `probe_ids` in the sandbox (probe_job.execute), every text its processes wrote taken from
-        the grading's budget (a second run's results apart from the first's; its import check, a repeat, is not
-        read: its failure is said in that run's probes)."""
+        """One run of `probe_ids` in the sandbox (probe_job.execute), every text its processes wrote
+        taken from the grading's budget (a second run's results apart from the first's; its import
+        check, a repeat, is not read: its failure is said in that run's probes)."""
         timeouts = {pid: self.grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         run_plan = probe_job.plan(self.located.path, self.profile, probe_ids, timeouts,
                                   self.grading.test('submission').timeout, second=second, **options)
@@ -257,12 +259,12 @@ class Judging:
 
     def _on_result(self, progress):
         """
-        The callback called as each probe of the first run ends: the cascade learns which parts failed or hung
-        (and plans that probe's second run); with `progress`, each test is judged as soon as its probes have ended
-        and none of them waits for the second run (its verdict kept: verdict() returns it), and the verdicts so
-        far are handed to it. Test 1.1 alone is shown there provisionally, as the import check left it (what a
-        watchdog stop keeps), and judged at the end: it reads every probe's notes and whether any stalled
-        importing model.py.
+        The callback called as each probe of the first run ends: the cascade learns which parts
+        failed or hung (and plans that probe's second run); with `progress`, each test is judged as
+        soon as its probes have ended and none of them waits for the second run (its verdict kept:
+        verdict() returns it), and the verdicts so far are handed to it. Test 1.1 alone is shown
+        there provisionally, as the import check left it (what a watchdog stop keeps), and judged at
+        the end: it reads every probe's notes and whether any stalled importing model.py.
         """
         seen, done = {}, {}
         needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
@@ -278,7 +280,8 @@ class Judging:
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
-                        done[spec.id] = self._verdict(spec) if spec.id == 'submission' else self.verdict(spec)
+                        judged = self._verdict if spec.id == 'submission' else self.verdict
+                        done[spec.id] = judged(spec)
                     except Exception:  # noqa: BLE001  the final judging reports it
                         pass
             progress(dict(done))
@@ -296,13 +299,13 @@ class Judging:
 
     def _clipped(self, run):
         """The run as the judges read it: every probe's result through _student_text, in test order (those the
-        sandbox told on_result of were taken as they ended)."""
+        judge's loop told on_result of were taken as they ended)."""
         return dataclasses.replace(run, import_result=self._student_text(report_schema.IMPORT, run.import_result),
                                    probes={k: self._student_text(k, v) for k, v in run.probes.items()})
 
     def verdict(self, spec):
-        """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the end (1.1
-        always at the end: the partial results.json shows it provisionally)."""
+        """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the
+        end (1.1 always at the end: the partial results.json shows it provisionally)."""
         if spec.id not in self.verdicts:
             self.verdicts[spec.id] = self._verdict(spec)
         return self.verdicts[spec.id]

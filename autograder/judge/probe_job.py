@@ -46,8 +46,8 @@ def link_handlers(profile, rope_for=()):
 
 @dataclass
 class RunResult:
-    """One run in the sandbox as the judge's loop assembled it: the import check, every probe (one not run
-    says why), and what staff read of the session."""
+    """One run in the sandbox as the judge's loop assembled it: the import check, every probe (one
+    not run says why), and what staff read of the session."""
     import_result: ProbeResult
     probes: Dict[str, ProbeResult]
     stdout_tail: str = ''
@@ -59,14 +59,15 @@ class RunResult:
 @dataclass(frozen=True)
 class RunPlan:
     """
-    One run in the sandbox, as values (execute runs it). job: what every probe process reads
-    (job() below); its 'limits' ({probe id: limit}) are cut so that each process reads its own alone.
-    inputs: {probe id: {key: array}} (inputs.per_probe); timeouts: {probe id: CPU seconds}; expected:
-    {probe id: {key: reference shape}} (None: any); handlers: {probe id: handler of its harness link};
-    probe_jobs: {probe id: what that probe alone is told} (e.g. judge/cascade.Plan.job); private: paths
-    student code must not read; budget_end: the time.time() past which no probe starts (a second run of
-    one grading keeps the first's; None: the sandbox's total_seconds from now); second: a second run
-    (its import check is a repeat: a failure of it is said so in its probes' messages).
+    One run in the sandbox, as values (execute runs it). job: what every probe process reads (job()
+    below); its 'limits' ({probe id: limit}) are cut so that each process reads its own alone.
+    inputs: {probe id: {key: array}} (inputs.per_probe); timeouts: {probe id: CPU seconds};
+    expected: {probe id: {key: reference shape}} (None: any); handlers: {probe id: handler of its
+    harness link}; probe_jobs: {probe id: what that probe alone is told} (e.g.
+    judge/cascade.Plan.job); private: paths student code must not read; budget_end: the time.time()
+    past which no probe starts (a second run of one grading keeps the first's; None: the sandbox's
+    total_seconds from now); second: a second run (its import check is a repeat: a failure of it is
+    said so in its probes' messages).
     """
     model_py: str
     job: dict
@@ -96,14 +97,14 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
         probe_inputs = inputs.per_probe(profile, probe_ids, arrays)
     probe_jobs = probe_jobs or {}
     rope_for = [pid for pid, extra in probe_jobs.items() if 'rope' in extra.get('set_aside', ())]
-    return RunPlan(model_py, job(profile, loss_curve_seeds), tuple(probe_ids), import_timeout, timeouts,
-                   probe_inputs, handlers=link_handlers(profile, rope_for),
+    return RunPlan(model_py, job(profile, loss_curve_seeds), tuple(probe_ids), import_timeout,
+                   timeouts, probe_inputs, handlers=link_handlers(profile, rope_for),
                    need_data='loss-curve' in probe_ids, probe_jobs=probe_jobs, **options)
 
 
 def process_job(job, probe_id, extra=None):
-    """What the process of `probe_id` reads: the run's `job` with what it alone is told (`extra`), and of the
-    run's 'limits' its own alone (keyed by nothing that names it)."""
+    """What the process of `probe_id` reads: the run's `job` with what it alone is told (`extra`),
+    and of the run's 'limits' its own alone (keyed by nothing that names it)."""
     whole = dict(job, **(extra or {}))
     out = {k: v for k, v in whole.items() if k != 'limits'}
     out['limit'] = whole.get('limits', {}).get(probe_id)
@@ -112,13 +113,14 @@ def process_job(job, probe_id, extra=None):
 
 def execute(sandbox, run_plan, skip=None, on_result=None):
     """
-    Run `run_plan` (a RunPlan) in one grading session of `sandbox`: the import check, then each probe
-    the judge does not skip while the grading's budget lasts, each told what it needs as a value.
-    skip(probe id, {probe id: ProbeResult} so far) -> str | None, asked before each probe: a string, and
-    the probe is not run (status 'skipped', that message). on_result(probe id, ProbeResult): called as each
-    ends (results.json written as it goes); its failure never stops the grading. Every message a student
-    reads of how a process ended is worded here (process_words). Returns a RunResult; never raises for
-    anything the student's code does (SandboxRefused: no student code ran).
+    Run `run_plan` (a RunPlan) in one grading session of `sandbox`: the import check, then each
+    probe the judge does not skip while the grading's budget lasts, each told what it needs as a
+    value. skip(probe id, {probe id: ProbeResult} so far) -> str | None, asked before each probe: a
+    string, and the probe is not run (status 'skipped', that message). on_result(probe id,
+    ProbeResult): called as each ends (results.json written as it goes); its failure never stops the
+    grading. Every message a student reads of how a process ended is worded here (process_words).
+    Returns a RunResult; never raises for anything the student's code does (SandboxRefused: no
+    student code ran).
     """
     started = time.time()
     settings, results = sandbox.cfg, {}
@@ -135,27 +137,28 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
             elif session.budget_spent():
                 results[pid] = ProbeResult('timeout', process_words.budget_spent(settings))
             else:
-                results[pid] = process_words.worded(pid, session.probe(_probe_job(run_plan, pid)), settings)
+                result = session.probe(_probe_job(run_plan, pid))
+                results[pid] = process_words.worded(pid, result, settings)
             _tell(on_result, pid, results[pid])
     missing = process_words.second_import_failed(imported.message) if run_plan.second \
         else process_words.NOT_IMPORTED
     for pid in run_plan.probe_ids:
         results.setdefault(pid, ProbeResult('missing', missing))
     report = session.report
-    return RunResult(imported, results, report.stdout_tail, report.sandboxed_as, time.time() - started,
-                     report.isolation)
+    return RunResult(imported, results, report.stdout_tail, report.sandboxed_as,
+                     time.time() - started, report.isolation)
 
 
 def _probe_job(run_plan, probe_id):
-    """The ProbeJob of `probe_id` in `run_plan`: a new value, nothing shared with the next probe's."""
+    """The ProbeJob of `probe_id` in `run_plan`: a new value, nothing shared with the next one."""
     expected = None if run_plan.expected is None else run_plan.expected.get(probe_id, {})
-    return ProbeJob(probe_id, process_job(run_plan.job, probe_id, run_plan.probe_jobs.get(probe_id)),
-                    dict(run_plan.inputs.get(probe_id, {})), run_plan.timeouts.get(probe_id, 60), expected,
-                    run_plan.handlers.get(probe_id))
+    job_of = process_job(run_plan.job, probe_id, run_plan.probe_jobs.get(probe_id))
+    return ProbeJob(probe_id, job_of, dict(run_plan.inputs.get(probe_id, {})),
+                    run_plan.timeouts.get(probe_id, 60), expected, run_plan.handlers.get(probe_id))
 
 
 def _tell(on_result, probe_id, result):
-    """The caller's progress callback (partial results.json): its failure never stops the grading."""
+    """The caller's progress callback (partial results.json): its failure never stops a grading."""
     if on_result is not None:
         try:
             on_result(probe_id, result)

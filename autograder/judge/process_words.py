@@ -17,47 +17,50 @@ SIGNAL_HINTS = {'SIGKILL': ' (out of memory, or a limit was hit)', 'SIGXCPU': ' 
 
 
 def link_problem(fact):
-    """One thing a process did to the harness link (probe.py's harness['link_errors'] entry), in words."""
+    """One thing a process did to the harness link (a harness['link_errors'] entry), in words."""
     kind = fact.get('kind')
     if kind == 'unread_replies':
         return '%s: %d replies it did not read' % (FLOODED, fact['count'])
     if kind == 'messages':
         return '%s: more than %d messages' % (FLOODED, fact['count'])
     if kind == 'foreign_sender':
-        return ('a process other than the test\'s own (pid %s, not %d: a forked helper, or something that '
-                'inherited descriptor 3) wrote to the grader\'s channel' % (fact['sender'], fact['pid']))
+        return ('a process other than the test\'s own (pid %s, not %d: a forked helper, or '
+                'something that inherited descriptor 3) wrote to the grader\'s channel'
+                % (fact['sender'], fact['pid']))
     return fact.get('error', '')
 
 
 def describe(h, settings):
-    """How the process of harness dict `h` ended, for a student; `settings`: the sandbox's (its limits)."""
+    """How the process of harness dict `h` ended, for a student (`settings`: the sandbox's)."""
     kind = h['ended']
     if kind == 'timeout':
-        return ('it ran longer than the %g s allowed (%.1f s of CPU time: an infinite loop or a very slow '
-                'forward?) and was stopped' % (h['cpu_limit'], h.get('cpu_seconds', 0)))
+        return ('it ran longer than the %g s allowed (%.1f s of CPU time: an infinite loop or a '
+                'very slow forward?) and was stopped' % (h['cpu_limit'], h.get('cpu_seconds', 0)))
     if kind == 'wall' and h.get('idle_seconds'):
-        return ('it used almost no CPU for %g s (sleeping, or waiting for something that never comes?) and '
-                'was stopped' % h['idle_seconds'])
+        return ('it used almost no CPU for %g s (sleeping, or waiting for something that never '
+                'comes?) and was stopped' % h['idle_seconds'])
     if kind == 'wall':
-        return ('it ran longer than the %g s allowed (%.0f s of wall-clock time while using little CPU: '
-                'sleeping or waiting forever?) and was stopped' % (h['cpu_limit'], h['wall_seconds']))
+        return ('it ran longer than the %g s allowed (%.0f s of wall-clock time while using '
+                'little CPU: sleeping or waiting forever?) and was stopped'
+                % (h['cpu_limit'], h['wall_seconds']))
     if kind == 'budget':
-        return ('the grading time budget of %g s was used up (earlier tests timed out: look for an infinite '
-                'loop or a very slow forward)' % settings.total_seconds)
+        return ('the grading time budget of %g s was used up (earlier tests timed out: look for an '
+                'infinite loop or a very slow forward)' % settings.total_seconds)
     if kind == 'link':
         problems = [link_problem(p) for p in h.get('link_errors') or []]
-        return 'it was stopped: %s' % '; '.join(problems or ['it misused the grader\'s channel'])[:600]
+        default = ['it misused the grader\'s channel']
+        return 'it was stopped: %s' % '; '.join(problems or default)[:600]
     if kind == 'oom':
-        return ('the process ran out of memory and was killed by SIGKILL (the grading\'s memory limit is %d '
-                'MB; allocating more than the test needs?)' % settings.cgroup_memory_mb)
+        return ('the process ran out of memory and was killed by SIGKILL (the grading\'s memory '
+                'limit is %d MB; allocating more than the test needs?)' % settings.cgroup_memory_mb)
     if h.get('signal'):
         return 'the process was killed by %s%s' % (h['signal'], SIGNAL_HINTS.get(h['signal'], ''))
     return 'the process exited with code %d (sys.exit or os._exit in your code?)' % h['exit_code']
 
 
 def ending_message(probe_id, h, settings):
-    """The message of a process whose outputs were not read: the import check's, one that exited leaving
-    no results, or one stopped or killed."""
+    """The message of a process whose outputs were not read: the import check's, one that exited
+    leaving no results, or one stopped or killed."""
     text = describe(h, settings)
     if probe_id == report_schema.IMPORT:
         return 'importing your model.py did not finish: %s' % text
@@ -67,7 +70,7 @@ def ending_message(probe_id, h, settings):
 
 
 def worded(probe_id, result, settings):
-    """`result` as the judges read it: an unread process's ending put into words (others as they are)."""
+    """`result` as the judges read it: an unread process's ending put into words."""
     if not result.unread:
         return result
     return dataclasses.replace(result, message=ending_message(probe_id, result.harness, settings))
@@ -79,6 +82,6 @@ def budget_spent(settings):
 
 
 def second_import_failed(message):
-    """The message of a probe of the second run when that run's own import check failed (its first run imported
-    model.py: only the second run's repeat did not)."""
+    """The message of a probe of the second run when that run's own import check failed (its first
+    run imported model.py: only the second run's repeat did not)."""
     return 'not run in the second run: model.py\'s import check in that run failed: %s' % message

@@ -65,9 +65,9 @@ def cleanup_stale(sandbox_cfg):
 
 
 def check(settings, job):
-    """The isolation a grading gets here, self-test included (raises SandboxRefused when it would refuse):
-    the handout's model.py imported under `settings` (grading.yaml's sandbox section), its import check's
-    process reading `job` (the caller's probe job, as the child reads it)."""
+    """The isolation a grading gets here, self-test included (SandboxRefused when it would refuse):
+    the handout's model.py imported under `settings` (grading.yaml's sandbox section), its import
+    check's process reading `job` (the caller's probe job, as the child reads it)."""
     from autograder import TEMPLATE_DIR
     from autograder.sandbox import Sandbox
     with Sandbox(settings) as sandbox:
@@ -130,8 +130,8 @@ def describe(isolation):
 
 
 def main(argv, settings, job):
-    """`argv[1]` is the command; `settings`: grading.yaml's sandbox section, `job`: the import check's probe job
-    for `check` (the caller, judge/sandbox_commands.py, reads and builds both)."""
+    """`argv[1]` is the command; `settings`: grading.yaml's sandbox section, `job`: the probe job of
+    `check`'s import check (the caller, judge/sandbox_commands.py, reads and builds both)."""
     from autograder.sandbox.defences import SandboxRefused
     what = argv[1] if len(argv) > 1 else 'check'
     if what == 'cleanup':

@@ -39,11 +39,11 @@ LOG_TAIL = 1000              # characters of each process's stdout/stderr kept f
 class ProbeJob:
     """One probe process, as the judge decided it: a value, never kept or reread by the sandbox."""
     probe_id: str
-    job: dict                          # what the process reads (its profile, its limit, what is set aside)
+    job: dict                          # what the process reads (profile, limit, what is set aside)
     inputs: dict                       # {key: array}: the inputs of its process
     cpu_limit: float                   # CPU seconds
-    expected: Optional[dict] = None    # {key: reference shape}: the arrays it may return (None: any)
-    handler: Optional[Callable] = None   # handler(payload, pid) served over its harness link (probe.run)
+    expected: Optional[dict] = None    # {key: reference shape} of what it may return (None: any)
+    handler: Optional[Callable] = None   # handler(payload, pid): serves its harness link
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _status(pid):
 
 
 class Sandbox:
-    """One per worker process: `grading` may be entered for any number of gradings; close() ends its zygote."""
+    """One per worker process: `grading` may be entered any number of times; close() ends it."""
 
     def __init__(self, settings, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE, zygote=None):
         """`settings`: a Settings (settings.py), or grading.yaml's `sandbox:` section, checked into one."""
@@ -109,14 +109,15 @@ class Sandbox:
     @contextmanager
     def grading(self, model_py, private=(), need_data=False, budget_end=None):
         """
-        One grading of `model_py` as a session the judge drives (GradingSession: one call per process):
-        the pool user claimed (lock), the grading's cgroup made, the code copied into scratch and the
-        self-test run on entry; every process, file and folder of it removed on exit, and only then
-        session.report set. private: paths student code must not be able to read (the self-test checks
-        each). need_data: the handout's data file is copied too (the loss-curve probe trains on it).
-        budget_end: the time.time() past which no process may run (a second run of one grading keeps the
-        first's); default now + total_seconds. SandboxRefused when a defence is missing or fails its
-        self-test: then no student code has run. SIGTERM (run_autograder's watchdog) raises GradingStopped.
+        One grading of `model_py` as a session the judge drives (GradingSession: one call per
+        process): the pool user claimed (lock), the grading's cgroup made, the code copied into
+        scratch and the self-test run on entry; every process, file and folder of it removed on
+        exit, and only then session.report set. private: paths student code must not be able to read
+        (the self-test checks each). need_data: the handout's data file is copied too (the
+        loss-curve probe trains on it). budget_end: the time.time() past which no process may run (a
+        second run of one grading keeps the first's); default now + total_seconds. SandboxRefused
+        when a defence is missing or fails its self-test: then no student code has run. SIGTERM
+        (run_autograder's watchdog) raises GradingStopped.
         """
         lock, previous = None, None
         if threading.current_thread() is threading.main_thread() and \
@@ -126,7 +127,7 @@ class Sandbox:
             if self.pool:
                 self.user, lock = users.claim(self.pool)
             session = GradingSession(self, budget_end or time.time() + self.cfg.total_seconds)
-            self.budget_end = session.budget_end   # every process of the grading, self-test included
+            self.budget_end = session.budget_end   # every process of it, the self-test's included
             try:
                 self._begin(model_py, private, need_data)
                 yield session
@@ -140,18 +141,19 @@ class Sandbox:
                 signal.signal(signal.SIGTERM, previous)
 
     def _begin(self, model_py, private, need_data):
-        """What a killed grading of this user left removed, the cgroup made, the code copied, the self-test."""
+        """A killed grading's leftovers removed, the cgroup made, the code copied, the self-test."""
         self.folders = 0
         self.landed = {'files_removed': 0, 'ipc_removed': 0}
         self.cgroup, self.scratch, self.logs = None, None, []
         self._clean(whole=True)   # what a killed grading of this user left
         if self.on['cgroups']:
             self.cgroup = cgroups.Cgroup(self.cfg.cgroup_memory_mb, self.cfg.max_processes + 8)
-        self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
+        self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user,
+                                            need_data)
         self.landed['selftest'] = self._selftest(private, self._grader_copies())
 
     def _report(self):
-        """The session's SessionReport: the processes' log tails, the user, the defences as they landed."""
+        """The session's SessionReport: the log tails, the user, the defences as they landed."""
         isolation = dict(self.isolation, **self.landed)
         if self.cgroup is not None:
             isolation['cgroup'] = dict(self.cgroup.limits, name=self.cgroup.name)
@@ -293,19 +295,23 @@ class Sandbox:
             self.logs.append('[%s] %s' % (kind, text))
 
     def _probe(self, work, import_check=False):
-        """One process of `work` (a ProbeJob) to its end: its outputs read when it exited by itself, else
-        a ProbeResult whose status and harness say how it ended (`unread`: the judge words it)."""
+        """One process of `work` (a ProbeJob) to its end: its outputs read when it exited by itself,
+        else a ProbeResult whose status and harness say how it ended (`unread`: the judge words it).
+        """
         tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
         self.folders += 1   # a folder name that says nothing of the test (without namespaces its path is visible)
-        folder = scratch.ProbeFolder(self.scratch, 'p%d' % self.folders, dict(work.inputs), self.user, tmpfs)
+        folder = scratch.ProbeFolder(self.scratch, 'p%d' % self.folders, dict(work.inputs),
+                                     self.user, tmpfs)
         try:
             h = self._process(work.probe_id, folder, dict(work.job), work.cpu_limit, work.handler)
             result = None
             if h['ended'] == 'exit':   # exited by itself: its outputs are final, and nothing can change them now
                 result = readback.read_probe(folder.out, work.probe_id, work.expected,
-                                             self.cfg.max_json_kb * 1024, self.cfg.max_file_mb << 20)
+                                             self.cfg.max_json_kb * 1024,
+                                             self.cfg.max_file_mb << 20)
             elif h['ended'] in ('timeout', 'wall', 'budget'):
-                hang = readback.read_hang(folder.out)   # where model.py was (none: no dump, or not in model.py)
+                # where model.py was (none: no dump, or not in model.py)
+                hang = readback.read_hang(folder.out)
                 if hang:
                     h['hang'] = hang
             if result is None:
@@ -390,7 +396,7 @@ class Sandbox:
 
 
 def _ending_status(h, import_check):
-    """The status of a process whose outputs were not read: a stop, a crash, or an exit that left none."""
+    """The status of a process whose outputs were not read: stopped, crashed, or exited without."""
     if h['ended'] in ('timeout', 'wall', 'budget'):
         return 'timeout'
     return 'invalid' if h['ended'] == 'exit' and not import_check else 'crashed'
@@ -398,11 +404,11 @@ def _ending_status(h, import_check):
 
 class GradingSession:
     """
-    One grading's processes, one call each, as the judge asks for them (Sandbox.grading makes it): the
-    import check, then whichever probes the judge decides to run, each told all it needs as a value.
-    Every process of the last call is dead and its user's files gone before a call returns. `budget_end`:
-    the time.time() past which no process may run (a process running then is stopped, ended 'budget');
-    `report` (a SessionReport) once the grading has ended.
+    One grading's processes, one call each, as the judge asks for them (Sandbox.grading makes it):
+    the import check, then whichever probes the judge decides to run, each told all it needs as a
+    value. Every process of the last call is dead and its user's files gone before a call returns.
+    `budget_end`: the time.time() past which no process may run (a process running then is
+    stopped, ended 'budget'); `report` (a SessionReport) once the grading has ended.
     """
 
     def __init__(self, sandbox, budget_end):
@@ -418,6 +424,6 @@ class GradingSession:
                                     import_check=True)
 
     def probe(self, work):
-        """The probe `work` (a ProbeJob) in a fresh process: its ProbeResult. Never raises for anything
-        the student's code does."""
+        """The probe `work` (a ProbeJob) in a fresh process: its ProbeResult. Never raises for
+        anything the student's code does."""
         return self._sandbox._probe(work)

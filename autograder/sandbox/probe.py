@@ -79,7 +79,7 @@ class _Watch:
     # ------------------------------------------------------------------ the stop
 
     def stop(self, reason, problem=None, dump=False):
-        """`problem`: what the process did to the link, as a fact ({'kind': ..., ...}: harness['link_errors'])."""
+        """`problem`: what the process did to the link, a fact (a harness['link_errors'] entry)."""
         if self.stopped_at is not None:
             return
         self.out['ended'], self.stopped_at = reason, time.time()
@@ -248,8 +248,8 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     Fork the probe process and watch it to its end. Returns the harness dict:
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
     cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors (facts:
-    {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') | handler_error
-    ('error')}, worded by the judge, judge/process_words.py), wall_error,
+    {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
+    handler_error ('error')}, worded by the judge, judge/process_words.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote

@@ -34,7 +34,8 @@ def run(sandbox, tmp_path, code, probes=(), timeout=60, skip=None, **kwargs):
     """The judge's loop (probe_job.execute) over a session of `sandbox` on `code`, the job JOB."""
     path = tmp_path / 'model.py'
     path.write_text('import os\nimport sys\nimport time\n\n' + code)
-    plan = probe_job.RunPlan(str(path), dict(JOB, **kwargs.pop('job', {})), tuple(probes), timeout, **kwargs)
+    job = dict(JOB, **kwargs.pop('job', {}))
+    plan = probe_job.RunPlan(str(path), job, tuple(probes), timeout, **kwargs)
     return probe_job.execute(sandbox, plan, skip=skip)
 
 

@@ -59,8 +59,8 @@ def test_the_import_checks_text_is_whole_but_counted():
 
 
 class FakeSession:
-    """GradingSession's interface: every probe reports errors in every case, one distinct message each (all of
-    one length, so that once one is withheld every later one is)."""
+    """GradingSession's interface: every probe reports errors in every case, one distinct message
+    each (all of one length, so that once one is withheld every later one is)."""
     budget_end, report = float('inf'), SessionReport('', None, {})
 
     def budget_spent(self):
@@ -72,7 +72,8 @@ class FakeSession:
     def probe(self, work):
         pid = work.probe_id
         return ProbeResult('ok', info={'case_errors': {
-            'case%d' % i: error(('%s %d' % (pid, i)).ljust(30, '.') + 'z' * 200, ['model.py line 1, in forward: x\ny'])
+            'case%d' % i: error(('%s %d' % (pid, i)).ljust(30, '.') + 'z' * 200,
+                                ['model.py line 1, in forward: x\ny'])
             for i in range(3)}})
 
 
