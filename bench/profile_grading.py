@@ -28,9 +28,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from autograder.judge import config, grade  # noqa: E402
+from autograder.judge import config, grade, probe_job  # noqa: E402
 from autograder.sandbox import Sandbox, cgroups  # noqa: E402
-from autograder.sandbox import grading  # noqa: E402
 
 
 def _proc_cpu(pid):
@@ -44,11 +43,11 @@ def _proc_cpu(pid):
 
 
 class Recorder:
-    """Catches what one grading's Sandbox.run and its cgroup saw."""
+    """Catches what one grading's runs in the sandbox (probe_job.execute) and its cgroup saw."""
 
     def __init__(self):
         self.runs, self.cgroup_cpu = [], []
-        run, remove = grading.Sandbox.run, cgroups.Cgroup.remove
+        run, remove = probe_job.execute, cgroups.Cgroup.remove
         recorder = self
 
         def recorded_run(sandbox, *args, **kwargs):
@@ -59,7 +58,7 @@ class Recorder:
         def recorded_remove(cgroup):
             recorder.cgroup_cpu.append(cgroup.cpu_seconds() or 0.0)
             return remove(cgroup)
-        grading.Sandbox.run, cgroups.Cgroup.remove = recorded_run, recorded_remove
+        probe_job.execute, cgroups.Cgroup.remove = recorded_run, recorded_remove
 
 
 def grade_once(path, box, recorder, profiler):

@@ -26,8 +26,9 @@ from autograder.contract import report_schema
 from autograder.judge import (cascade, config, fixtures, inputs, interface_check, probe_job, registry, student_text,
                               submission, verdicts)
 from autograder.judge.judges import Verdict
+from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
-from autograder.sandbox import GradingStopped, RunResult, Sandbox, SandboxRefused, protect_source
+from autograder.sandbox import GradingStopped, Sandbox, SandboxRefused, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
 SLOW_IMPORT_SECONDS = 5.0   # an import slower than this (wall) is noted in 1.1: after torch, an honest one takes < 1 s
@@ -154,14 +155,17 @@ def progress_writer(grading, skip, started, results_path):
 
 class Judging:
     """
-    The submission run in the sandbox, then judged one test at a time by `verdict(spec)`, which the
-    gradescope-utils test bodies call (results.build_suite). The run is a straight line of two: every
-    probe on the student's own code, then (judge/cascade.py) the cases that a failed part spoiled,
-    again without that part; the judges read the two merged.
+    The submission built into a plan (__init__), run in the sandbox (run_probes), and judged one
+    test at a time, once each: `verdict(spec)`, which the gradescope-utils test bodies call
+    (results.build_suite), returns the verdict kept when the test was judged, as its probes ended
+    (the partial results.json) or at the end. The run is a straight line of two: every probe on the
+    student's own code, then (judge/cascade.py) the cases that a failed part spoiled, again without
+    that part; the judges read the two merged.
     """
 
     def __init__(self, grading, profile, located, fx, sandbox, skip=(), private=(), progress=None):
         self.grading, self.fx, self.located = grading, fx, located
+        self.sandbox, self.private, self.progress = sandbox, private, progress
         self.specs = graded_specs(grading, skip)
         self.verdicts = {}
         self.run = None
@@ -178,22 +182,35 @@ class Judging:
         prof = self.profile = grading.profiles[profile]
         source, _ = submission.read_source(located.path)
         self.untouched = interface_check.untouched_optional(source or '')
-        probe_ids = _probe_ids(self.specs)
+        self.probe_ids = _probe_ids(self.specs)
         with open(located.path, 'rb') as f:   # the input set drawn for these bytes (inputs.for_submission)
-            drawn = inputs.for_submission(fx, prof, probe_ids, f.read())
-        self.fx = fx = drawn.fixtures
-        self.cascade = cascade.Cascade(grading, fx, source, self.specs)
-        started = time.time()
-        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, prof), private=private,
-                       budget_end=started + grading.sandbox['total_seconds'], loss_curve_seeds=[prof.loss_curve.student_seed])
-        first = self._run(sandbox, probe_ids, on_result=self._on_result(progress), skip=self.cascade.skip, **options)
+            self.drawn = inputs.for_submission(fx, prof, self.probe_ids, f.read())
+        self.fx = self.drawn.fixtures
+        self.cascade = cascade.Cascade(grading, self.fx, source, self.specs)
+
+    def run_probes(self):
+        """
+        The first run (every probe on the student's own code, each test judged as soon as its probes
+        have ended and no second run may judge them again) and the cascade's second run; nothing to
+        run where the upload could not be run at all. Returns self.
+        """
+        if self.cascade is None:
+            return self
+        sandbox, prof, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
+        probe_ids, started = self.probe_ids, time.time()
+        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, prof),
+                       private=self.private,
+                       budget_end=started + self.grading.sandbox['total_seconds'],
+                       loss_curve_seeds=[prof.loss_curve.student_seed])
+        first = self._run(probe_ids, on_result=self._on_result(self.progress),
+                          skip=self.cascade.skip, **options)
         second = {}
         if first.import_result is not None and first.import_result.status == 'ok':
             # the second run (judge/cascade.py): first the part tests a failed RoPE spoiled (whether their own part
             # fails waits for them), then every later case a failed part spoiled
-            second.update(self._second(sandbox, self.cascade.part_reruns(), options))
+            second.update(self._second(self.cascade.part_reruns(), options))
             self.cascade.settle_parts(second)
-            second.update(self._second(sandbox, self.cascade.plan_later(), options))
+            second.update(self._second(self.cascade.plan_later(), options))
         probes, self.fx = self.cascade.merge(first.probes, second)
         self.run = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
@@ -211,8 +228,9 @@ class Judging:
             if 'loss-curve' in first.probes else None
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
+        return self
 
-    def _second(self, sandbox, plans, options):
+    def _second(self, plans, options):
         """{probe id: result} of one stage of the second run: the probes of `plans`, each told what is set aside."""
         if not plans:
             return {}
@@ -222,16 +240,18 @@ class Judging:
         for pid in plans:
             other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
         shapes = expected_outputs(self.fx, list(other.values()), self.profile)
-        run = self._run(sandbox, list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
+        run = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
                         **dict(options, expected={pid: shapes[alt] for pid, alt in other.items()}))
         return run.probes
 
-    def _run(self, sandbox, probe_ids, second=False, **options):
-        """One Sandbox.run of `probe_ids`, every text its processes wrote taken from the grading's budget (a second
-        run's results apart from the first's; its import check, a repeat, is not read)."""
+    def _run(self, probe_ids, second=False, skip=None, on_result=None, **options):
+        """One run of `probe_ids` in the sandbox (probe_job.execute), every text its processes wrote
+        taken from the grading's budget (a second run's results apart from the first's; its import
+        check, a repeat, is not read: its failure is said in that run's probes)."""
         timeouts = {pid: self.grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
-        run = probe_job.run(sandbox, self.located.path, self.profile, probe_ids, timeouts,
-                            self.grading.test('submission').timeout, **options)
+        run_plan = probe_job.plan(self.located.path, self.profile, probe_ids, timeouts,
+                                  self.grading.test('submission').timeout, second=second, **options)
+        run = probe_job.execute(self.sandbox, run_plan, skip=skip, on_result=on_result)
         if second:
             return dataclasses.replace(run, probes={k: self._student_text(k + ' (second run)', v)
                                                     for k, v in run.probes.items()})
@@ -239,9 +259,12 @@ class Judging:
 
     def _on_result(self, progress):
         """
-        The callback called as each probe of the first run ends: the cascade learns which parts failed or hung
-        (and plans that probe's second run); with `progress`, each test is judged as soon as its probes have ended
-        and none of them waits for the second run, and the verdicts so far are handed to it.
+        The callback called as each probe of the first run ends: the cascade learns which parts
+        failed or hung (and plans that probe's second run); with `progress`, each test is judged as
+        soon as its probes have ended and none of them waits for the second run (its verdict kept:
+        verdict() returns it), and the verdicts so far are handed to it. Test 1.1 alone is shown
+        there provisionally, as the import check left it (what a watchdog stop keeps), and judged at
+        the end: it reads every probe's notes and whether any stalled importing model.py.
         """
         seen, done = {}, {}
         needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
@@ -257,7 +280,8 @@ class Judging:
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
-                        done[spec.id] = self._verdict(spec)
+                        judged = self._verdict if spec.id == 'submission' else self.verdict
+                        done[spec.id] = judged(spec)
                     except Exception:  # noqa: BLE001  the final judging reports it
                         pass
             progress(dict(done))
@@ -275,13 +299,16 @@ class Judging:
 
     def _clipped(self, run):
         """The run as the judges read it: every probe's result through _student_text, in test order (those the
-        sandbox told on_result of were taken as they ended)."""
+        judge's loop told on_result of were taken as they ended)."""
         return dataclasses.replace(run, import_result=self._student_text(report_schema.IMPORT, run.import_result),
                                    probes={k: self._student_text(k, v) for k, v in run.probes.items()})
 
     def verdict(self, spec):
-        self.verdicts[spec.id] = v = self._verdict(spec)
-        return v
+        """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the
+        end (1.1 always at the end: the partial results.json shows it provisionally)."""
+        if spec.id not in self.verdicts:
+            self.verdicts[spec.id] = self._verdict(spec)
+        return self.verdicts[spec.id]
 
     def _verdict(self, spec):
         located, run = self.located, self.run
@@ -406,7 +433,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         fx = fixtures.load_for_grading(grading, profile)
         located = submission.locate(path, upload_scratch)
         judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
-                          progress_writer(grading, skip, started, results_path))
+                          progress_writer(grading, skip, started, results_path)).run_probes()
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
         out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)

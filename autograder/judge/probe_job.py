@@ -1,12 +1,19 @@
 """
-The probe job of one run in the sandbox, built here alone for the grading (grade.py) and for
+One run in the sandbox, planned and driven here alone for the grading (grade.py) and for
 regenerate (the reference and every known bug): the job every probe process reads (its
-profile, the loss-curve seeds, the resource limits), the inputs of each probe's process, and
-the handlers of the harness link.
+profile, the loss-curve seeds, the resource limits), the inputs of each probe's process, the
+handlers of the harness link (a RunPlan), and the loop over the probes (execute), which drives
+the sandbox's session one process at a time and decides what runs.
 """
 
-from autograder.judge import inputs, set_aside
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+from autograder.contract import report_schema
+from autograder.judge import inputs, process_words, set_aside
 from autograder.judge.judges import memory
+from autograder.sandbox import ProbeJob, ProbeResult
 
 
 def job(profile, loss_curve_seeds=None):
@@ -37,19 +44,123 @@ def link_handlers(profile, rope_for=()):
     return handlers
 
 
-def run(sandbox, model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
-        probe_inputs=None, probe_jobs=None, **options):
+@dataclass
+class RunResult:
+    """One run in the sandbox as the judge's loop assembled it: the import check, every probe (one
+    not run says why), and what staff read of the session."""
+    import_result: ProbeResult
+    probes: Dict[str, ProbeResult]
+    stdout_tail: str = ''
+    sandboxed_as: Optional[str] = None
+    wall_seconds: float = 0.0
+    isolation: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunPlan:
     """
-    Sandbox.run of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
+    One run in the sandbox, as values (execute runs it). job: what every probe process reads (job()
+    below); its 'limits' ({probe id: limit}) are cut so that each process reads its own alone.
+    inputs: {probe id: {key: array}} (inputs.per_probe); timeouts: {probe id: CPU seconds};
+    expected: {probe id: {key: reference shape}} (None: any); handlers: {probe id: handler of its
+    harness link}; probe_jobs: {probe id: what that probe alone is told} (e.g.
+    judge/cascade.Plan.job); private: paths student code must not read; budget_end: the time.time()
+    past which no probe starts (a second run of one grading keeps the first's; None: the sandbox's
+    total_seconds from now); second: a second run (its import check is a repeat: a failure of it is
+    said so in its probes' messages).
+    """
+    model_py: str
+    job: dict
+    probe_ids: Tuple[str, ...]
+    import_timeout: float
+    timeouts: dict = field(default_factory=dict)
+    inputs: dict = field(default_factory=dict)
+    expected: Optional[dict] = None
+    handlers: dict = field(default_factory=dict)
+    probe_jobs: dict = field(default_factory=dict)
+    private: tuple = ()
+    need_data: bool = False
+    budget_end: Optional[float] = None
+    second: bool = False
+
+
+def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
+         probe_inputs=None, probe_jobs=None, **options):
+    """
+    The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
     link handlers; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts the cascade
-    set aside: judge/cascade.Plan.job) go into each probe's job; `options` go to Sandbox.run
-    (expected, private, on_result, skip, budget_end).
+    set aside: judge/cascade.Plan.job) go into each probe's job; `options`: RunPlan's other fields
+    (expected, private, budget_end, second).
     """
     if probe_inputs is None:
         probe_inputs = inputs.per_probe(profile, probe_ids, arrays)
     probe_jobs = probe_jobs or {}
     rope_for = [pid for pid, extra in probe_jobs.items() if 'rope' in extra.get('set_aside', ())]
-    return sandbox.run(model_py, job(profile, loss_curve_seeds), probe_ids, probe_inputs, timeouts,
-                       import_timeout=import_timeout, handlers=link_handlers(profile, rope_for),
-                       need_data='loss-curve' in probe_ids, probe_jobs=probe_jobs, **options)
+    return RunPlan(model_py, job(profile, loss_curve_seeds), tuple(probe_ids), import_timeout,
+                   timeouts, probe_inputs, handlers=link_handlers(profile, rope_for),
+                   need_data='loss-curve' in probe_ids, probe_jobs=probe_jobs, **options)
+
+
+def process_job(job, probe_id, extra=None):
+    """What the process of `probe_id` reads: the run's `job` with what it alone is told (`extra`),
+    and of the run's 'limits' its own alone (keyed by nothing that names it)."""
+    whole = dict(job, **(extra or {}))
+    out = {k: v for k, v in whole.items() if k != 'limits'}
+    out['limit'] = whole.get('limits', {}).get(probe_id)
+    return out
+
+
+def execute(sandbox, run_plan, skip=None, on_result=None):
+    """
+    Run `run_plan` (a RunPlan) in one grading session of `sandbox`: the import check, then each
+    probe the judge does not skip while the grading's budget lasts, each told what it needs as a
+    value. skip(probe id, {probe id: ProbeResult} so far) -> str | None, asked before each probe: a
+    string, and the probe is not run (status 'skipped', that message). on_result(probe id,
+    ProbeResult): called as each ends (results.json written as it goes); its failure never stops the
+    grading. Every message a student reads of how a process ended is worded here (process_words).
+    Returns a RunResult; never raises for anything the student's code does (SandboxRefused: no
+    student code ran).
+    """
+    started = time.time()
+    settings, results = sandbox.cfg, {}
+    with sandbox.grading(run_plan.model_py, run_plan.private, run_plan.need_data,
+                         run_plan.budget_end) as session:
+        imported = process_words.worded(report_schema.IMPORT, session.import_check(
+            process_job(run_plan.job, report_schema.IMPORT), run_plan.import_timeout,
+            run_plan.handlers.get(report_schema.IMPORT)), settings)
+        _tell(on_result, report_schema.IMPORT, imported)
+        for pid in run_plan.probe_ids if imported.status == 'ok' else ():
+            skipped = skip(pid, dict(results)) if skip is not None else None
+            if skipped is not None:
+                results[pid] = ProbeResult('skipped', str(skipped))
+            elif session.budget_spent():
+                results[pid] = ProbeResult('timeout', process_words.budget_spent(settings))
+            else:
+                result = session.probe(_probe_job(run_plan, pid))
+                results[pid] = process_words.worded(pid, result, settings)
+            _tell(on_result, pid, results[pid])
+    missing = process_words.second_import_failed(imported.message) if run_plan.second \
+        else process_words.NOT_IMPORTED
+    for pid in run_plan.probe_ids:
+        results.setdefault(pid, ProbeResult('missing', missing))
+    report = session.report
+    return RunResult(imported, results, report.stdout_tail, report.sandboxed_as,
+                     time.time() - started, report.isolation)
+
+
+def _probe_job(run_plan, probe_id):
+    """The ProbeJob of `probe_id` in `run_plan`: a new value, nothing shared with the next one."""
+    expected = None if run_plan.expected is None else run_plan.expected.get(probe_id, {})
+    job_of = process_job(run_plan.job, probe_id, run_plan.probe_jobs.get(probe_id))
+    return ProbeJob(probe_id, job_of, dict(run_plan.inputs.get(probe_id, {})),
+                    run_plan.timeouts.get(probe_id, 60), expected, run_plan.handlers.get(probe_id))
+
+
+def _tell(on_result, probe_id, result):
+    """The caller's progress callback (partial results.json): its failure never stops a grading."""
+    if on_result is not None:
+        try:
+            on_result(probe_id, result)
+        except Exception:  # noqa: BLE001
+            pass

@@ -3,7 +3,10 @@ The OS wall between the student's code (autograder/child/, run in a probe proces
 judge (the rest of autograder/). Standard library and ctypes only; nothing here imports torch or
 student code, and nothing of autograder/child/ imports this package.
 
-    grading.py    Sandbox.run: one grading, one fresh process per probe, plain data back
+    grading.py    Sandbox.grading: one grading as a session the judge drives (GradingSession:
+                  the import check and each probe it asks for, a ProbeJob value each), one
+                  fresh process per call, facts back (how a process ended: the judge words
+                  it); nothing here calls judge code
     settings.py   Settings: the sandbox's typed settings, given by the caller (never read from grading.yaml here)
     zygote.py     the harness's side of the zygote (child/zygote.py is the other): forks probe processes
     wall.py       what a probe process does to itself before the probe runs (namespaces, allow-listed
@@ -25,7 +28,8 @@ Order within the package (no circle): copies, wall, seccomp, cgroups, readback, 
 """
 
 from autograder.sandbox.copies import lock_own_copy, protect_source  # noqa: F401
-from autograder.sandbox.grading import GradingStopped, RunResult, Sandbox  # noqa: F401
+from autograder.sandbox.grading import GradingSession, GradingStopped, ProbeJob  # noqa: F401
+from autograder.sandbox.grading import Sandbox, SessionReport  # noqa: F401
 from autograder.sandbox.defences import SandboxRefused  # noqa: F401
 from autograder.sandbox.readback import ProbeResult  # noqa: F401
 from autograder.sandbox.settings import Settings  # noqa: F401

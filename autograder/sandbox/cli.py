@@ -10,7 +10,8 @@ python -m autograder sandbox scan      list the folders the sandbox user could w
                                        it once; without namespaces they are swept after every probe)
 
 The command line lives in autograder/judge/sandbox_commands.py, which reads grading.yaml and hands
-its settings in: nothing of the sandbox package reads grading.yaml.
+its settings and the self-test's probe job in: nothing of the sandbox package reads grading.yaml or
+builds a probe job.
 """
 
 import json
@@ -63,14 +64,16 @@ def cleanup_stale(sandbox_cfg):
     return removed
 
 
-def check(grading):
-    """The isolation a grading gets here, self-test included (raises SandboxRefused when it would refuse)."""
+def check(settings, job):
+    """The isolation a grading gets here, self-test included (SandboxRefused when it would refuse):
+    the handout's model.py imported under `settings` (grading.yaml's sandbox section), its import
+    check's process reading `job` (the caller's probe job, as the child reads it)."""
     from autograder import TEMPLATE_DIR
     from autograder.sandbox import Sandbox
-    with Sandbox(grading.sandbox) as sandbox:
-        job = {'profile': grading.profiles['cpu'].as_json()}   # the probe job, as the child reads it
-        run = sandbox.run(os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py'), job, [], {}, {}, import_timeout=120)
-    return run.isolation
+    with Sandbox(settings) as sandbox:
+        with sandbox.grading(os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py')) as session:
+            session.import_check(job, 120)
+    return session.report.isolation
 
 
 # what each figure of `check` means, in the order printed (the self-test's probe, like any probe)
@@ -126,15 +129,16 @@ def describe(isolation):
     return lines, not failed
 
 
-def main(argv, grading):
-    """`argv[1]` is the command; `grading` is grading.yaml as config.load reads it (the caller loads it)."""
+def main(argv, settings, job):
+    """`argv[1]` is the command; `settings`: grading.yaml's sandbox section, `job`: the probe job of
+    `check`'s import check (the caller, judge/sandbox_commands.py, reads and builds both)."""
     from autograder.sandbox.defences import SandboxRefused
     what = argv[1] if len(argv) > 1 else 'check'
     if what == 'cleanup':
-        print('sandbox: clean-up removed %d leftovers' % cleanup_stale(grading.sandbox))
+        print('sandbox: clean-up removed %d leftovers' % cleanup_stale(settings))
         return 0
     if what == 'scan':
-        pool, note = users.sandbox_pool(grading.sandbox['user'], grading.sandbox['pool_size'])
+        pool, note = users.sandbox_pool(settings['user'], settings['pool_size'])
         if not pool:
             print('sandbox: no scan (%s)' % note)
             return 0
@@ -143,7 +147,7 @@ def main(argv, grading):
         return 0
     if what == 'check':
         try:
-            isolation = check(grading)
+            isolation = check(settings, job)
         except SandboxRefused as e:
             print('sandbox: verdict: student code would NOT run here: %s' % e)
             return 1

@@ -1,6 +1,8 @@
 """
-Sandbox.run: the student's model.py behind the wall, one fresh process per probe, and only plain
-data back. See autograder/sandbox/__init__.py for the package's map; this module is the loop.
+Sandbox.grading: the student's model.py behind the wall, one fresh process per call of the session
+the judge drives, and only plain data back. See autograder/sandbox/__init__.py for the package's
+map. The loop over probes, what each is told and the words a student reads are the judge's
+(judge/probe_job.py, judge/process_words.py): the sandbox reports facts (how a process ended).
 
 For each grading: claim a sandbox user (lock), make the grading's cgroup, copy the code into a
 scratch folder, run the self-test (a process forked exactly like a probe, checking every defence
@@ -18,8 +20,9 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Dict, Optional
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from autograder import DATA_FILE, TEMPLATE_DIR
 from autograder.contract import report_schema
@@ -32,14 +35,23 @@ from autograder.sandbox.zygote import Zygote
 LOG_TAIL = 1000              # characters of each process's stdout/stderr kept for staff
 
 
-@dataclass
-class RunResult:
-    import_result: ProbeResult
-    probes: Dict[str, ProbeResult]
-    stdout_tail: str = ''
-    sandboxed_as: Optional[str] = None
-    wall_seconds: float = 0.0
-    isolation: dict = field(default_factory=dict)
+@dataclass(frozen=True)
+class ProbeJob:
+    """One probe process, as the judge decided it: a value, never kept or reread by the sandbox."""
+    probe_id: str
+    job: dict                          # what the process reads (profile, limit, what is set aside)
+    inputs: dict                       # {key: array}: the inputs of its process
+    cpu_limit: float                   # CPU seconds
+    expected: Optional[dict] = None    # {key: reference shape} of what it may return (None: any)
+    handler: Optional[Callable] = None   # handler(payload, pid): serves its harness link
+
+
+@dataclass(frozen=True)
+class SessionReport:
+    """What staff read of one grading's session once it has ended (results.json extra_data)."""
+    stdout_tail: str
+    sandboxed_as: Optional[str]
+    isolation: dict
 
 
 class GradingStopped(BaseException):
@@ -59,7 +71,7 @@ def _status(pid):
 
 
 class Sandbox:
-    """One per worker process: `run` may be called for any number of gradings; close() ends its zygote."""
+    """One per worker process: `grading` may be entered any number of times; close() ends it."""
 
     def __init__(self, settings, handout_dir=TEMPLATE_DIR, data_file=DATA_FILE, zygote=None):
         """`settings`: a Settings (settings.py), or grading.yaml's `sandbox:` section, checked into one."""
@@ -94,89 +106,60 @@ class Sandbox:
 
     # ------------------------------------------------------------------ one grading
 
-    def run(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data=False, expected=None,
-            handlers=None, private=(), on_result=None, skip=None, probe_jobs=None, budget_end=None):
+    @contextmanager
+    def grading(self, model_py, private=(), need_data=False, budget_end=None):
         """
-        Run the import check, then each probe of `probes`, on `model_py`, each in a fresh process.
-        inputs: {probe id: {key: array}}: only those reach the probe (autograder.judge.inputs.per_probe
-          cuts them from the declaration of each probe's inputs).
-        timeouts: {probe id: CPU seconds}; import_timeout: the import check's.
-        expected: {probe id: {key: reference shape}}, the arrays each probe may return (None: any).
-        handlers: {probe id: handler(payload: bytes, pid: int) -> bytes | (bytes, log entry or list of them)} served
-          over that probe's harness link while it runs.
-        private: paths student code must not be able to read (checked by the self-test).
-        job['limits']: {probe id: {'address_space_margin_mb': N}}, applied before model.py is imported.
-        on_result(probe id, ProbeResult): called as each probe ends (results.json written as it goes).
-        skip(probe id, {probe id: ProbeResult} so far) -> str | None: called before each probe (never the
-          import check); a string: the probe is not run, its ProbeResult is status 'skipped' with that message.
-        probe_jobs: {probe id: {key: value}} added to that probe's job (what the caller decided for it alone).
-        budget_end: the time.time() past which no probe starts (a second run of one grading keeps the first's);
-          default: now + total_seconds.
-        Returns a RunResult; never raises for anything the student's code does. SandboxRefused
-        when a defence is missing or fails its self-test: then no student code has run.
+        One grading of `model_py` as a session the judge drives (GradingSession: one call per
+        process): the pool user claimed (lock), the grading's cgroup made, the code copied into
+        scratch and the self-test run on entry; every process, file and folder of it removed on
+        exit, and only then session.report set. private: paths student code must not be able to read
+        (the self-test checks each). need_data: the handout's data file is copied too (the
+        loss-curve probe trains on it). budget_end: the time.time() past which no process may run (a
+        second run of one grading keeps the first's); default now + total_seconds. SandboxRefused
+        when a defence is missing or fails its self-test: then no student code has run. SIGTERM
+        (run_autograder's watchdog) raises GradingStopped.
         """
         lock, previous = None, None
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             previous = signal.signal(signal.SIGTERM, _on_sigterm)   # a handler of the caller's (batch) is kept
         try:
             if self.pool:
                 self.user, lock = users.claim(self.pool)
-            return self._run_locked(model_py, job, list(probes), inputs, timeouts, import_timeout, need_data,
-                                    expected, handlers or {}, private, on_result, skip, probe_jobs or {}, budget_end)
+            session = GradingSession(self, budget_end or time.time() + self.cfg.total_seconds)
+            self.budget_end = session.budget_end   # every process of it, the self-test's included
+            try:
+                self._begin(model_py, private, need_data)
+                yield session
+            finally:
+                self._end_grading()
+            session.report = self._report()
         finally:
             if lock is not None:
                 os.close(lock)
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
 
-    def _run_locked(self, model_py, job, probes, inputs, timeouts, import_timeout, need_data, expected, handlers,
-                    private, on_result, skip=None, probe_jobs=None, budget_end=None):
-        started = time.time()
-        self.budget_end = budget_end or started + self.cfg.total_seconds
+    def _begin(self, model_py, private, need_data):
+        """A killed grading's leftovers removed, the cgroup made, the code copied, the self-test."""
         self.folders = 0
-        per_probe = {p: dict(inputs.get(p, {})) for p in probes}
         self.landed = {'files_removed': 0, 'ipc_removed': 0}
         self.cgroup, self.scratch, self.logs = None, None, []
-        results, import_result = {}, None
-        try:
-            self._clean(whole=True)   # what a killed grading of this user left
-            if self.on['cgroups']:
-                self.cgroup = cgroups.Cgroup(self.cfg.cgroup_memory_mb, self.cfg.max_processes + 8)
-            self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user, need_data)
-            self.landed['selftest'] = self._selftest(private, self._grader_copies())
-            import_result = self._probe(report_schema.IMPORT, {}, import_timeout, job, {}, handlers.get(report_schema.IMPORT))
-            self._tell(on_result, report_schema.IMPORT, import_result)
-            for pid in probes if import_result.status == 'ok' else []:
-                skipped = skip(pid, dict(results)) if skip is not None else None
-                if skipped is not None:
-                    results[pid] = ProbeResult('skipped', str(skipped))
-                elif time.time() > self.budget_end:
-                    results[pid] = ProbeResult('timeout', 'not run: ' + self._describe({'ended': 'budget'}))
-                else:
-                    spec = None if expected is None else expected.get(pid, {})
-                    results[pid] = self._probe(pid, per_probe[pid], timeouts.get(pid, 60),
-                                               dict(job, **(probe_jobs or {}).get(pid, {})), spec, handlers.get(pid))
-                self._tell(on_result, pid, results[pid])
-        finally:
-            self._end_grading()
-        for pid in probes:
-            results.setdefault(pid, ProbeResult('missing', 'this test did not run because the submission '
-                                                           'could not be imported'))
+        self._clean(whole=True)   # what a killed grading of this user left
+        if self.on['cgroups']:
+            self.cgroup = cgroups.Cgroup(self.cfg.cgroup_memory_mb, self.cfg.max_processes + 8)
+        self.scratch = scratch.make_grading(model_py, self.handout_dir, self.data_file, self.user,
+                                            need_data)
+        self.landed['selftest'] = self._selftest(private, self._grader_copies())
+
+    def _report(self):
+        """The session's SessionReport: the log tails, the user, the defences as they landed."""
         isolation = dict(self.isolation, **self.landed)
         if self.cgroup is not None:
             isolation['cgroup'] = dict(self.cgroup.limits, name=self.cgroup.name)
         isolation['zygote'] = {k: self.zygote.info.get(k) for k in ('start_seconds', 'threads', 'executable')}
-        return RunResult(import_result, results, '\n'.join(self.logs)[-4000:],
-                         pwd.getpwuid(self.user[0]).pw_name if self.user else None, time.time() - started, isolation)
-
-    @staticmethod
-    def _tell(on_result, probe_id, result):
-        """The caller's progress callback (partial results.json): its failure never stops the grading."""
-        if on_result is not None:
-            try:
-                on_result(probe_id, result)
-            except Exception:  # noqa: BLE001
-                pass
+        return SessionReport('\n'.join(self.logs)[-4000:],
+                             pwd.getpwuid(self.user[0]).pw_name if self.user else None, isolation)
 
     # ------------------------------------------------------------------ between processes
 
@@ -311,25 +294,28 @@ class Sandbox:
         if text.strip():
             self.logs.append('[%s] %s' % (kind, text))
 
-    def _probe(self, probe_id, inputs, cpu_limit, job, expected, handler):
+    def _probe(self, work, import_check=False):
+        """One process of `work` (a ProbeJob) to its end: its outputs read when it exited by itself,
+        else a ProbeResult whose status and harness say how it ended (`unread`: the judge words it).
+        """
         tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
         self.folders += 1   # a folder name that says nothing of the test (without namespaces its path is visible)
-        folder = scratch.ProbeFolder(self.scratch, 'p%d' % self.folders, inputs, self.user, tmpfs)
+        folder = scratch.ProbeFolder(self.scratch, 'p%d' % self.folders, dict(work.inputs),
+                                     self.user, tmpfs)
         try:
-            probe_job = {k: v for k, v in job.items() if k != 'limits'}
-            probe_job['limit'] = job.get('limits', {}).get(probe_id)   # its own, keyed by nothing that names it
-            h = self._process(probe_id, folder, probe_job, cpu_limit, handler)
+            h = self._process(work.probe_id, folder, dict(work.job), work.cpu_limit, work.handler)
+            result = None
             if h['ended'] == 'exit':   # exited by itself: its outputs are final, and nothing can change them now
-                result = readback.read_probe(folder.out, probe_id, expected, self.cfg.max_json_kb * 1024,
+                result = readback.read_probe(folder.out, work.probe_id, work.expected,
+                                             self.cfg.max_json_kb * 1024,
                                              self.cfg.max_file_mb << 20)
-                if result is None:
-                    result = self._failure(probe_id, h, exited_without_results=True)
-            else:
-                if h['ended'] in ('timeout', 'wall', 'budget'):
-                    hang = readback.read_hang(folder.out)   # where model.py was (none: no dump, or not in model.py)
-                    if hang:
-                        h['hang'] = hang
-                result = self._failure(probe_id, h)
+            elif h['ended'] in ('timeout', 'wall', 'budget'):
+                # where model.py was (none: no dump, or not in model.py)
+                hang = readback.read_hang(folder.out)
+                if hang:
+                    h['hang'] = hang
+            if result is None:
+                result = ProbeResult(_ending_status(h, import_check), unread=True)
             result.harness = h
             return result
         finally:
@@ -408,39 +394,36 @@ class Sandbox:
                     'are available')
         return ''
 
-    # ------------------------------------------------------------------ messages
 
-    def _describe(self, h):
-        kind = h['ended']
-        if kind == 'timeout':
-            return ('it ran longer than the %g s allowed (%.1f s of CPU time: an infinite loop or a very slow forward?) '
-                    'and was stopped' % (h['cpu_limit'], h.get('cpu_seconds', 0)))
-        if kind == 'wall' and h.get('idle_seconds'):
-            return ('it used almost no CPU for %g s (sleeping, or waiting for something that never comes?) and was '
-                    'stopped' % h['idle_seconds'])
-        if kind == 'wall':
-            return ('it ran longer than the %g s allowed (%.0f s of wall-clock time while using little CPU: '
-                    'sleeping or waiting forever?) and was stopped' % (h['cpu_limit'], h['wall_seconds']))
-        if kind == 'budget':
-            return ('the grading time budget of %g s was used up (earlier tests timed out: look for an infinite '
-                    'loop or a very slow forward)' % self.cfg.total_seconds)
-        if kind == 'link':
-            return ('it was stopped: %s' % '; '.join(h.get('link_errors') or ['it misused the grader\'s channel'])[:600])
-        if kind == 'oom':
-            return ('the process ran out of memory and was killed by SIGKILL (the grading\'s memory limit is %d MB; '
-                    'allocating more than the test needs?)' % self.cfg.cgroup_memory_mb)
-        if h.get('signal'):
-            hint = {'SIGKILL': ' (out of memory, or a limit was hit)', 'SIGXCPU': ' (CPU time limit)',
-                    'SIGXFSZ': ' (wrote or printed more than the file-size limit)',
-                    'SIGSEGV': ' (crashed)', 'SIGSYS': ' (a forbidden system call)'}.get(h['signal'], '')
-            return 'the process was killed by %s%s' % (h['signal'], hint)
-        return 'the process exited with code %d (sys.exit or os._exit in your code?)' % h['exit_code']
+def _ending_status(h, import_check):
+    """The status of a process whose outputs were not read: stopped, crashed, or exited without."""
+    if h['ended'] in ('timeout', 'wall', 'budget'):
+        return 'timeout'
+    return 'invalid' if h['ended'] == 'exit' and not import_check else 'crashed'
 
-    def _failure(self, probe_id, h, exited_without_results=False):
-        status = 'timeout' if h['ended'] in ('timeout', 'wall', 'budget') else 'crashed'
-        text = self._describe(h)
-        if probe_id == report_schema.IMPORT:
-            return ProbeResult(status, 'importing your model.py did not finish: %s' % text)
-        if exited_without_results:
-            return ProbeResult('invalid', 'its process ended without leaving results: %s' % text)
-        return ProbeResult(status, text)
+
+class GradingSession:
+    """
+    One grading's processes, one call each, as the judge asks for them (Sandbox.grading makes it):
+    the import check, then whichever probes the judge decides to run, each told all it needs as a
+    value. Every process of the last call is dead and its user's files gone before a call returns.
+    `budget_end`: the time.time() past which no process may run (a process running then is
+    stopped, ended 'budget'); `report` (a SessionReport) once the grading has ended.
+    """
+
+    def __init__(self, sandbox, budget_end):
+        self._sandbox, self.budget_end, self.report = sandbox, budget_end, None
+
+    def budget_spent(self):
+        """Whether the grading's time budget is used up (no process should start)."""
+        return time.time() > self.budget_end
+
+    def import_check(self, job, cpu_limit, handler=None):
+        """model.py imported in a process of its own (report_schema.IMPORT): its ProbeResult."""
+        return self._sandbox._probe(ProbeJob(report_schema.IMPORT, job, {}, cpu_limit, {}, handler),
+                                    import_check=True)
+
+    def probe(self, work):
+        """The probe `work` (a ProbeJob) in a fresh process: its ProbeResult. Never raises for
+        anything the student's code does."""
+        return self._sandbox._probe(work)

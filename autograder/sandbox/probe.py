@@ -47,8 +47,6 @@ IDLE_CPU = 0.1                   # CPU seconds: a process that used less over it
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine
 UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
 
-FLOODED = 'your code flooded or stopped reading the grader\'s channel (descriptor 3)'
-
 
 def _sender(ancdata):
     for level, kind, data in ancdata:
@@ -80,12 +78,13 @@ class _Watch:
 
     # ------------------------------------------------------------------ the stop
 
-    def stop(self, reason, error=None, dump=False):
+    def stop(self, reason, problem=None, dump=False):
+        """`problem`: what the process did to the link, a fact (a harness['link_errors'] entry)."""
         if self.stopped_at is not None:
             return
         self.out['ended'], self.stopped_at = reason, time.time()
-        if error:
-            self.out.setdefault('link_errors', []).append(error)
+        if problem:
+            self.out.setdefault('link_errors', []).append(problem)
         self.link_open = False   # nothing the process says now is heard
         if dump and self.dump_path:
             try:
@@ -152,7 +151,7 @@ class _Watch:
     def _reply(self, data):
         self.replies.append(data)
         if len(self.replies) > MAX_QUEUED_REPLIES:
-            self.stop('link', '%s: %d replies it did not read' % (FLOODED, len(self.replies)))
+            self.stop('link', {'kind': 'unread_replies', 'count': len(self.replies)})
         else:
             self._send_queued()
 
@@ -173,12 +172,10 @@ class _Watch:
     def _serve(self, data, sender, truncated):
         self.out['link_messages'] += 1
         if sender != self.pid:
-            self.stop('link', 'a process other than the test\'s own (pid %s, not %d: a forked helper, or '
-                              'something that inherited descriptor 3) wrote to the grader\'s channel'
-                      % (sender, self.pid))
+            self.stop('link', {'kind': 'foreign_sender', 'sender': sender, 'pid': self.pid})
             return
         if self.out['link_messages'] > MAX_LINK_MESSAGES:   # a flood costs the harness's time, not the probe's CPU
-            self.stop('link', '%s: more than %d messages' % (FLOODED, MAX_LINK_MESSAGES))
+            self.stop('link', {'kind': 'messages', 'count': MAX_LINK_MESSAGES})
             return
         if data[1:] == report_schema.IMPORTED and 'imported_after' not in self.out:
             # the runner's word that model.py is imported: a stop after it is not the import's (a forged early one
@@ -192,7 +189,8 @@ class _Watch:
         try:
             answer = self.handler(data[1:], sender)
         except Exception as e:  # noqa: BLE001  a handler's bug costs this probe's link, not the grading
-            self.out.setdefault('link_errors', []).append('%s: %s' % (type(e).__name__, str(e)[:300]))
+            error = '%s: %s' % (type(e).__name__, str(e)[:300])
+            self.out.setdefault('link_errors', []).append({'kind': 'handler_error', 'error': error})
             answer = b''
         if isinstance(answer, tuple):
             answer, entry = answer
@@ -249,7 +247,9 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     """
     Fork the probe process and watch it to its end. Returns the harness dict:
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
-    cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors, wall_error,
+    cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors (facts:
+    {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
+    handler_error ('error')}, worded by the judge, judge/process_words.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote

@@ -53,6 +53,10 @@ class ProbeResult:
     # max_rss_bytes, ended (exit | signal | timeout | oom | budget | link), exit_code, signal, link (the handler's log),
     # hang ({'frames': [...]}: where model.py was when a deadline or wall cap stopped it; absent without a dump)
     harness: dict = field(default_factory=dict)
+    # True: the process's outputs were not read (it was stopped, crashed, or exited leaving none);
+    # `harness` says how it ended and the judge words it (judge/process_words.py), `message` is
+    # empty until then
+    unread: bool = False
 
 
 class Unreadable(ValueError):

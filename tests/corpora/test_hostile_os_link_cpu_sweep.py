@@ -24,7 +24,7 @@ import pytest
 
 from grader_runs import sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
-from autograder.judge import config
+from autograder.judge import config, probe_job
 from autograder.contract import report_schema
 from autograder.sandbox import Sandbox, leftovers
 
@@ -41,10 +41,12 @@ def sandbox(request):
     yield from sandbox_in_mode(request, 'gradescope')
 
 
-def run(sandbox, tmp_path, code, probes=(), timeout=60, **kwargs):
+def run(sandbox, tmp_path, code, probes=(), timeout=60, skip=None, **kwargs):
+    """The judge's loop (probe_job.execute) over a session of `sandbox` on `code`, the job JOB."""
     path = tmp_path / ('model-%s.py' % uuid.uuid4().hex[:6])
     path.write_text('import os\nimport sys\nimport time\n\n' + code)
-    return sandbox.run(str(path), dict(JOB), list(probes), {}, {}, timeout, **kwargs)
+    plan = probe_job.RunPlan(str(path), dict(JOB), tuple(probes), timeout, **kwargs)
+    return probe_job.execute(sandbox, plan, skip=skip)
 
 
 def owned_by_pool():

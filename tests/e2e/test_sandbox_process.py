@@ -16,7 +16,7 @@ import pytest
 
 from grader_runs import SANDBOXED, needs_lockdown, sandbox_in_mode, sandbox_processes
 from autograder import GRADING_YAML
-from autograder.judge import config
+from autograder.judge import config, probe_job
 from autograder.contract import report_schema
 from autograder.sandbox import SandboxRefused, copies
 
@@ -33,10 +33,13 @@ def sandbox(request):
     yield from sandbox_in_mode(request, 'no-namespaces')
 
 
-def run(sandbox, tmp_path, code, probes=(), timeout=60, **kwargs):
+def run(sandbox, tmp_path, code, probes=(), timeout=60, skip=None, **kwargs):
+    """The judge's loop (probe_job.execute) over a session of `sandbox` on `code`, the job JOB."""
     path = tmp_path / 'model.py'
     path.write_text('import os\nimport sys\nimport time\n\n' + code)
-    return sandbox.run(str(path), dict(JOB, **kwargs.pop('job', {})), list(probes), {}, {}, timeout, **kwargs)
+    job = dict(JOB, **kwargs.pop('job', {}))
+    plan = probe_job.RunPlan(str(path), job, tuple(probes), timeout, **kwargs)
+    return probe_job.execute(sandbox, plan, skip=skip)
 
 
 def test_the_link_serves_a_handler_with_the_senders_pid_from_the_kernel(sandbox, tmp_path):

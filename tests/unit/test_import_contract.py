@@ -120,6 +120,40 @@ def test_nothing_outside_staff_imports_the_staff_tools():
     assert not wrong, wrong
 
 
+def test_the_sandbox_imports_nothing_of_the_judge():
+    # the zone rule above says so too; named here: the judge drives the sandbox, never the reverse
+    wrong = ['%s:%d imports %s' % (name, line, imported) for name, path in MODULES.items()
+             if zone_of(name) == 'sandbox' for imported, line in imports_of(name, path)
+             if zone_of(imported) == 'judge']
+    assert not wrong, wrong
+
+
+def test_the_sandbox_calls_back_into_nothing():
+    """The judge drives a grading session one process at a time (its loop: probe_job.execute): no
+    public method of Sandbox or GradingSession takes a callable, but the harness link's `handler`
+    (what answers the child's questions while its process runs: the import check's, and a
+    ProbeJob's field)."""
+    import dataclasses
+    import inspect
+    from autograder.sandbox import GradingSession, ProbeJob, Sandbox
+    taken = {}
+    for cls in (Sandbox, GradingSession):
+        for name, member in vars(cls).items():
+            if callable(member) and (not name.startswith('_') or name == '__init__'):
+                params = inspect.signature(member).parameters.values()
+                taken['%s.%s' % (cls.__name__, name)] = [
+                    p.name for p in params if p.name != 'self' and (
+                        p.default is not p.empty and callable(p.default)
+                        or p.name in CALLBACK_NAMES or p.name.startswith('on_'))]
+    assert {k: v for k, v in taken.items() if v and v != ['handler']} == {}, taken
+    assert [k for k, v in taken.items() if v] == ['GradingSession.import_check'], taken
+    typed = [f.name for f in dataclasses.fields(ProbeJob) if 'Callable' in str(f.type)]
+    assert typed == ['handler'], typed
+
+
+CALLBACK_NAMES = {'handler', 'skip', 'progress', 'callback', 'observe', 'on_result'}
+
+
 def test_the_contract_modules_stand_alone():
     # the students' memory helper and the zygote load them one by one: no import of each other either
     for name, path in MODULES.items():

@@ -4,13 +4,14 @@ to sandbox.student_text_chars, and one budget per grading (sandbox.student_text_
 order by the harness whatever the probes report; past it the grader's sentence, never the text.
 """
 
+import contextlib
 import dataclasses
 import os
 
 from autograder import REFERENCE_DIR
 from autograder.judge import config, fixtures, grade, registry, submission
 from autograder.judge.student_text import DTYPE_CHARS, WITHHELD, Budget, flatten
-from autograder.sandbox import ProbeResult, RunResult
+from autograder.sandbox import ProbeResult, SessionReport
 
 GRADING = config.load()
 PER_TEXT = GRADING.sandbox['student_text_chars']
@@ -57,22 +58,32 @@ def test_the_import_checks_text_is_whole_but_counted():
     assert budget.result(harness).message == 'x' * 1000
 
 
-class FakeSandbox:
-    """Sandbox.run's interface: every probe reports errors in every case, one distinct message each (all of one
-    length, so that once one is withheld every later one is)."""
-    user_note = 'fake'
+class FakeSession:
+    """GradingSession's interface: every probe reports errors in every case, one distinct message
+    each (all of one length, so that once one is withheld every later one is)."""
+    budget_end, report = float('inf'), SessionReport('', None, {})
 
-    def run(self, model_py, job, probes, inputs, timeouts, import_timeout=None, on_result=None, **_):
-        imp = ProbeResult('ok', info={'stdout': ''})
-        on_result('import', imp)
-        results = {}
-        for pid in probes:
-            results[pid] = ProbeResult('ok', info={'case_errors': {
-                'case%d' % i: error(('%s %d' % (pid, i)).ljust(30, '.') + 'z' * 200, ['model.py line 1, in forward: x\ny'])
-                for i in range(3)}})
-            if pid != probes[-1]:   # the last one never told: the final run is taken in the same order
-                on_result(pid, results[pid])
-        return RunResult(imp, results, '', None, 1.0, {})
+    def budget_spent(self):
+        return False
+
+    def import_check(self, job, cpu_limit, handler=None):
+        return ProbeResult('ok', info={'stdout': ''})
+
+    def probe(self, work):
+        pid = work.probe_id
+        return ProbeResult('ok', info={'case_errors': {
+            'case%d' % i: error(('%s %d' % (pid, i)).ljust(30, '.') + 'z' * 200,
+                                ['model.py line 1, in forward: x\ny'])
+            for i in range(3)}})
+
+
+class FakeSandbox:
+    """Sandbox's interface as the judge's loop (probe_job.execute) drives it."""
+    user_note, cfg = 'fake', None
+
+    @contextlib.contextmanager
+    def grading(self, model_py, private=(), need_data=False, budget_end=None):
+        yield FakeSession()
 
 
 def test_the_harness_spends_the_budget_in_test_order_in_one_place(tmp_path):
@@ -80,7 +91,8 @@ def test_the_harness_spends_the_budget_in_test_order_in_one_place(tmp_path):
     located = submission.locate(model, str(tmp_path))
     # cascade: charge: one run, every probe of it told as it ends (a second run would take its texts after it)
     charge = dataclasses.replace(GRADING, cascade='charge')
-    judging = grade.Judging(charge, 'cpu', located, fixtures.load(GRADING, 'cpu'), FakeSandbox())
+    judging = grade.Judging(charge, 'cpu', located, fixtures.load(GRADING, 'cpu'),
+                            FakeSandbox()).run_probes()
     probes = list(judging.run.probes)
     assert probes == registry.probes_for([s.id for s in judging.specs if s.id != 'submission'])
     shown = [pid for pid in probes for e in judging.run.probes[pid].info['case_errors'].values()
