@@ -18,8 +18,10 @@ student text never starts a line of the grader's output (no "ok"/"FAIL" line, no
 import dataclasses
 import re
 
+from autograder.judge import messages
+
 CHILD_STATUSES = ('ok', 'error', 'not_implemented')   # statuses (and messages) the child reports itself (wire.STATUSES)
-WITHHELD = "[not shown: this grading already shows as much of your code's own text as it allows (%d characters)]"
+WITHHELD = messages.WITHHELD   # what replaces a text past the budget (its %d: the budget)
 MAX_FACT_LINES = 6      # facts (tensor names and shapes) shown per case: the loader's few mismatches fit
 WHERE_SHOWN = 3         # traceback lines of a probe shown (judges.probe_failure, test 1.1): the rest is never read
 CASE_WHERE_SHOWN = 1    # traceback lines of a case error shown (judges.case_error_line)
@@ -35,7 +37,7 @@ def flatten(text):
 
 
 def _cut(flat, kept):
-    return flat if len(kept) == len(flat) else '%s [... %d more characters not shown]' % (kept, len(flat) - len(kept))
+    return flat if len(kept) == len(flat) else messages.text_cut(kept, len(flat) - len(kept))
 
 
 def clip_text(text, limit):

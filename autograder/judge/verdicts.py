@@ -4,6 +4,7 @@ of registry.py) and `judge`, which hands a judge its probe's result, shape-guard
 results of the other probes it reads as evidence.
 """
 
+from autograder.judge import messages
 from autograder.judge.judges import Verdict, behaviour, generate, guard_shapes, memory, pretrained, probe_failure, \
     sliding_window, training, values
 from autograder.judge.registry import BY_ID, PROBED
@@ -52,5 +53,4 @@ def judge(test, result, fixtures, grading, probes=None):
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError, RecursionError) as e:
         # the arrays come from student code (which can also write the output files itself): NaN where an
         # integer belongs, a wrong rank or dtype must cost this test, not crash the whole grading
-        return Verdict(0.0, ['FAIL your outputs could not be judged (wrong dtype, shape or non-finite values?): '
-                             '%s: %s' % (type(e).__name__, str(e)[:300])])
+        return Verdict(0.0, [messages.not_judgeable(type(e).__name__, str(e)[:300])])
