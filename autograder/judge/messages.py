@@ -43,12 +43,12 @@ STATUS_WORDS = {
 
 
 def probe_failed(status, message, where):
-    """The lines of a probe that produced no results: its status, its message, the last traceback lines."""
+    """The lines of a probe that produced no results: its status, message, last traceback lines."""
     return ['%s: %s' % (STATUS_WORDS.get(status, status), message)] + ['  at ' + w for w in where]
 
 
 def case_error(name, status, message, where):
-    """One case that raised (or hung, or is missing): its name, status words, message and last frame."""
+    """One case that raised (or hung, or is missing): name, status words, message, last frame."""
     word = STATUS_WORDS.get(status, 'error')
     return '%s: %s: %s%s' % (name, word, message, ('\n    at ' + where[-1]) if where else '')
 
@@ -63,9 +63,10 @@ def status_words_and_message(status, message):
     return '%s: %s' % (STATUS_WORDS.get(status, status), message)
 
 
-# ----------------------------------------------------------------------------- the student's own text
+# ------------------------------------------------------------------------- the student's own text
 
-WITHHELD = "[not shown: this grading already shows as much of your code's own text as it allows (%d characters)]"
+WITHHELD = ("[not shown: this grading already shows as much of your code's own text as it allows "
+            "(%d characters)]")
 
 
 def text_cut(kept, more):
@@ -91,7 +92,8 @@ def wrong_dtype(got, expected):
 
 def non_finite(value, index):
     """The first NaN or inf of an output, `index` formatted ('[0, 3]')."""
-    return 'non-finite value %r at %s (NaN/inf: a fully masked row, or a division by zero?)' % (value, index)
+    return ('non-finite value %r at %s (NaN/inf: a fully masked row, or a '
+            'division by zero?)' % (value, index))
 
 
 def allowed(atol, rtol):
@@ -106,7 +108,8 @@ def error_allowed(error, allowed_):
 
 def max_error(error, allowed_, where, expected, got):
     """compare()'s description of two outputs, each figure already formatted."""
-    return 'max abs error %s (allowed %s); worst at %s: expected %s, got %s' % (error, allowed_, where, expected, got)
+    return ('max abs error %s (allowed %s); worst at '
+            '%s: expected %s, got %s' % (error, allowed_, where, expected, got))
 
 
 def guarded_shape(got, expected):
@@ -122,7 +125,7 @@ def output_problem(key, why):
     return '%s %s' % (key, why)
 
 
-# ----------------------------------------------------------------------------- values (2.1-5.1, 8.1)
+# ------------------------------------------------------------------------- values (2.1-5.1, 8.1)
 
 def cases_match(passed, total):
     return '%d of %d cases match the reference.' % (passed, total)
@@ -150,8 +153,8 @@ def rope_cache_dtype(input_dtype, output_dtype):
             'when another dtype or device arrives' % (output_dtype, input_dtype))
 
 
-ROPE_CACHE_LONGER = ('the first call (T=8) is right and this longer one is not: a longer T than the '
-                     'first call needs a longer cache')
+ROPE_CACHE_LONGER = ('the first call (T=8) is right and this longer one is not: a longer T than '
+                     'the first call needs a longer cache')
 WPE_WITH_ROPE = ('Note: with rope=True your GPT still has transformer.wpe; RoPE replaces the '
                  'absolute position embedding, so wpe must exist only when rope=False.')
 
@@ -160,23 +163,29 @@ WPE_WITH_ROPE = ('Note: with rope=True your GPT still has transformer.wpe; RoPE 
 
 def likely_bug(description, bug_id, note):
     """A failure whose outputs match a known wrong variant (known_bugs.py)."""
-    return ('Likely bug: %s (your outputs match a known wrong variant: %s). %s' % (description, bug_id, note)).rstrip()
+    return ('Likely bug: %s (your outputs match a known '
+            'wrong variant: %s). %s' % (description, bug_id, note)).rstrip()
 
 
 def likely_bug_tokens(description, bug_id):
     """Generated tokens that are exactly a known wrong variant's."""
-    return 'Likely bug: %s (your tokens are those of a known wrong variant: %s).' % (description, bug_id)
+    return ('Likely bug: %s (your tokens are those of a known wrong '
+            'variant: %s).' % (description, bug_id))
 
 
 def window_ignored(keys):
     """Sliding-window cases that returned plain causal attention."""
-    return 'Likely bug: %s returned plain causal attention: the window is ignored there.' % ', '.join(keys)
+    return ('Likely bug: %s returned plain causal attention: the window is '
+            'ignored there.' % ', '.join(keys))
 
 
 # ----------------------------------------------------------------------------- dropout (6.1)
 
 THAT_TEST_DID_NOT_RUN = 'that test did not run'
-ATTENTION_DROPOUT, RESIDUAL_DROPOUT, EVAL_MODE = 'attention dropout', 'residual dropout', 'eval mode'   # the checks
+# the three dropout checks, by name
+ATTENTION_DROPOUT = 'attention dropout'
+RESIDUAL_DROPOUT = 'residual dropout'
+EVAL_MODE = 'eval mode'
 
 
 def dropout_checks(passed, total, names, p):
@@ -184,50 +193,58 @@ def dropout_checks(passed, total, names, p):
             % (passed, total, ', '.join(names), p))
 
 
-DROPOUT_EVAL_P1_OK = 'ok   eval mode with attn_pdrop = resid_pdrop = 1 gives the output of p = 0 (test 4.1): dropout is off'
+DROPOUT_EVAL_P1_OK = ('ok   eval mode with attn_pdrop = resid_pdrop = 1 gives the output of p = 0 '
+                      '(test 4.1): dropout is off')
 DROPOUT_EVAL_IS_BIAS = ': that is out_proj.bias, so the attention weights are dropped in eval mode'
 DROPOUT_EVAL_IS_ZERO = ': it is all zeros, so the residual dropout is applied in eval mode'
 
 
 def dropout_eval_p1_failed(desc, why):
-    return ('FAIL in eval mode dropout must do nothing, but with attn_pdrop = resid_pdrop = 1 the output '
-            'differs from the same module\'s output with p = 0 in test 4.1 (%s)%s' % (desc, why))
+    return ('FAIL in eval mode dropout must do nothing, but with attn_pdrop = resid_pdrop = 1 the '
+            'output differs from the same module\'s output with p = 0 in test 4.1 '
+            '(%s)%s' % (desc, why))
 
 
-DROPOUT_ATTN_P1_OK = 'ok   train mode with attn_pdrop = 1 drops every attention weight: the output is out_proj.bias'
-DROPOUT_ATTN_IS_P0 = ': it equals the output without dropout, so no dropout is applied to the attention weights'
+DROPOUT_ATTN_P1_OK = ('ok   train mode with attn_pdrop = 1 drops every attention weight: the '
+                      'output is out_proj.bias')
+DROPOUT_ATTN_IS_P0 = (': it equals the output without dropout, so no dropout is applied to the '
+                      'attention weights')
 DROPOUT_IS_ZERO = ': it is all zeros'
 
 
 def dropout_attn_p1_failed(desc, why):
-    return ('FAIL with attn_pdrop = 1 in train mode every attention weight is dropped, so the output must be '
-            'out_proj(0) = out_proj.bias at every position (%s)%s' % (desc, why))
+    return ('FAIL with attn_pdrop = 1 in train mode every attention weight is dropped, so the '
+            'output must be out_proj(0) = out_proj.bias at every position (%s)%s' % (desc, why))
 
 
 DROPOUT_RESID_P1_OK = 'ok   train mode with resid_pdrop = 1 gives all zeros'
-DROPOUT_RESID_IS_P0 = ': it equals the output without dropout, so no dropout is applied after out_proj'
+DROPOUT_RESID_IS_P0 = (': it equals the output without dropout, so no dropout is applied after '
+                       'out_proj')
 
 
 def dropout_resid_p1_failed(desc, why):
-    return 'FAIL with resid_pdrop = 1 in train mode the output must be all zeros (%s)%s' % (desc, why)
+    return ('FAIL with resid_pdrop = 1 in train mode the output must be all zeros '
+            '(%s)%s' % (desc, why))
 
 
 def dropout_unjudgeable(what, p, against, n):
     """`against`: 'out_proj.bias' or 'zero'."""
-    return ('FAIL %s at p = %g: cannot be judged: the module\'s output without dropout (eval, p = 0) differs '
-            'from %s at only %d elements' % (what, p, against, n))
+    return ('FAIL %s at p = %g: cannot be judged: the module\'s output without dropout (eval, p = '
+            '0) differs from %s at only %d elements' % (what, p, against, n))
 
 
 def dropout_nothing_dropped(what, p):
-    return 'FAIL %s at p = %g in train mode: nothing is dropped, the output is the one without dropout' % (what, p)
+    return ('FAIL %s at p = %g in train mode: nothing is dropped, the output is the one without '
+            'dropout' % (what, p))
 
 
 DROPOUT_UNSCALED = ': the kept values are not scaled by 1/(1 - p)'
 
 
 def dropout_neither(what, p, count, size, where, got, dropped, kept, why):
-    return ('FAIL %s at p = %g in train mode: %d of %d output values are neither dropped nor kept and scaled '
-            'by 1/(1 - p) (first at %s: got %.6g, expected %.6g or %.6g from your eval output)%s'
+    return ('FAIL %s at p = %g in train mode: %d of %d output values are neither dropped nor kept '
+            'and scaled by 1/(1 - p) (first at %s: got %.6g, expected %.6g or %.6g from your eval '
+            'output)%s'
             % (what, p, count, size, where, got, dropped, kept, why))
 
 
@@ -237,13 +254,14 @@ def dropout_share_off(what, p, share, n, margin, sigmas):
 
 
 def dropout_share_ok(what, p, share, n):
-    return ('ok   %s at p = %g in train mode: %.3f of %d values dropped, the others scaled by 1/(1 - p)'
+    return ('ok   %s at p = %g in train mode: %.3f of %d values dropped, the others scaled by 1/(1 '
+            '- p)'
             % (what, p, share, n))
 
 
 def dropout_no_p0(case, n_kv_head, missing):
-    return ('FAIL %s: cannot be judged without the same module\'s output at p = 0, which test 4.1 did not '
-            'return for n_kv_head=%d (%s)' % (case, n_kv_head, missing))
+    return ('FAIL %s: cannot be judged without the same module\'s output at p = 0, which test 4.1 '
+            'did not return for n_kv_head=%d (%s)' % (case, n_kv_head, missing))
 
 
 def dropout_output_shape(case, got, expected):
@@ -251,8 +269,8 @@ def dropout_output_shape(case, got, expected):
 
 
 def dropout_degenerate(case):
-    return ('FAIL %s: not credited: the module\'s output at p = 0 (test 4.1) is already what p = 1 must '
-            'give, so this proves nothing' % case)
+    return ('FAIL %s: not credited: the module\'s output at p = 0 (test 4.1) is already what p = 1 '
+            'must give, so this proves nothing' % case)
 
 
 def outputs_missing(case, shape):
@@ -269,8 +287,8 @@ def dropout_eval_mid_ok(p):
 
 
 def dropout_eval_mid_failed(p, desc):
-    return ('FAIL in eval mode at attn_pdrop = resid_pdrop = %g the output differs from the same module\'s at '
-            'p = 0 (%s): dropout must do nothing in eval mode' % (p, desc))
+    return ('FAIL in eval mode at attn_pdrop = resid_pdrop = %g the output differs from the same '
+            'module\'s at p = 0 (%s): dropout must do nothing in eval mode' % (p, desc))
 
 
 # ----------------------------------------------------------------------------- causality (7.1)
@@ -297,7 +315,8 @@ def not_deterministic(case, desc):
 
 
 def causality_no_base(case, number, missing):
-    return 'FAIL %s: cannot be judged: test %s returned no output for the original input (%s)' % (case, number, missing)
+    return ('FAIL %s: cannot be judged: test %s returned no output for '
+            'the original input (%s)' % (case, number, missing))
 
 
 def causality_shapes(case, here, there, number):
@@ -305,9 +324,9 @@ def causality_shapes(case, here, there, number):
 
 
 def causality_constant(case, c, number):
-    return ('FAIL %s: not credited: the outputs at positions >= %d did not change either, although the '
-            'tokens there did (test %s\'s outputs for the original input): outputs that do not depend on '
-            'the input prove nothing' % (case, c, number))
+    return ('FAIL %s: not credited: the outputs at positions >= %d did not change either, although '
+            'the tokens there did (test %s\'s outputs for the original input): outputs that do not '
+            'depend on the input prove nothing' % (case, c, number))
 
 
 def causal_ok(case, c, number):
@@ -316,9 +335,9 @@ def causal_ok(case, c, number):
 
 
 def causal_failed(case, c, number, desc):
-    return ('FAIL %s: changing the tokens from position %d on changed the outputs at earlier positions '
-            '(against test %s\'s outputs for the original input: %s): the model looks at future '
-            'tokens; check the causal mask' % (case, c, number, desc))
+    return ('FAIL %s: changing the tokens from position %d on changed the outputs at earlier '
+            'positions (against test %s\'s outputs for the original input: %s): the model looks at '
+            'future tokens; check the causal mask' % (case, c, number, desc))
 
 
 # ----------------------------------------------------------------------------- generation (8.2)
@@ -329,9 +348,9 @@ GENERATE_CASES = (('greedy', 'greedy decoding'), ('top_k=1', 'do_sample=True, to
 
 
 def first_token_difference(b, t, expected, got, expected_ids, got_ids):
-    """Where two token arrays first differ; the ids from there on already formatted ('[3, 4, ...]')."""
-    return 'first at batch %d, position %d (expected %d, got %d): from there, expected %s, got %s' % (
-        b, t, expected, got, expected_ids, got_ids)
+    """Where two token arrays first differ; the ids from there on formatted ('[3, 4, ...]')."""
+    return ('first at batch %d, position %d (expected %d, got %d): from there, expected %s, '
+            'got %s' % (b, t, expected, got, expected_ids, got_ids))
 
 
 NO_TOKENS = 'no tokens returned'
@@ -367,8 +386,8 @@ TOKEN_IDS = 'token ids'
 
 
 def generate_past_block(block):
-    return ('; they match until the sequence outgrows block_size=%d: from then on the model must be fed the '
-            'last block_size tokens (idx[:, -block_size:])' % block)
+    return ('; they match until the sequence outgrows block_size=%d: from then on the model must '
+            'be fed the last block_size tokens (idx[:, -block_size:])' % block)
 
 
 def generate_logits_differ(label):
@@ -383,26 +402,27 @@ def generation_checks(passed, total):
 # ----------------------------------------------------------------------------- KV cache (12.1)
 
 def kv_lengths_wrong(label, prompt_len, got, expected):
-    return ('FAIL %s: KVCache.length of each layer after the prompt of %d tokens, then after one more token, '
-            'is %s; expected %s' % (label, prompt_len, got, expected))
+    return ('FAIL %s: KVCache.length of each layer after the prompt of %d tokens, then after one '
+            'more token, is %s; expected %s' % (label, prompt_len, got, expected))
 
 
 NONE = 'none'
 
 
 def kv_step_ok(label, prompt_len):
-    return ('ok   %s: with empty caches the prompt\'s logits, then one more token fed alone, match the '
-            'reference; KVCache.length is %d, then %d' % (label, prompt_len, prompt_len + 1))
+    return ('ok   %s: with empty caches the prompt\'s logits, then one more token fed alone, match '
+            'the reference; KVCache.length is %d, then %d' % (label, prompt_len, prompt_len + 1))
 
 
 def kv_prefill_wrong(label, desc):
-    return ('FAIL %s: GPT.forward(prompt, kv_caches=empty caches): the logits differ from the reference\'s '
-            '(%s)' % (label, desc))
+    return ('FAIL %s: GPT.forward(prompt, kv_caches=empty caches): the logits differ from the '
+            'reference\'s (%s)' % (label, desc))
 
 
 def kv_step_wrong(label, desc, prompt_len):
-    return ('FAIL %s: the prompt\'s logits match, but those of the next token fed alone with the filled caches do '
-            'not (%s): that token sits at position %d = KVCache.length and attends to all %d cached keys'
+    return ('FAIL %s: the prompt\'s logits match, but those of the next token fed alone with the '
+            'filled caches do not (%s): that token sits at position %d = KVCache.length and '
+            'attends to all %d cached keys'
             % (label, desc, prompt_len, prompt_len + 1))
 
 
@@ -411,8 +431,8 @@ def kv_generate_problem(label, problem):
 
 
 def kv_cache_unused(label):
-    return ('FAIL %s: generate(use_kv_cache=True) does not use the cache: with every value handed to '
-            'KVCache.append negated it gives the same tokens as without that change' % label)
+    return ('FAIL %s: generate(use_kv_cache=True) does not use the cache: with every value handed '
+            'to KVCache.append negated it gives the same tokens as without that change' % label)
 
 
 KV_PLAIN_RIGHT = 'its tokens without the change are the reference\'s'
@@ -423,10 +443,11 @@ def kv_plain_wrong(where):
 
 
 def kv_altered_wrong(label, where, cached):
-    return ('FAIL %s: with every value handed to KVCache.append negated, generate(use_kv_cache=True) '
-            'gives other tokens than the reference under the same change (%s); %s: at each step the '
-            'attention must use all the keys and values the cache holds, the new token\'s included, '
-            'as append returns them' % (label, where, cached))
+    return ('FAIL %s: with every value handed to KVCache.append negated, '
+            'generate(use_kv_cache=True) gives other tokens than the reference under the same '
+            'change (%s); %s: at each step the attention must use all the keys and values the '
+            'cache holds, the new token\'s included, as append returns '
+            'them' % (label, where, cached))
 
 
 def kv_long_problem(label, problem):
@@ -434,18 +455,19 @@ def kv_long_problem(label, problem):
 
 
 def kv_past_block(block):
-    return ('; they match until the sequence outgrows block_size=%d: from then on the tokens must still be those of '
-            'generation without a cache' % block)
+    return ('; they match until the sequence outgrows block_size=%d: from then on the tokens must '
+            'still be those of generation without a cache' % block)
 
 
 def kv_long_wrong(label, where, late):
-    return ('FAIL %s: generate(use_kv_cache=True) past block_size: tokens differ from the reference\'s (its '
-            'tokens without a cache) %s%s' % (label, where, late))
+    return ('FAIL %s: generate(use_kv_cache=True) past block_size: tokens differ from the '
+            'reference\'s (its tokens without a cache) %s%s' % (label, where, late))
 
 
 def kv_generate_ok(label, tokens):
-    return ('ok   %s: generate(use_kv_cache=True) uses the cache (the reference\'s tokens when the cached values '
-            'are negated) and gives the reference\'s %d tokens past block_size' % (label, tokens))
+    return ('ok   %s: generate(use_kv_cache=True) uses the cache (the reference\'s tokens when the '
+            'cached values are negated) and gives the reference\'s %d tokens '
+            'past block_size' % (label, tokens))
 
 
 KV_NONE_JUDGED = 'no configuration of this test could be judged'
@@ -459,8 +481,8 @@ def kv_generate_case(label):
     return '%s: generate(use_kv_cache=True)' % label
 
 
-KV_NOT_IMPLEMENTED = ('not implemented (optional): no KVCache or no kv_caches argument, and generate does not '
-                      'use a cache.')
+KV_NOT_IMPLEMENTED = ('not implemented (optional): no KVCache or no kv_caches argument, and '
+                      'generate does not use a cache.')
 
 
 def kv_checks(passed, total):
@@ -469,8 +491,9 @@ def kv_checks(passed, total):
 
 # ----------------------------------------------------------------------------- memory (9.1)
 
-MEMORY_VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors say is_cuda and device '
-               'cuda:0, torch.cuda.is_available() is True), so the code your guard runs on a GPU runs here')
+MEMORY_VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors say is_cuda '
+               'and device cuda:0, torch.cuda.is_available() is True), so the code your guard runs '
+               'on a GPU runs here')
 
 
 def floor_output(B, nh, T, hs):
@@ -498,7 +521,8 @@ def memory_no_figure(label):
 
 
 def memory_call(ok, label, sentence):
-    """A judged call: memory_rules' sentence (contract/memory_rules.py words it, as the handout's check does)."""
+    """A judged call: memory_rules' sentence (contract/memory_rules.py words it, as the handout's
+    check does)."""
     return '%s %s: %s' % ('ok  ' if ok else 'FAIL', label, sentence)
 
 
@@ -506,10 +530,11 @@ def memory_figures(passed, total):
     return '%d of %d memory figures are measurements of the attention.' % (passed, total)
 
 
-# ----------------------------------------------------------------------------- sliding window (11.1, 11.2)
+# ------------------------------------------------------------------ sliding window (11.1, 11.2)
 
-SLIDING_NOT_IMPLEMENTED = ('not implemented (optional): banded_attention is missing or raises NotImplementedError, '
-                           'and the attention modules ignore config.sliding_window.')
+SLIDING_NOT_IMPLEMENTED = ('not implemented (optional): banded_attention is missing or raises '
+                           'NotImplementedError, and the attention modules ignore '
+                           'config.sliding_window.')
 BANDED = 'banded_attention'
 
 
@@ -538,18 +563,19 @@ def banded_returned(shape):
 
 
 def banded_differs(size, bad, checked, index, query, expected, got, atol, rtol):
-    return ('FAIL banded_attention at %s differs from the windowed attention at %d of the %d queries '
-            'checked; worst at [%d, %d, %d, %d] (query %d): expected %.6g, got %.6g (allowed %.1g + '
-            '%.1g*|expected|); see test 11.1' % ((size, bad, checked) + tuple(index) + (query, expected, got,
-                                                                                            atol, rtol)))
+    figures = (size, bad, checked) + tuple(index) + (query, expected, got, atol, rtol)
+    return ('FAIL banded_attention at %s differs from the windowed attention at %d of the %d '
+            'queries checked; worst at [%d, %d, %d, %d] (query %d): expected %.6g, got %.6g '
+            '(allowed %.1g + %.1g*|expected|); see test 11.1' % figures)
 
 
 def banded_ok(size, rows, margin_mb, matrix_mb):
-    return ('ok   banded_attention at %s matches the reference at %d queries the grader picked, within '
-            '%d MB of memory (one N x N float32 matrix would need %d MB)' % (size, rows, margin_mb, matrix_mb))
+    return ('ok   banded_attention at %s matches the reference at %d queries the grader picked, '
+            'within %d MB of memory (one N x N float32 '
+            'matrix would need %d MB)' % (size, rows, margin_mb, matrix_mb))
 
 
-# ----------------------------------------------------------------------------- training (10.1, 10.2)
+# ------------------------------------------------------------------------ training (10.1, 10.2)
 
 GRAD_HINTS = {
     'q_proj': 'is q detached, computed under torch.no_grad(), or its weight used through .data?',
@@ -565,7 +591,8 @@ def gradients_ok(what, count):
 
 
 def gradients_failed(what, missing, total, wrong):
-    return 'FAIL %s: %d of %d parameters get no gradient, %d get a wrong one' % (what, missing, total, wrong)
+    return ('FAIL %s: %d of %d parameters get no gradient, %d get '
+            'a wrong one' % (what, missing, total, wrong))
 
 
 def no_gradient(name, hint_):
@@ -581,7 +608,8 @@ def and_more(count):
 
 
 TRAINING_RUN = 'training run (step 0 of test 10.1\'s training)'
-NO_TRAINING_FIXTURES = 'FAIL the fixtures hold no gradients of the reference\'s training run: regenerate them'
+NO_TRAINING_FIXTURES = ('FAIL the fixtures hold no gradients of the reference\'s training run: '
+                        'regenerate them')
 IT_DID_NOT_RUN = 'it did not run'
 
 
@@ -589,8 +617,8 @@ def training_no_gradients(what, why):
     return 'FAIL %s: the training gave no gradients (%s)' % (what, why)
 
 
-TRAINING_GRADIENTS_WRONG = ('The gradients the training used are wrong, so this test earns nothing (the gradients of '
-                            'its own probe are shown above for diagnosis).')
+TRAINING_GRADIENTS_WRONG = ('The gradients the training used are wrong, so this test earns nothing '
+                            '(the gradients of its own probe are shown above for diagnosis).')
 
 
 def gradient_checks(passed, total):
@@ -598,28 +626,31 @@ def gradient_checks(passed, total):
 
 
 def no_heldout_fixtures(seed):
-    return 'FAIL the fixtures hold no held-out logits of the reference at seed %d: regenerate them' % seed
+    return ('FAIL the fixtures hold no held-out logits of the reference at seed %d: '
+            'regenerate them' % seed)
 
 
 TRAINING = 'training'
 
 
 def heldout_shape(got, expected):
-    return 'FAIL after training, the logits on held-out text have shape %s, expected %s' % (got, expected)
+    return ('FAIL after training, the logits on held-out text have shape %s, '
+            'expected %s' % (got, expected))
 
 
-HELDOUT_NON_FINITE = ('FAIL after training, the logits on held-out text are not finite (NaN/inf): the '
-                      'training diverged or a fully masked row divided by zero')
+HELDOUT_NON_FINITE = ('FAIL after training, the logits on held-out text are not finite (NaN/inf): '
+                      'the training diverged or a fully masked row divided by zero')
 
 
 def reported_curve(start, window, mean):
-    return '; training loss as your process reported it (not graded): start %.3f, last %d mean %.3f' % (
-        start, window, mean)
+    return ('; training loss as your process reported it (not graded): start %.3f, last %d '
+            'mean %.3f' % (start, window, mean))
 
 
 def loss_summary(loss, sequences, iters, seed, expected, curve):
-    return ('held-out loss %.4f (computed by the grader on %d held-out sequences after %d iterations from fixed '
-            'initial weights, seed %d), reference %.4f from the same start and seed%s'
+    return ('held-out loss %.4f (computed by the grader on %d held-out sequences after %d '
+            'iterations from fixed initial weights, seed %d), reference %.4f from the same start '
+            'and seed%s'
             % (loss, sequences, iters, seed, expected, curve))
 
 
@@ -629,8 +660,9 @@ def training_same(loss, expected):
 
 
 def training_differs(iters, seed, desc, loss, expected):
-    return ('FAIL after %d iterations from the reference\'s initial weights at seed %d, the logits on held-out text '
-            'differ from the reference\'s run (%s); held-out loss %.4f, the reference\'s %.4f'
+    return ('FAIL after %d iterations from the reference\'s initial weights at seed %d, the logits '
+            'on held-out text differ from the reference\'s run (%s); held-out loss %.4f, the '
+            'reference\'s %.4f'
             % (iters, seed, desc, loss, expected))
 
 
@@ -638,10 +670,12 @@ def training_steps(steps, iters):
     return '     the training ran %d iterations, not %d' % (steps, iters)
 
 
-FIRST_STEP_DIFFERS = '     the gradients of the first training step already differ from the reference\'s (test 10.2)'
-FIRST_STEP_SAME = ('     the gradients of the first step are the reference\'s, so the training parts ways later: '
-                   'with what the optimizer does with them (configure_optimizers: every parameter in one of its '
-                   'two groups) or with what changes between steps')
+FIRST_STEP_DIFFERS = ('     the gradients of the first training step already differ from the '
+                      'reference\'s (test 10.2)')
+FIRST_STEP_SAME = ('     the gradients of the first step are the reference\'s, so the training '
+                   'parts ways later: with what the optimizer does with them '
+                   '(configure_optimizers: every parameter in one of its two groups) or with what '
+                   'changes between steps')
 
 
 # ----------------------------------------------------------------------------- pretrained workflow
@@ -673,7 +707,8 @@ def pretrained_left(long_):
 
 
 def pretrained_ok(label, short, long_):
-    return 'ok   %s: block %d -> %d, logits at T=%d match the reference' % (label, short, long_, long_)
+    return ('ok   %s: block %d -> %d, logits at T=%d match the '
+            'reference' % (label, short, long_, long_))
 
 
 def pretrained_logits(label, long_, desc):
@@ -683,14 +718,16 @@ def pretrained_logits(label, long_, desc):
 def pretrained_copied(early, short, long_):
     """Every tensor was copied: `early` True when positions before the old block size match."""
     return '     load_pretrained copied every tensor of model.pt; %s' % (
-        'positions < %d match, later ones do not: what the model computes past the old block size differs '
-        '(RoPE tables, the causal mask)' % short if early else
-        'even positions < %d differ: the forward of the block-%d model differs from the reference\'s'
+        'positions < %d match, later ones do not: what the model computes past the old block size '
+        'differs (RoPE tables, the causal mask)' % short if early else
+        'even positions < %d differ: the forward of the block-%d model differs from the '
+        'reference\'s'
         % (short, long_))
 
 
 def pretrained_models(passed, total, short, long_):
-    return '%d of %d models load from block %d into block %d and match the reference.' % (passed, total, short, long_)
+    return ('%d of %d models load from block %d into block %d and '
+            'match the reference.' % (passed, total, short, long_))
 
 
 # ----------------------------------------------------------------------------- Markdown table

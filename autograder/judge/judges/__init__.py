@@ -48,12 +48,14 @@ def probe_failure(result):
     """A Verdict of 0 when the whole probe did not produce results, else None."""
     if result.status == 'ok':
         return None
-    return Verdict(0.0, messages.probe_failed(result.status, result.message, result.info.get('where', [])[-3:]))
+    return Verdict(0.0, messages.probe_failed(result.status, result.message,
+                                              result.info.get('where', [])[-3:]))
 
 
 def case_error_line(name, err):
     """The line of a case the child reported failed (`err`: its status, message and traceback)."""
-    return messages.case_error(name, err.get('status'), err.get('message', ''), err.get('where') or [])
+    return messages.case_error(name, err.get('status'), err.get('message', ''),
+                               err.get('where') or [])
 
 
 def fmt_index(idx):
@@ -126,6 +128,7 @@ def guard_shapes(test_id, result, fixtures):
     if not problems:
         return result
     for key, why in sorted(problems.items()):
-        errors.setdefault(case_of(key), {'status': 'shape', 'message': messages.output_problem(key, why)})
+        errors.setdefault(case_of(key), {'status': 'shape',
+                                         'message': messages.output_problem(key, why)})
     return dataclasses.replace(result, arrays=arrays, info=dict(result.info, case_errors=errors), refused={})
 

@@ -66,13 +66,15 @@ def _p1_case(case, got, p0, bias, tol):
         ok, desc = _unchanged(got, p0, tol)   # NaN where 4.1 had NaN too is the same module's output
         if ok:
             return True, messages.DROPOUT_EVAL_P1_OK
-        why = (messages.DROPOUT_EVAL_IS_BIAS if is_bias else messages.DROPOUT_EVAL_IS_ZERO if is_zero else '')
+        why = (messages.DROPOUT_EVAL_IS_BIAS if is_bias else
+               messages.DROPOUT_EVAL_IS_ZERO if is_zero else '')
         return False, messages.dropout_eval_p1_failed(desc, why)
     if case == 'attn_p1_train':
         ok, desc = compare(got, np.broadcast_to(bias, p0.shape).astype(p0.dtype), tol.atol, tol.rtol)
         if ok:
             return True, messages.DROPOUT_ATTN_P1_OK
-        why = (messages.DROPOUT_ATTN_IS_P0 if is_p0 else messages.DROPOUT_IS_ZERO if is_zero else '')
+        why = (messages.DROPOUT_ATTN_IS_P0 if is_p0 else
+               messages.DROPOUT_IS_ZERO if is_zero else '')
         return False, messages.dropout_attn_p1_failed(desc, why)
     ok, desc = compare(got, zeros, tol.atol, tol.rtol)
     if ok:
@@ -100,7 +102,8 @@ def _mid_train(what, got, base, offset, p, tol):
     judged = np.abs(value) > 100 * (tol.atol + tol.rtol * np.abs(offset))
     n = int(judged.sum())
     if n < MIN_JUDGED:
-        return False, messages.dropout_unjudgeable(what, p, 'out_proj.bias' if np.any(offset) else 'zero', n)
+        return False, messages.dropout_unjudgeable(what, p, 'out_proj.bias' if np.any(offset) else 'zero',
+                                                   n)
     if np.all(_near(got, base, tol)):
         return False, messages.dropout_nothing_dropped(what, p)
     neither = ~(dropped | kept)
@@ -108,12 +111,14 @@ def _mid_train(what, got, base, offset, p, tol):
         where = tuple(int(i) for i in np.argwhere(neither)[0])
         unscaled = np.mean(_near(got, base, tol)[judged & ~dropped]) if (judged & ~dropped).any() else 0.0
         why = (messages.DROPOUT_UNSCALED if unscaled > 0.9 else '')
-        return False, messages.dropout_neither(what, p, int(neither.sum()), got.size, list(where), got[where],
-                                               offset[where], offset[where] + value[where] / (1 - p), why)
+        return False, messages.dropout_neither(what, p, int(neither.sum()), got.size, list(where),
+                                               got[where], offset[where],
+                                               offset[where] + value[where] / (1 - p), why)
     share = float(dropped[judged].mean())
     sd = np.sqrt(p * (1 - p) / n)
     if abs(share - p) > tol.binomial_sigmas * sd:
-        return False, messages.dropout_share_off(what, p, share, n, tol.binomial_sigmas * sd, tol.binomial_sigmas)
+        return False, messages.dropout_share_off(what, p, share, n, tol.binomial_sigmas * sd,
+                                                 tol.binomial_sigmas)
     return True, messages.dropout_share_ok(what, p, share, n)
 
 
@@ -130,7 +135,8 @@ def judge_dropout(test, result, fixtures, grading, evidence):
         passed += all(ok for ok, _ in check)
         lines += [line for _, line in check]
     return Verdict(passed / len(DROPOUT_CHECKS),
-                   [messages.dropout_checks(passed, len(DROPOUT_CHECKS), [n for n, _, _ in DROPOUT_CHECKS], p)]
+                   [messages.dropout_checks(passed, len(DROPOUT_CHECKS),
+                                            [n for n, _, _ in DROPOUT_CHECKS], p)]
                    + lines)
 
 
@@ -142,7 +148,8 @@ def _p1_line(case, result, errors, p0, missing, bias, tol):
     if p0 is None:
         return False, messages.dropout_no_p0(case, DROPOUT_KV, missing)
     if got is None or got.shape != p0.shape:
-        return False, messages.dropout_output_shape(case, None if got is None else tuple(got.shape), tuple(p0.shape))
+        return False, messages.dropout_output_shape(case, None if got is None else tuple(got.shape),
+                                                    tuple(p0.shape))
     # a module whose output never depends on dropout proves nothing where that output is what p = 1 gives
     degenerate = (case == 'attn_p1_train' and close(p0, np.broadcast_to(bias, p0.shape), tol.atol, tol.rtol)) or \
                  (case in ('resid_p1_train', 'both_p1_eval') and not np.any(p0))
@@ -162,9 +169,11 @@ def _mid_line(case, result, errors, grading, fixtures, p, tol):
         return False, messages.dropout_non_finite(case)
     if case == 'mid_eval':
         ok, desc = _unchanged(got, base, tol)
-        return ok, (messages.dropout_eval_mid_ok(p) if ok else messages.dropout_eval_mid_failed(p, desc))
+        return ok, (messages.dropout_eval_mid_ok(p) if ok else
+                    messages.dropout_eval_mid_failed(p, desc))
     if case == 'mid_attn_train':
-        return _mid_train(messages.ATTENTION_DROPOUT, got, base, _out_proj_bias(grading, fixtures, 'dropout'), p, tol)
+        return _mid_train(messages.ATTENTION_DROPOUT, got, base,
+                          _out_proj_bias(grading, fixtures, 'dropout'), p, tol)
     return _mid_train(messages.RESIDUAL_DROPOUT, got, base, 0.0, p, tol)
 
 
@@ -215,7 +224,8 @@ def judge_causality(test, result, fixtures, grading, evidence):
         future, again = result.arrays.get(case + '/future'), result.arrays.get(case + '/again')
         base, missing = _evidence_output(evidence, probe_id, key)
         if future is None or again is None or future.ndim < 2 or future.shape != again.shape:
-            lines.append(messages.outputs_missing(case, None if future is None else tuple(future.shape)))
+            lines.append(messages.outputs_missing(case,
+                                                  None if future is None else tuple(future.shape)))
             continue
         same, desc = _unchanged(again, future, tol)
         if not same:
@@ -225,7 +235,8 @@ def judge_causality(test, result, fixtures, grading, evidence):
             lines.append(messages.causality_no_base(case, number, missing))
             continue
         if base.shape != future.shape:
-            lines.append(messages.causality_shapes(case, tuple(future.shape), tuple(base.shape), number))
+            lines.append(messages.causality_shapes(case, tuple(future.shape), tuple(base.shape),
+                                                   number))
             continue
         ok, desc = _unchanged(future[:, :c], base[:, :c], tol)
         if ok and _unchanged(future[:, c:], base[:, c:], tol)[0]:
@@ -237,4 +248,5 @@ def judge_causality(test, result, fixtures, grading, evidence):
             lines.append(messages.causal_ok(case, c, number))
         else:
             lines.append(messages.causal_failed(case, c, number, desc))
-    return Verdict(passed / len(cases) if cases else 0.0, [messages.causal_modules(passed, len(cases))] + lines)
+    return Verdict(passed / len(cases) if cases else 0.0,
+                   [messages.causal_modules(passed, len(cases))] + lines)

@@ -26,7 +26,8 @@ def first_difference(got, exp):
     b, t = (int(i) for i in np.argwhere(got != exp)[0][:2])
     window = slice(t, min(t + 8, exp.shape[1]))   # the token ids from the first difference on, as integers
     ids = lambda row: '[%s%s]' % (', '.join(str(int(x)) for x in row[window]), ', ...' if window.stop < exp.shape[1] else '')
-    return b, t, messages.first_token_difference(b, t, exp[b, t], got[b, t], ids(exp[b]), ids(got[b]))
+    return b, t, messages.first_token_difference(b, t, exp[b, t], got[b, t], ids(exp[b]),
+                                                 ids(got[b]))
 
 
 def _same_tokens(got, exp):
@@ -71,8 +72,8 @@ def judge_generate(test, result, fixtures, grading, evidence):
             continue
         b, t, where = first_difference(got, exp)
         line = messages.tokens_differ(what, where)
-        rows.append((what, messages.token_row_where(b, t), str(int(exp[b, t])), str(int(got[b, t])),
-                     messages.TOKEN_IDS))
+        rows.append((what, messages.token_row_where(b, t), str(int(exp[b, t])),
+                     str(int(got[b, t])), messages.TOKEN_IDS))
         if key == 'greedy_past_block' and t >= block and _same_tokens(result.arrays.get('greedy'), expected['greedy']):
             line += messages.generate_past_block(block)
         lines.append(line)
@@ -88,8 +89,8 @@ def judge_generate(test, result, fixtures, grading, evidence):
             lines.append(messages.generate_logits_differ(label))
     if likely:
         lines.append(messages.likely_bug_tokens(KNOWN_BUGS[likely[0]].description, likely[0]))
-    return Verdict(passed / len(GENERATE_CASES), [messages.generation_checks(passed, len(GENERATE_CASES))]
-                   + lines, rows=rows)
+    return Verdict(passed / len(GENERATE_CASES),
+                   [messages.generation_checks(passed, len(GENERATE_CASES))] + lines, rows=rows)
 
 
 # ----------------------------------------------------------------------------- KV cache (optional part)
@@ -156,7 +157,8 @@ def judge_kv_cache(test, result, fixtures, grading):
         gen_error = errors.get(label + '/uses_cache') or errors.get(label + '/generate')
         unused = False
         if gen_error:
-            lines.append(messages.FAIL + case_error_line(messages.kv_generate_case(label), gen_error))
+            lines.append(messages.FAIL + case_error_line(messages.kv_generate_case(label),
+                                                         gen_error))
             gen_ok = False
         else:
             gen_ok, line, unused = _generate_check(label, result, expected, block)

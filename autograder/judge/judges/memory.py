@@ -76,7 +76,8 @@ def judge_memory(test, result, fixtures, grading):
         entries, problem = memory_rules.call_entries(log, label)
         if label in errors:
             err = errors[label]   # an error where the code measures on a GPU: the view is why it ran here
-            lines.append(messages.memory_case_error(case_error_line(label, err), err.get('status') == 'error'))
+            lines.append(messages.memory_case_error(case_error_line(label, err),
+                                                    err.get('status') == 'error'))
         elif fig is None:
             lines.append(messages.memory_no_figure(label))
         elif problem:
@@ -155,10 +156,12 @@ def judge_window_memory(test, result, fixtures, grading):
     err = result.info.get('case_errors', {}).get(key)
     if err is not None:
         if err.get('status') == 'not_implemented':
-            return Verdict(0.0, [messages.not_implemented_optional(case_error_line(messages.BANDED, err))],
+            return Verdict(0.0,
+                           [messages.not_implemented_optional(case_error_line(messages.BANDED, err))],
                            not_implemented=True)
         if 'allocate' in err.get('message', '') or err.get('message', '').startswith('MemoryError'):
-            return Verdict(0.0, [messages.banded_out_of_memory(size, sw.memory_margin_mb, sw.memory_seq ** 2 * 4 >> 20),
+            return Verdict(0.0, [messages.banded_out_of_memory(size, sw.memory_margin_mb,
+                                                               sw.memory_seq ** 2 * 4 >> 20),
                                  case_error_line(messages.BANDED, err)])
         return Verdict(0.0, [messages.FAIL + case_error_line(messages.BANDED, err)])
     out = result.arrays.get(key + '/out')
@@ -171,7 +174,9 @@ def judge_window_memory(test, result, fixtures, grading):
     excess[~np.isfinite(got)] = np.inf
     if (excess > 0).any():
         b, h, r, d = np.unravel_index(int(np.argmax(excess)), excess.shape)
-        return Verdict(0.0, [messages.banded_differs(size, int((excess > 0).any(axis=(0, 1, 3)).sum()), len(rows),
-                                                     (b, h, rows[r], d), rows[r], want[b, h, r, d], got[b, h, r, d],
-                                                     tol.atol, tol.rtol)])
-    return Verdict(1.0, [messages.banded_ok(size, len(rows), sw.memory_margin_mb, sw.memory_seq ** 2 * 4 >> 20)])
+        return Verdict(0.0, [messages.banded_differs(size, int((excess > 0).any(axis=(0, 1, 3)).sum()),
+                                                     len(rows), (b, h, rows[r], d), rows[r],
+                                                     want[b, h, r, d], got[b, h, r, d], tol.atol,
+                                                     tol.rtol)])
+    return Verdict(1.0, [messages.banded_ok(size, len(rows), sw.memory_margin_mb,
+                                            sw.memory_seq ** 2 * 4 >> 20)])

@@ -17,8 +17,8 @@ MAX_FACTS = 6
 
 def _facts(result, label):
     facts = result.info.get('facts', {}).get(label, [])
-    return [messages.fact(f) for f in facts[:MAX_FACTS]] + ([messages.and_more(len(facts) - MAX_FACTS)]
-                                                           if len(facts) > MAX_FACTS else [])
+    return [messages.fact(f) for f in facts[:MAX_FACTS]] + (
+        [messages.and_more(len(facts) - MAX_FACTS)] if len(facts) > MAX_FACTS else [])
 
 
 def _about_shapes(message, facts):
@@ -42,7 +42,8 @@ def judge_load_pretrained(test, result, fixtures, grading):
         stage = int(stage) if stage is not None and stage.shape == () and stage.dtype.kind in 'iu' else 0
         if label in errors:
             what = STAGE_WORDS.get(stage, STAGE_WORDS[0]) % (short if stage == 0 else long_)
-            lines.append(messages.FAIL + case_error_line(messages.stage_case(label, what), errors[label]))
+            lines.append(messages.FAIL + case_error_line(messages.stage_case(label, what),
+                                                         errors[label]))
             facts = _facts(result, label)
             if not _about_shapes(errors[label].get('message', ''), result.info.get('facts', {}).get(label, [])):
                 facts = []
@@ -68,4 +69,5 @@ def judge_load_pretrained(test, result, fixtures, grading):
             early, _ = compare(observed[:, :short], exp[:, :short], tol.atol, tol.rtol)
             lines.append(messages.pretrained_copied(early, short, long_))
     return Verdict(passed / len(labels) if labels else 0.0,
-                   [messages.pretrained_models(passed, len(labels), short, long_)] + lines, rows=[r for r in rows if r])
+                   [messages.pretrained_models(passed, len(labels), short, long_)] + lines,
+                   rows=[r for r in rows if r])

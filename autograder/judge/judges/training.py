@@ -79,7 +79,8 @@ def _training_gradients(evidence, fixtures, grading, tol, rows):
         return False, [messages.NO_TRAINING_FIXTURES]
     run = evidence.get('loss-curve')
     if run is None or run.status != 'ok':
-        why = messages.IT_DID_NOT_RUN if run is None else messages.status_words_and_message(run.status, run.message)
+        why = messages.IT_DID_NOT_RUN if run is None else \
+            messages.status_words_and_message(run.status, run.message)
         return False, [messages.training_no_gradients(what, why)]
     errors = run.info.get('case_errors', {})
     for name in (case, prefix.rstrip('/')):
@@ -178,7 +179,8 @@ def judge_loss_curve(test, result, fixtures, grading):
     curve = ''
     if steps and steps >= lc.window and np.all(np.isfinite(losses)):
         curve = messages.reported_curve(float(losses[0]), lc.window, final_loss(losses, lc.window))
-    summary = messages.loss_summary(loss, targets.shape[0], lc.iters, lc.student_seed, expected, curve)
+    summary = messages.loss_summary(loss, targets.shape[0], lc.iters, lc.student_seed, expected,
+                                    curve)
     same, desc = compare(logits, ref_logits, tol.atol, tol.rtol)
     if same:
         return Verdict(1.0, [messages.training_same(loss, expected)], summary)

@@ -90,7 +90,8 @@ def judge_rope_cache(test, result, fixtures, grading):
     expected, tol = fixtures.probe(test.id), test.tolerance
     first_ok = 'call0_T8' in expected and compare(result.arrays.get('call0_T8'), expected['call0_T8'], tol.atol, tol.rtol)[0]
     return judge_cases(test, result, fixtures, extra_check=dtype_check,
-                       hint=lambda case: messages.ROPE_CACHE_LONGER if 'T24' in case and first_ok else None)
+                       hint=lambda case: messages.ROPE_CACHE_LONGER if 'T24' in case and first_ok
+                       else None)
 
 
 def judge_model(test, result, fixtures, grading):
