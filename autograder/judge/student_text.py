@@ -18,6 +18,7 @@ student text never starts a line of the grader's output (no "ok"/"FAIL" line, no
 import dataclasses
 import re
 
+from autograder.contract import report_schema
 from autograder.judge import messages
 
 CHILD_STATUSES = ('ok', 'error', 'not_implemented')   # statuses (and messages) the child reports itself (wire.STATUSES)
@@ -44,6 +45,23 @@ def clip_text(text, limit):
     """One text of the student's process, flattened and cut to `limit` characters (no budget)."""
     flat = flatten(text)
     return _cut(flat, flat[:limit])
+
+
+def spoken(text, error):
+    """
+    The message of an error the child reported as facts (its `fact`, `stage` and `message_chars`:
+    report_schema.ERROR_FACTS), in the judge's words around its `text` (messages.error_words), cut to the
+    report's cap as the child cut a whole message: from the sentence's full length, which message_chars
+    gives where the cap cut `text`. An error without facts is its text.
+    """
+    fact, stage = error.get('fact'), error.get('stage')
+    if fact not in report_schema.ERROR_FACTS and stage not in report_schema.ERROR_STAGES:
+        return text
+    head, tail = messages.error_words(fact, stage)
+    chars = error.get('message_chars')
+    full = max(chars if isinstance(chars, int) else 0, len(text))
+    whole = head + text + tail if full == len(text) else head + text
+    return report_schema.clip_text(whole, report_schema.MAX_MESSAGE_CHARS, len(head) + full + len(tail))
 
 
 class Budget:
@@ -93,11 +111,12 @@ class Budget:
         if result is None:
             return result
         info = dict(result.info)
-        message = self.take(result.message, whole) if result.status in CHILD_STATUSES else result.message
+        message = self.take(spoken(result.message, info), whole) if result.status in CHILD_STATUSES \
+            else result.message
         if isinstance(info.get('where'), list):
             info['where'] = self._lines(info['where'][-WHERE_SHOWN:], whole)
         if isinstance(info.get('case_errors'), dict):
-            info['case_errors'] = {k: dict(e, message=self.take(e.get('message', ''), whole),
+            info['case_errors'] = {k: dict(e, message=self.take(spoken(e.get('message', ''), e), whole),
                                            where=self._lines(list(e.get('where') or [])[-CASE_WHERE_SHOWN:], whole))
                                    for k, e in info['case_errors'].items() if isinstance(e, dict)}
         if isinstance(info.get('notes'), list):

@@ -83,3 +83,58 @@ def test_a_few_sentences_word_for_word():
                                                          'rope-sign).'
     assert messages.memory_call(True, 'n_kv_head=2', 's') == 'ok   n_kv_head=2: s'
     assert messages.memory_call(False, 'n_kv_head=2', 's') == 'FAIL n_kv_head=2: s'
+
+
+# ----------------------------------------------------------------------------- the child reports facts
+
+def _old_clip(s, limit=4000):
+    """How the child cut a whole message before it reported facts (report_schema's cap)."""
+    return s if len(s) <= limit else s[:limit - 30] + ' [... %d characters cut]' % (len(s) - limit + 30)
+
+
+def _child_report(fact, text, stage=None):
+    """The error fields runner.py reports, clipped as it writes them."""
+    from autograder.contract import report_schema
+    info = {'status': 'error', 'fact': fact, 'message': text, 'message_chars': len(text)}
+    if fact is None:
+        info.pop('fact')
+    if stage:
+        info['stage'] = stage
+    return report_schema.clip_report(info)
+
+
+def test_the_judge_words_the_childs_error_facts_as_the_child_did():
+    exit_words = 'your code called sys.exit(%s)'
+    missing = ("model.py imports %s, which the autograder does not provide (only torch, einops, numpy "
+               "and the standard library are available)")
+    in_test = "model.py could not be imported in this test's process: "
+    for text in ('0', "'x'", 'None', 'x' * 3960, 'y' * 3990, 'z' * 4500, 'w' * 9000):
+        for fact, words in (('exit', exit_words), ('missing_module', missing)):
+            for stage, head in ((None, ''), ('import', in_test)):
+                report = _child_report(fact, text, stage)
+                got = student_text.spoken(report['message'], report)
+                assert got == _old_clip(head + words % text), (fact, stage, len(text))
+        report = _child_report(None, 'ValueError: ' + text[:1500], 'import')
+        assert student_text.spoken(report['message'], report) == _old_clip(in_test + 'ValueError: ' + text[:1500])
+    assert student_text.spoken('ValueError: boom', {'message': 'ValueError: boom'}) == 'ValueError: boom'
+
+
+def test_the_report_schema_takes_the_error_facts_within_its_caps():
+    from autograder.contract import report_schema
+    good = {'status': 'error', 'message': '0', 'fact': 'exit', 'message_chars': 1, 'stage': 'import',
+            'case_errors': {'a': {'status': 'error', 'message': "'m'", 'fact': 'missing_module',
+                                  'message_chars': 3}}}
+    assert report_schema.check_report(good) == good
+    for bad in ({'fact': 'sentence'}, {'stage': 'later'}, {'message_chars': -1}, {'message_chars': True},
+                {'case_errors': {'a': {'fact': 'other'}}}, {'case_errors': {'a': {'message_chars': 1.5}}}):
+        try:
+            report_schema.check_report(dict(good, **bad))
+        except ValueError:
+            continue
+        raise AssertionError('accepted %r' % bad)
+
+
+def test_the_childs_runner_writes_no_student_sentence():
+    with open(os.path.join(PACKAGE_DIR, 'child', 'runner.py'), encoding='utf-8') as f:
+        found = sentences_in(f.read())
+    assert not found, found
