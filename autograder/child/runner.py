@@ -63,8 +63,8 @@ def student_frames(tb):
 
 
 def describe_exception(e):
-    """(status, error fields) of an exception: its text and traceback lines, and its kind where that is a
-    fact the judge words (report_schema.ERROR_FACTS; judge/messages.py says the sentence)."""
+    """(status, error fields) of an exception: its text and traceback lines, and its kind where
+    that is a fact the judge words (report_schema.ERROR_FACTS; judge/messages.py says it)."""
     kind = 'not_implemented' if isinstance(e, NotImplementedError) else 'error'
     if isinstance(e, SystemExit):
         error = fact_error('exit', repr(e.code))
@@ -74,8 +74,8 @@ def describe_exception(e):
 
 
 def fact_error(fact, text):
-    """An error of kind `fact` about `text` (a repr); message_chars: its length, which the report's cap
-    may cut (the judge cuts its sentence as if the child had cut the whole sentence)."""
+    """An error of kind `fact` about `text` (a repr); message_chars: its length, which the report's
+    cap may cut (the judge cuts its sentence as if the child had cut the whole sentence)."""
     return {'fact': fact, 'message': text, 'message_chars': len(text)}
 
 
@@ -270,11 +270,12 @@ def run(job_dir, probe_id=None):
         tell_imported()
     except BaseException as e:
         _, error = describe_exception(e)
-        if isinstance(e, ModuleNotFoundError):   # a module the grader does not provide: a fact at import
+        if isinstance(e, ModuleNotFoundError):   # a module the grader does not provide: a fact
             error = dict(fact_error('missing_module', repr(e.name)), where=error['where'])
         info = dict(error, status='error')
-        if probe_id != report_schema.IMPORT:   # the import failed in a test's process (not the import check's)
-            info.update(stage='import', message_chars=info.get('message_chars', len(info['message'])))
+        if probe_id != report_schema.IMPORT:   # the import failed in a test's process
+            chars = info.get('message_chars', len(info['message']))
+            info.update(stage='import', message_chars=chars)
     if probe_id == report_schema.IMPORT or info['status'] != 'ok':
         info.update(seconds=time.time() - t0, stdout=captured.take())
         write_result(probe_id, {}, info)

@@ -32,11 +32,11 @@ MAX_FACTS = 12                      # lines of facts per case
 MAX_FACT_CHARS = 300
 MAX_KEY_CHARS = 100                 # length of a case name or map key
 MAX_SECONDS = 1e6                   # a probe's reported duration, in seconds
-MAX_TEXT_CHARS = 1 << 40            # message_chars: the length of an error's text before the cap cut it
+MAX_TEXT_CHARS = 1 << 40            # message_chars: an error text's length before the cap
 
-# an error's kind, where the kind is a fact the judge words (judge/messages.py) around the error's text (a
-# repr): 'exit', student code called sys.exit(code); 'missing_module', model.py imports a module the grader
-# does not provide. An error's `stage` 'import': model.py failed to import in a test's process.
+# an error's kind, where the kind is a fact the judge words (judge/messages.py) around the error's
+# text (a repr): 'exit', student code called sys.exit(code); 'missing_module', model.py imports a
+# module the grader does not provide. `stage` 'import': model.py failed to import in a test's process.
 ERROR_FACTS = ('exit', 'missing_module')
 ERROR_STAGES = ('import',)
 
@@ -130,13 +130,15 @@ def check_report(info):
 
 
 def _clip_text(s, limit, length=None):
-    """`s` cut to `limit` characters; `length`: that of the whole text `s` begins (default len(s))."""
+    """`s` cut to `limit` characters; `length`: that of the whole text `s` begins (len(s))."""
     s = str(s)
     length = len(s) if length is None else length
-    return s if length <= limit else s[:limit - 30] + ' [... %d characters cut]' % (length - limit + 30)
+    if length <= limit:
+        return s
+    return s[:limit - 30] + ' [... %d characters cut]' % (length - limit + 30)
 
 
-clip_text = _clip_text   # the judge cuts a sentence it words from an error's facts as the child cuts a message
+clip_text = _clip_text   # the judge cuts a sentence it words from an error's facts as the child did
 
 
 def _clip_where(where):

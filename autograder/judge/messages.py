@@ -60,15 +60,16 @@ def status_and_message(status, message):
 
 def error_words(fact, stage):
     """(head, tail): the words around the text of an error the child reported as facts
-    (contract/report_schema.py ERROR_FACTS, ERROR_STAGES); student_text.spoken puts them together."""
+    (contract/report_schema.py ERROR_FACTS, ERROR_STAGES); student_text.spoken joins them."""
     head, tail = FACT_WORDS.get(fact, ('', ''))
     return (IMPORT_IN_TEST if stage == 'import' else '') + head, tail
 
 
 FACT_WORDS = {   # fact -> the words before and after its text (a repr)
     'exit': ('your code called sys.exit(', ')'),
-    'missing_module': ('model.py imports ', ', which the autograder does not provide (only torch, einops, '
-                                            'numpy and the standard library are available)'),
+    'missing_module': ('model.py imports ',
+                       ', which the autograder does not provide (only torch, einops, numpy and the '
+                       'standard library are available)'),
 }
 IMPORT_IN_TEST = 'model.py could not be imported in this test\'s process: '
 

@@ -49,10 +49,11 @@ def clip_text(text, limit):
 
 def spoken(text, error):
     """
-    The message of an error the child reported as facts (its `fact`, `stage` and `message_chars`:
-    report_schema.ERROR_FACTS), in the judge's words around its `text` (messages.error_words), cut to the
-    report's cap as the child cut a whole message: from the sentence's full length, which message_chars
-    gives where the cap cut `text`. An error without facts is its text.
+    The message of an error the child reported as facts (its `fact`, `stage` and
+    `message_chars`: report_schema.ERROR_FACTS), in the judge's words around its `text`
+    (messages.error_words), cut to the report's cap as the child cut a whole message: from the
+    sentence's full length, which message_chars gives where the cap cut `text`. An error without
+    facts is its text.
     """
     fact, stage = error.get('fact'), error.get('stage')
     if fact not in report_schema.ERROR_FACTS and stage not in report_schema.ERROR_STAGES:
@@ -61,7 +62,8 @@ def spoken(text, error):
     chars = error.get('message_chars')
     full = max(chars if isinstance(chars, int) else 0, len(text))
     whole = head + text + tail if full == len(text) else head + text
-    return report_schema.clip_text(whole, report_schema.MAX_MESSAGE_CHARS, len(head) + full + len(tail))
+    length = len(head) + full + len(tail)
+    return report_schema.clip_text(whole, report_schema.MAX_MESSAGE_CHARS, length)
 
 
 class Budget:
@@ -102,6 +104,11 @@ class Budget:
                 out.append(t)
         return out
 
+    def _case_error(self, e, whole):
+        """A case error with its message (worded from the child's facts) and traceback line taken."""
+        return dict(e, message=self.take(spoken(e.get('message', ''), e), whole),
+                    where=self._lines(list(e.get('where') or [])[-CASE_WHERE_SHOWN:], whole))
+
     def result(self, result, whole=False):
         """
         The probe result with every text its process wrote taken (the import check's with `whole`); texts no
@@ -111,13 +118,13 @@ class Budget:
         if result is None:
             return result
         info = dict(result.info)
-        message = self.take(spoken(result.message, info), whole) if result.status in CHILD_STATUSES \
-            else result.message
+        message = result.message
+        if result.status in CHILD_STATUSES:
+            message = self.take(spoken(message, info), whole)
         if isinstance(info.get('where'), list):
             info['where'] = self._lines(info['where'][-WHERE_SHOWN:], whole)
         if isinstance(info.get('case_errors'), dict):
-            info['case_errors'] = {k: dict(e, message=self.take(spoken(e.get('message', ''), e), whole),
-                                           where=self._lines(list(e.get('where') or [])[-CASE_WHERE_SHOWN:], whole))
+            info['case_errors'] = {k: self._case_error(e, whole)
                                    for k, e in info['case_errors'].items() if isinstance(e, dict)}
         if isinstance(info.get('notes'), list):
             info['notes'] = self._lines(info['notes'], whole)
