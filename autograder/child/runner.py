@@ -63,12 +63,20 @@ def student_frames(tb):
 
 
 def describe_exception(e):
+    """(status, error fields) of an exception: its text and traceback lines, and its kind where
+    that is a fact the judge words (report_schema.ERROR_FACTS; judge/messages.py says it)."""
     kind = 'not_implemented' if isinstance(e, NotImplementedError) else 'error'
     if isinstance(e, SystemExit):
-        message = 'your code called sys.exit(%r)' % (e.code,)
+        error = fact_error('exit', repr(e.code))
     else:
-        message = '%s: %s' % (type(e).__name__, str(e)[:1500])
-    return kind, message, student_frames(e.__traceback__)
+        error = {'message': '%s: %s' % (type(e).__name__, str(e)[:1500])}
+    return kind, dict(error, where=student_frames(e.__traceback__))
+
+
+def fact_error(fact, text):
+    """An error of kind `fact` about `text` (a repr); message_chars: its length, which the report's
+    cap may cut (the judge cuts its sentence as if the child had cut the whole sentence)."""
+    return {'fact': fact, 'message': text, 'message_chars': len(text)}
 
 
 class Context:
@@ -104,8 +112,8 @@ class Context:
         except BaseException as e:  # SystemExit too: student code must not end the probe
             if isinstance(e, KeyboardInterrupt):
                 raise
-            kind, message, frames = describe_exception(e)
-            self.info.setdefault('case_errors', {})[name] = {'status': kind, 'message': message, 'where': frames}
+            kind, error = describe_exception(e)
+            self.info.setdefault('case_errors', {})[name] = dict(error, status=kind)
             return
         for key, value in (out if isinstance(out, dict) else {'': out}).items():
             full = name + ('/' + key if key else '')
@@ -261,13 +269,13 @@ def run(job_dir, probe_id=None):
         info = {'status': 'ok'}
         tell_imported()
     except BaseException as e:
-        kind, message, frames = describe_exception(e)
-        if isinstance(e, ModuleNotFoundError):
-            message = "model.py imports %r, which the autograder does not provide (only torch, einops, numpy " \
-                      "and the standard library are available)" % (e.name,)
-        if probe_id != report_schema.IMPORT:
-            message = 'model.py could not be imported in this test\'s process: ' + message
-        info = {'status': 'error', 'message': message, 'where': frames}
+        _, error = describe_exception(e)
+        if isinstance(e, ModuleNotFoundError):   # a module the grader does not provide: a fact
+            error = dict(fact_error('missing_module', repr(e.name)), where=error['where'])
+        info = dict(error, status='error')
+        if probe_id != report_schema.IMPORT:   # the import failed in a test's process
+            chars = info.get('message_chars', len(info['message']))
+            info.update(stage='import', message_chars=chars)
     if probe_id == report_schema.IMPORT or info['status'] != 'ok':
         info.update(seconds=time.time() - t0, stdout=captured.take())
         write_result(probe_id, {}, info)
@@ -282,8 +290,8 @@ def run(job_dir, probe_id=None):
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
-        kind, message, frames = describe_exception(e)
-        ctx.info.update(status=kind, message=message, where=frames)
+        kind, error = describe_exception(e)
+        ctx.info.update(error, status=kind)
     if adapter.SET_ASIDE:   # whether the grader's RoPE was really built (the harness words it; child/set_aside.py)
         from .set_aside import BUILT
         ctx.info['set_aside'] = {'built': sorted(BUILT & adapter.SET_ASIDE), 'kept': sorted(adapter.KEPT & adapter.SET_ASIDE)}

@@ -32,6 +32,13 @@ MAX_FACTS = 12                      # lines of facts per case
 MAX_FACT_CHARS = 300
 MAX_KEY_CHARS = 100                 # length of a case name or map key
 MAX_SECONDS = 1e6                   # a probe's reported duration, in seconds
+MAX_TEXT_CHARS = 1 << 40            # message_chars: an error text's length before the cap
+
+# an error's kind, where the kind is a fact the judge words (judge/messages.py) around the error's
+# text (a repr): 'exit', student code called sys.exit(code); 'missing_module', model.py imports a
+# module the grader does not provide. `stage` 'import': model.py failed to import in a test's process.
+ERROR_FACTS = ('exit', 'missing_module')
+ERROR_STAGES = ('import',)
 
 # caps on the arrays file
 MAX_ARRAYS = 256                    # members of one .npz (the gradients probe reports 110: one per parameter and case)
@@ -74,14 +81,26 @@ def _map(count, value_ok):
         isinstance(k, str) and len(k) <= MAX_KEY_CHARS and value_ok(x) for k, x in v.items())
 
 
+def _count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TEXT_CHARS
+
+
+def _one_of(values):
+    return lambda v: v in values
+
+
 def _case_error(e):
     return (isinstance(e, dict) and _text(MAX_KEY_CHARS)(e.get('status', '')) and _text(MAX_MESSAGE_CHARS)(e.get('message', ''))
-            and _texts(MAX_WHERE, MAX_WHERE_CHARS)(e.get('where', [])))
+            and _texts(MAX_WHERE, MAX_WHERE_CHARS)(e.get('where', []))
+            and ('fact' not in e or _one_of(ERROR_FACTS)(e['fact']))
+            and ('message_chars' not in e or _count(e['message_chars'])))
 
 
 # the fields of a report as runner.py writes them; student code can write the file itself
 REPORT_FIELDS = {
     'status': _text(MAX_KEY_CHARS), 'message': _text(MAX_MESSAGE_CHARS),
+    # the error's kind and stage (ERROR_FACTS, ERROR_STAGES) and its text's length before the cap
+    'fact': _one_of(ERROR_FACTS), 'stage': _one_of(ERROR_STAGES), 'message_chars': _count,
     'stdout': _text(MAX_STDOUT_CHARS), 'where': _texts(MAX_WHERE, MAX_WHERE_CHARS),
     'notes': _texts(MAX_NOTES, MAX_NOTE_CHARS),
     'seconds': _number,
@@ -110,9 +129,16 @@ def check_report(info):
     return {k: v for k, v in info.items() if k in REPORT_FIELDS}
 
 
-def _clip_text(s, limit):
+def _clip_text(s, limit, length=None):
+    """`s` cut to `limit` characters; `length`: that of the whole text `s` begins (len(s))."""
     s = str(s)
-    return s if len(s) <= limit else s[:limit - 30] + ' [... %d characters cut]' % (len(s) - limit + 30)
+    length = len(s) if length is None else length
+    if length <= limit:
+        return s
+    return s[:limit - 30] + ' [... %d characters cut]' % (length - limit + 30)
+
+
+clip_text = _clip_text   # the judge cuts a sentence it words from an error's facts as the child did
 
 
 def _clip_where(where):
@@ -136,7 +162,9 @@ def clip_report(info):
         out['case_errors'] = {_clip_text(k, MAX_KEY_CHARS): {
             'status': _clip_text(e.get('status', 'error'), MAX_KEY_CHARS),
             'message': _clip_text(e.get('message', ''), MAX_MESSAGE_CHARS),
-            'where': _clip_where(e.get('where', []))} for k, e in list(out['case_errors'].items())[:MAX_CASE_ERRORS]}
+            'where': _clip_where(e.get('where', [])),
+            **{f: e[f] for f in ('fact', 'message_chars') if f in e}}
+            for k, e in list(out['case_errors'].items())[:MAX_CASE_ERRORS]}
     for key in ('dtypes', 'has_wpe'):
         if key in out:
             out[key] = dict(list(out[key].items())[:MAX_KEYS])

@@ -13,9 +13,11 @@ tools read every results.json alike.
 
 import re
 
+from autograder.judge import messages
+
 FORMAT = 'md'
-HEADER = ('case', 'where', 'expected', 'got', 'error (allowed)')
-TABLE_TITLE = 'Expected against got (for each output that differs, its worst element):'
+HEADER = messages.TABLE_HEADER
+TABLE_TITLE = messages.TABLE_TITLE
 MAX_ROWS = 12
 
 

@@ -18,8 +18,11 @@ student text never starts a line of the grader's output (no "ok"/"FAIL" line, no
 import dataclasses
 import re
 
+from autograder.contract import report_schema
+from autograder.judge import messages
+
 CHILD_STATUSES = ('ok', 'error', 'not_implemented')   # statuses (and messages) the child reports itself (wire.STATUSES)
-WITHHELD = "[not shown: this grading already shows as much of your code's own text as it allows (%d characters)]"
+WITHHELD = messages.WITHHELD   # what replaces a text past the budget (its %d: the budget)
 MAX_FACT_LINES = 6      # facts (tensor names and shapes) shown per case: the loader's few mismatches fit
 WHERE_SHOWN = 3         # traceback lines of a probe shown (judges.probe_failure, test 1.1): the rest is never read
 CASE_WHERE_SHOWN = 1    # traceback lines of a case error shown (judges.case_error_line)
@@ -35,13 +38,32 @@ def flatten(text):
 
 
 def _cut(flat, kept):
-    return flat if len(kept) == len(flat) else '%s [... %d more characters not shown]' % (kept, len(flat) - len(kept))
+    return flat if len(kept) == len(flat) else messages.text_cut(kept, len(flat) - len(kept))
 
 
 def clip_text(text, limit):
     """One text of the student's process, flattened and cut to `limit` characters (no budget)."""
     flat = flatten(text)
     return _cut(flat, flat[:limit])
+
+
+def spoken(text, error):
+    """
+    The message of an error the child reported as facts (its `fact`, `stage` and
+    `message_chars`: report_schema.ERROR_FACTS), in the judge's words around its `text`
+    (messages.error_words), cut to the report's cap as the child cut a whole message: from the
+    sentence's full length, which message_chars gives where the cap cut `text`. An error without
+    facts is its text.
+    """
+    fact, stage = error.get('fact'), error.get('stage')
+    if fact not in report_schema.ERROR_FACTS and stage not in report_schema.ERROR_STAGES:
+        return text
+    head, tail = messages.error_words(fact, stage)
+    chars = error.get('message_chars')
+    full = max(chars if isinstance(chars, int) else 0, len(text))
+    whole = head + text + tail if full == len(text) else head + text
+    length = len(head) + full + len(tail)
+    return report_schema.clip_text(whole, report_schema.MAX_MESSAGE_CHARS, length)
 
 
 class Budget:
@@ -82,6 +104,11 @@ class Budget:
                 out.append(t)
         return out
 
+    def _case_error(self, e, whole):
+        """A case error with its message (worded from the child's facts) and traceback line taken."""
+        return dict(e, message=self.take(spoken(e.get('message', ''), e), whole),
+                    where=self._lines(list(e.get('where') or [])[-CASE_WHERE_SHOWN:], whole))
+
     def result(self, result, whole=False):
         """
         The probe result with every text its process wrote taken (the import check's with `whole`); texts no
@@ -91,12 +118,13 @@ class Budget:
         if result is None:
             return result
         info = dict(result.info)
-        message = self.take(result.message, whole) if result.status in CHILD_STATUSES else result.message
+        message = result.message
+        if result.status in CHILD_STATUSES:
+            message = self.take(spoken(message, info), whole)
         if isinstance(info.get('where'), list):
             info['where'] = self._lines(info['where'][-WHERE_SHOWN:], whole)
         if isinstance(info.get('case_errors'), dict):
-            info['case_errors'] = {k: dict(e, message=self.take(e.get('message', ''), whole),
-                                           where=self._lines(list(e.get('where') or [])[-CASE_WHERE_SHOWN:], whole))
+            info['case_errors'] = {k: self._case_error(e, whole)
                                    for k, e in info['case_errors'].items() if isinstance(e, dict)}
         if isinstance(info.get('notes'), list):
             info['notes'] = self._lines(info['notes'], whole)

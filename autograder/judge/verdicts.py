@@ -6,6 +6,7 @@ probe's result, shape-guarded, and the results of the other probes it reads as e
 
 import importlib
 
+from autograder.judge import messages
 from autograder.judge.judges import Verdict, guard_shapes, probe_failure
 from autograder.judge.registry import BY_ID, TESTS
 
@@ -54,5 +55,4 @@ def judge(test, result, fixtures, grading, probes=None):
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError, RecursionError) as e:
         # the arrays come from student code (which can also write the output files itself): NaN where an
         # integer belongs, a wrong rank or dtype must cost this test, not crash the whole grading
-        return Verdict(0.0, ['FAIL your outputs could not be judged (wrong dtype, shape or non-finite values?): '
-                             '%s: %s' % (type(e).__name__, str(e)[:300])])
+        return Verdict(0.0, [messages.not_judgeable(type(e).__name__, str(e)[:300])])

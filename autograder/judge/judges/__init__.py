@@ -10,6 +10,8 @@ from typing import List, Tuple
 
 import numpy as np
 
+from autograder.judge import messages
+
 
 Row = Tuple[str, str, str, str, str]   # case, where, expected, got, error (allowed)
 
@@ -30,16 +32,7 @@ class Verdict:
         return self.fraction >= 1.0
 
 
-STATUS_WORDS = {
-    'not_implemented': 'not implemented yet',
-    'not_implemented_optional': 'not implemented (optional)',
-    'error': 'your code raised an error',
-    'timeout': 'timed out',
-    'crashed': 'the test process died',
-    'missing': 'not run',
-    'invalid': 'the output could not be read',
-    'shape': 'wrong output shape',
-}
+STATUS_WORDS = messages.STATUS_WORDS   # the words of a probe's or a case's status
 
 # one case's several outputs: 'mha/future', 'mha/again', 'rope-gqa/step/lengths'
 SUB_OUTPUTS = ('logits', 'loss', 'base', 'future', 'again', 'tokens', 'prefill', 'lengths', 'plain', 'altered')
@@ -55,15 +48,14 @@ def probe_failure(result):
     """A Verdict of 0 when the whole probe did not produce results, else None."""
     if result.status == 'ok':
         return None
-    lines = ['%s: %s' % (STATUS_WORDS.get(result.status, result.status), result.message)]
-    lines += ['  at ' + w for w in result.info.get('where', [])[-3:]]
-    return Verdict(0.0, lines)
+    return Verdict(0.0, messages.probe_failed(result.status, result.message,
+                                              result.info.get('where', [])[-3:]))
 
 
 def case_error_line(name, err):
-    word = STATUS_WORDS.get(err.get('status'), 'error')
-    where = err.get('where') or []
-    return '%s: %s: %s%s' % (name, word, err.get('message', ''), ('\n    at ' + where[-1]) if where else '')
+    """The line of a case the child reported failed (`err`: its status, message and traceback)."""
+    return messages.case_error(name, err.get('status'), err.get('message', ''),
+                               err.get('where') or [])
 
 
 def fmt_index(idx):
@@ -85,26 +77,26 @@ def compare(observed, expected, atol, rtol):
     """(ok, description) of observed vs expected: shape, dtype kind, finiteness, max error and where (a Compared
     whose cells are the row of the table where values differ)."""
     if observed is None:
-        return False, 'no output'
+        return False, messages.NO_OUTPUT
     if observed.shape != expected.shape:
-        return False, 'shape %s, expected %s' % (tuple(observed.shape), tuple(expected.shape))
+        return False, messages.wrong_shape(tuple(observed.shape), tuple(expected.shape))
     if expected.dtype.kind == 'f' and observed.dtype.kind not in 'fiub':
-        return False, 'dtype %s, expected %s' % (observed.dtype, expected.dtype)
+        return False, messages.wrong_dtype(observed.dtype, expected.dtype)
     obs = observed.astype(np.float64)
     exp = expected.astype(np.float64)
     if obs.size == 0:
-        return True, 'empty'
+        return True, messages.EMPTY
     if not np.all(np.isfinite(obs)):
         bad = np.argwhere(~np.isfinite(obs))[0]
-        return False, 'non-finite value %r at %s (NaN/inf: a fully masked row, or a division by zero?)' % (
-            float(obs[tuple(bad)]), fmt_index(bad))
+        return False, messages.non_finite(float(obs[tuple(bad)]), fmt_index(bad))
     err = np.abs(obs - exp)
     excess = err - (atol + rtol * np.abs(exp))
     where = np.unravel_index(int(np.argmax(excess)), err.shape)
     ok = bool(np.all(excess <= 0))
-    error, allowed = '%.3g' % float(err.max()), '%.1g + %.1g*|expected|' % (atol, rtol)
-    cells = (fmt_index(where), '%.6g' % float(exp[where]), '%.6g' % float(obs[where]), '%s (%s)' % (error, allowed))
-    desc = Compared('max abs error %s (allowed %s); worst at %s: expected %s, got %s' % (error, allowed, *cells[:3]))
+    error, allowed = '%.3g' % float(err.max()), messages.allowed(atol, rtol)
+    cells = (fmt_index(where), '%.6g' % float(exp[where]), '%.6g' % float(obs[where]),
+             messages.error_allowed(error, allowed))
+    desc = Compared(messages.max_error(error, allowed, *cells[:3]))
     desc.cells = None if ok else cells
     return ok, desc
 
@@ -128,14 +120,15 @@ def guard_shapes(test_id, result, fixtures):
     for key, a in result.arrays.items():
         exp = expected.get(key)
         if exp is not None and a.shape != exp.shape:
-            problems[key] = 'has shape %s, expected %s' % (tuple(a.shape), tuple(exp.shape))
+            problems[key] = messages.guarded_shape(tuple(a.shape), tuple(exp.shape))
         elif exp is None and a.size > 8 * largest:
-            problems[key] = 'has shape %s, far larger than any output of this test' % (tuple(a.shape),)
+            problems[key] = messages.guarded_oversize(tuple(a.shape))
         else:
             arrays[key] = a
     if not problems:
         return result
     for key, why in sorted(problems.items()):
-        errors.setdefault(case_of(key), {'status': 'shape', 'message': '%s %s' % (key, why)})
+        errors.setdefault(case_of(key), {'status': 'shape',
+                                         'message': messages.output_problem(key, why)})
     return dataclasses.replace(result, arrays=arrays, info=dict(result.info, case_errors=errors), refused={})
 

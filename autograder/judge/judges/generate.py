@@ -12,14 +12,13 @@ logits, which its code could shape to fit the tokens):
 
 import numpy as np
 
+from autograder.judge import messages
 from autograder.judge.judges import Verdict, case_error_line, compare
 from autograder.judge.judges.behaviour import _evidence_output
 from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
 from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 
-GENERATE_CASES = (('greedy', 'greedy decoding'), ('top_k=1', 'do_sample=True, top_k=1 at seed 0'),
-                  ('top_k=5', 'do_sample=True, top_k=5 at seed 0'),
-                  ('greedy_past_block', 'greedy decoding past block_size'))
+GENERATE_CASES = messages.GENERATE_CASES   # (output key, the words of that check)
 
 
 def first_difference(got, exp):
@@ -27,8 +26,8 @@ def first_difference(got, exp):
     b, t = (int(i) for i in np.argwhere(got != exp)[0][:2])
     window = slice(t, min(t + 8, exp.shape[1]))   # the token ids from the first difference on, as integers
     ids = lambda row: '[%s%s]' % (', '.join(str(int(x)) for x in row[window]), ', ...' if window.stop < exp.shape[1] else '')
-    return b, t, 'first at batch %d, position %d (expected %d, got %d): from there, expected %s, got %s' % (
-        b, t, exp[b, t], got[b, t], ids(exp[b]), ids(got[b]))
+    return b, t, messages.first_token_difference(b, t, exp[b, t], got[b, t], ids(exp[b]),
+                                                 ids(got[b]))
 
 
 def _same_tokens(got, exp):
@@ -38,11 +37,11 @@ def _same_tokens(got, exp):
 def _tokens_problem(got, exp):
     """Why `got` cannot be compared token by token with `exp`, or None."""
     if got is None:
-        return 'no tokens returned'
+        return messages.NO_TOKENS
     if got.shape != exp.shape:
-        return 'returned shape %s, expected %s (batch, prompt + new tokens)' % (tuple(got.shape), tuple(exp.shape))
+        return messages.tokens_shape(tuple(got.shape), tuple(exp.shape))
     if got.dtype.kind not in 'iu':
-        return 'returned %s values, expected integer token ids' % got.dtype
+        return messages.tokens_dtype(got.dtype)
     return None
 
 
@@ -61,22 +60,22 @@ def judge_generate(test, result, fixtures, grading, evidence):
     for key, what in GENERATE_CASES:
         exp, got = expected[key], result.arrays.get(key)
         if key in errors:
-            lines.append('FAIL ' + case_error_line(what, errors[key]))
+            lines.append(messages.FAIL + case_error_line(what, errors[key]))
             continue
         problem = _tokens_problem(got, exp)
         if problem:
-            lines.append('FAIL %s: %s' % (what, problem))
+            lines.append(messages.what_failed(what, problem))
             continue
         if np.array_equal(got, exp):
             passed += 1
-            lines.append('ok   %s: the %d new tokens are the reference\'s' % (what, exp.shape[1] - prompt_len))
+            lines.append(messages.tokens_ok(what, exp.shape[1] - prompt_len))
             continue
         b, t, where = first_difference(got, exp)
-        line = 'FAIL %s: tokens differ from the reference\'s %s' % (what, where)
-        rows.append((what, 'batch %d, token %d' % (b, t), str(int(exp[b, t])), str(int(got[b, t])), 'token ids'))
+        line = messages.tokens_differ(what, where)
+        rows.append((what, messages.token_row_where(b, t), str(int(exp[b, t])),
+                     str(int(got[b, t])), messages.TOKEN_IDS))
         if key == 'greedy_past_block' and t >= block and _same_tokens(result.arrays.get('greedy'), expected['greedy']):
-            line += ('; they match until the sequence outgrows block_size=%d: from then on the model must be fed the '
-                     'last block_size tokens (idx[:, -block_size:])' % block)
+            line += messages.generate_past_block(block)
         lines.append(line)
         likely += [fp for fp in _likely(fixtures, 'generate', key, got) if fp not in likely]
     if passed < len(GENERATE_CASES):
@@ -87,13 +86,11 @@ def judge_generate(test, result, fixtures, grading, evidence):
         tol = grading.test('model').tolerance
         if logits is not None and ref_logits is not None and logits.shape == ref_logits.shape \
                 and not compare(logits, ref_logits, tol.atol, tol.rtol)[0]:
-            lines.append('Generation runs the %s model, whose logits differ from the reference\'s in test 8.1: '
-                         'with other logits it generates other tokens.' % label)
+            lines.append(messages.generate_logits_differ(label))
     if likely:
-        lines.append('Likely bug: %s (your tokens are those of a known wrong variant: %s).'
-                     % (KNOWN_BUGS[likely[0]].description, likely[0]))
-    return Verdict(passed / len(GENERATE_CASES), ['%d of %d generation checks pass.' % (passed, len(GENERATE_CASES))]
-                   + lines, rows=rows)
+        lines.append(messages.likely_bug_tokens(KNOWN_BUGS[likely[0]].description, likely[0]))
+    return Verdict(passed / len(GENERATE_CASES),
+                   [messages.generation_checks(passed, len(GENERATE_CASES))] + lines, rows=rows)
 
 
 # ----------------------------------------------------------------------------- KV cache (optional part)
@@ -102,22 +99,17 @@ def _step_check(label, result, expected, tol, prompt_len):
     """(ok, line) of one cached step: the prompt's logits, the next token's, and the caches' lengths."""
     lengths, exp_lengths = result.arrays.get(label + '/step/lengths'), expected[label + '/step/lengths']
     if lengths is None or lengths.shape != exp_lengths.shape or not np.array_equal(lengths, exp_lengths):
-        got = 'none' if lengths is None else np.asarray(lengths).tolist()
-        return False, ('FAIL %s: KVCache.length of each layer after the prompt of %d tokens, then after one more token, '
-                       'is %s; expected %s' % (label, prompt_len, got, exp_lengths.tolist()))
+        got = messages.NONE if lengths is None else np.asarray(lengths).tolist()
+        return False, messages.kv_lengths_wrong(label, prompt_len, got, exp_lengths.tolist())
     prefill_ok, prefill_desc = compare(result.arrays.get(label + '/step/prefill'), expected[label + '/step/prefill'],
                                        tol.atol, tol.rtol)
     step_ok, step_desc = compare(result.arrays.get(label + '/step/logits'), expected[label + '/step/logits'],
                                  tol.atol, tol.rtol)
     if prefill_ok and step_ok:
-        return True, ('ok   %s: with empty caches the prompt\'s logits, then one more token fed alone, match the '
-                      'reference; KVCache.length is %d, then %d' % (label, prompt_len, prompt_len + 1))
+        return True, messages.kv_step_ok(label, prompt_len)
     if not prefill_ok:
-        return False, ('FAIL %s: GPT.forward(prompt, kv_caches=empty caches): the logits differ from the reference\'s '
-                       '(%s)' % (label, prefill_desc))
-    return False, ('FAIL %s: the prompt\'s logits match, but those of the next token fed alone with the filled caches do '
-                   'not (%s): that token sits at position %d = KVCache.length and attends to all %d cached keys'
-                   % (label, step_desc, prompt_len, prompt_len + 1))
+        return False, messages.kv_prefill_wrong(label, prefill_desc)
+    return False, messages.kv_step_wrong(label, step_desc, prompt_len)
 
 
 def _generate_check(label, result, expected, block):
@@ -126,30 +118,23 @@ def _generate_check(label, result, expected, block):
     exp_plain, exp_altered = expected[label + '/uses_cache/plain'], expected[label + '/uses_cache/altered']
     problem = _tokens_problem(plain, exp_plain) or _tokens_problem(altered, exp_altered)
     if problem:
-        return False, 'FAIL %s: generate(use_kv_cache=True): %s' % (label, problem), False
+        return False, messages.kv_generate_problem(label, problem), False
     if np.array_equal(altered, plain):
-        return False, ('FAIL %s: generate(use_kv_cache=True) does not use the cache: with every value handed to '
-                       'KVCache.append negated it gives the same tokens as without that change' % label), True
+        return False, messages.kv_cache_unused(label), True
     if not np.array_equal(altered, exp_altered):
         _, _, where = first_difference(altered, exp_altered)
-        cached = 'its tokens without the change are the reference\'s' if np.array_equal(plain, exp_plain) else \
-            'without the change they differ too (%s)' % first_difference(plain, exp_plain)[2]
-        return False, ('FAIL %s: with every value handed to KVCache.append negated, generate(use_kv_cache=True) '
-                       'gives other tokens than the reference under the same change (%s); %s: at each step the '
-                       'attention must use all the keys and values the cache holds, the new token\'s included, '
-                       'as append returns them' % (label, where, cached)), False
+        cached = messages.KV_PLAIN_RIGHT if np.array_equal(plain, exp_plain) else \
+            messages.kv_plain_wrong(first_difference(plain, exp_plain)[2])
+        return False, messages.kv_altered_wrong(label, where, cached), False
     long_, exp_long = result.arrays.get(label + '/generate'), expected[label + '/generate']
     problem = _tokens_problem(long_, exp_long)
     if problem:
-        return False, 'FAIL %s: generate(use_kv_cache=True) past block_size: %s' % (label, problem), False
+        return False, messages.kv_long_problem(label, problem), False
     if not np.array_equal(long_, exp_long):
         _, t, where = first_difference(long_, exp_long)
-        late = ('; they match until the sequence outgrows block_size=%d: from then on the tokens must still be those of '
-                'generation without a cache' % block) if t >= block else ''
-        return False, ('FAIL %s: generate(use_kv_cache=True) past block_size: tokens differ from the reference\'s (its '
-                       'tokens without a cache) %s%s' % (label, where, late)), False
-    return True, ('ok   %s: generate(use_kv_cache=True) uses the cache (the reference\'s tokens when the cached values '
-                  'are negated) and gives the reference\'s %d tokens past block_size' % (label, exp_long.shape[1])), False
+        late = messages.kv_past_block(block) if t >= block else ''
+        return False, messages.kv_long_wrong(label, where, late), False
+    return True, messages.kv_generate_ok(label, exp_long.shape[1]), False
 
 
 def judge_kv_cache(test, result, fixtures, grading):
@@ -158,13 +143,13 @@ def judge_kv_cache(test, result, fixtures, grading):
     block = grading.profiles[fixtures.profile].model.block_size
     labels = [label for label, _, _ in KV_CACHE_CONFIGS if label + '/step/lengths' in expected]   # not set aside
     if not labels:
-        return Verdict(0.0, ['no configuration of this test could be judged'])
+        return Verdict(0.0, [messages.KV_NONE_JUDGED])
     prompt_len = expected[labels[0] + '/step/lengths'][0][0]
     lines, passed, untouched = [], 0, 0
     for label in labels:
         step_error = errors.get(label + '/step')
         if step_error:
-            lines.append('FAIL ' + case_error_line('%s: one cached step' % label, step_error))
+            lines.append(messages.FAIL + case_error_line(messages.kv_step_case(label), step_error))
             step_ok = False
         else:
             step_ok, line = _step_check(label, result, expected, test.tolerance, prompt_len)
@@ -172,7 +157,8 @@ def judge_kv_cache(test, result, fixtures, grading):
         gen_error = errors.get(label + '/uses_cache') or errors.get(label + '/generate')
         unused = False
         if gen_error:
-            lines.append('FAIL ' + case_error_line('%s: generate(use_kv_cache=True)' % label, gen_error))
+            lines.append(messages.FAIL + case_error_line(messages.kv_generate_case(label),
+                                                         gen_error))
             gen_ok = False
         else:
             gen_ok, line, unused = _generate_check(label, result, expected, block)
@@ -183,6 +169,5 @@ def judge_kv_cache(test, result, fixtures, grading):
                           and (unused or (gen_error and gen_error.get('status') == 'not_implemented')))
     total = 2 * len(labels)
     if untouched == len(labels):
-        return Verdict(0.0, ['not implemented (optional): no KVCache or no kv_caches argument, and generate does not '
-                             'use a cache.'] + lines, not_implemented=True)
-    return Verdict(passed / total, ['%d of %d KV-cache checks pass.' % (passed, total)] + lines)
+        return Verdict(0.0, [messages.KV_NOT_IMPLEMENTED] + lines, not_implemented=True)
+    return Verdict(passed / total, [messages.kv_checks(passed, total)] + lines)

@@ -18,11 +18,11 @@ import secrets
 import numpy as np
 
 from autograder.contract import memory_rules
+from autograder.judge import messages
 from autograder.judge.judges import Verdict, case_error_line
 from autograder.contract.report_schema import FIGURE_TYPES
 
-VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors say is_cuda and device cuda:0, '
-        'torch.cuda.is_available() is True), so the code your guard runs on a GPU runs here')
+VIEW = messages.MEMORY_VIEW
 
 
 # ----------------------------------------------------------------------------- 9.1
@@ -38,11 +38,10 @@ def memory_floor(profile, n_kv_head):
     mem, mod = profile.memory, profile.module
     B, nh, T, hs = mem.batch, mod.n_query_head, mem.seq, mod.n_embd // mod.n_query_head
     if mem.floor == 'output':
-        return B * nh * T * hs * 4, 'the attention output y (one float32 (%d, %d, %d, %d) tensor)' % (B, nh, T, hs)
+        return B * nh * T * hs * 4, messages.floor_output(B, nh, T, hs)
     # GQA's weights are (B, n_query_head, T, T); the floor is n_kv_head of those heads (see the docstring)
-    heads = 'all %d heads' % nh if n_kv_head == nh else '%d of the %d heads' % (n_kv_head, nh)
-    return B * n_kv_head * T * T * 4, ('%s of the attention weights, a float32 (B, n_query_head, T, T) = '
-                                       '(%d, %d, %d, %d) tensor that autograd keeps for backward' % (heads, B, nh, T, T))
+    heads = messages.floor_heads(n_kv_head, nh)
+    return B * n_kv_head * T * T * 4, messages.floor_weights(heads, B, nh, T)
 
 
 def memory_labels(profile):
@@ -77,21 +76,22 @@ def judge_memory(test, result, fixtures, grading):
         entries, problem = memory_rules.call_entries(log, label)
         if label in errors:
             err = errors[label]   # an error where the code measures on a GPU: the view is why it ran here
-            lines.append('FAIL %s%s' % (case_error_line(label, err), ' (%s)' % VIEW if err.get('status') == 'error' else ''))
+            lines.append(messages.memory_case_error(case_error_line(label, err),
+                                                    err.get('status') == 'error'))
         elif fig is None:
-            lines.append('FAIL %s: the probe recorded no memory figure' % label)
+            lines.append(messages.memory_no_figure(label))
         elif problem:
-            lines.append('FAIL %s: %s' % (label, problem))
+            lines.append(messages.what_failed(label, problem))
         else:
             calls.append((fig, entries))
             floors.append(memory_floor(profile, int(label.split('=')[1])))
             where.append(len(lines))
             lines.append(label)
     for k, (ok, sentence) in zip(where, memory_rules.judge_calls(calls, [f for f, _ in floors], [w for _, w in floors])):
-        lines[k] = '%s %s: %s' % ('ok  ' if ok else 'FAIL', lines[k], sentence)
+        lines[k] = messages.memory_call(ok, lines[k], sentence)
     passed = sum(line.startswith('ok') for line in lines)
     return Verdict(passed / len(labels) if labels else 0.0,
-                   ['%d of %d memory figures are measurements of the attention.' % (passed, len(labels))] + lines)
+                   [messages.memory_figures(passed, len(labels))] + lines)
 
 
 # ----------------------------------------------------------------------------- 11.2
@@ -152,34 +152,31 @@ def judge_window_memory(test, result, fixtures, grading):
     kept = fixtures.probe(test.id)[key + '/out']
     rows = judged_rows(kept)
     want = kept[:, :, rows]
-    size = 'N=%d, window %d' % (sw.memory_seq, sw.memory_window)
+    size = messages.window_size(sw.memory_seq, sw.memory_window)
     err = result.info.get('case_errors', {}).get(key)
     if err is not None:
         if err.get('status') == 'not_implemented':
-            return Verdict(0.0, ['not implemented (optional): ' + case_error_line('banded_attention', err)],
+            return Verdict(0.0,
+                           [messages.not_implemented_optional(case_error_line(messages.BANDED, err))],
                            not_implemented=True)
         if 'allocate' in err.get('message', '') or err.get('message', '').startswith('MemoryError'):
-            return Verdict(0.0, ['FAIL banded_attention ran out of memory at %s: it may use %d MB more than the process '
-                                 'held before, and one N x N float32 matrix alone is %d MB. Compute only the band '
-                                 '(scores of each query with its w//2 + 1 keys): never an N x N tensor, whether '
-                                 'scores, mask or weights.' % (size, sw.memory_margin_mb, sw.memory_seq ** 2 * 4 >> 20),
-                                 case_error_line('banded_attention', err)])
-        return Verdict(0.0, ['FAIL ' + case_error_line('banded_attention', err)])
+            return Verdict(0.0, [messages.banded_out_of_memory(size, sw.memory_margin_mb,
+                                                               sw.memory_seq ** 2 * 4 >> 20),
+                                 case_error_line(messages.BANDED, err)])
+        return Verdict(0.0, [messages.FAIL + case_error_line(messages.BANDED, err)])
     out = result.arrays.get(key + '/out')
     if out is None or out.shape != kept.shape:
-        return Verdict(0.0, ['FAIL banded_attention at %s returned %s, expected shape %s'
-                             % (size, 'nothing' if out is None else 'shape %s' % (tuple(out.shape),), kept.shape)])
+        returned = messages.banded_returned(None if out is None else tuple(out.shape))
+        return Verdict(0.0, [messages.banded_shape(size, returned, kept.shape)])
     tol = test.tolerance
     got = out[:, :, rows].astype(np.float64)
     excess = np.abs(got - want) - (tol.atol + tol.rtol * np.abs(want))
     excess[~np.isfinite(got)] = np.inf
     if (excess > 0).any():
         b, h, r, d = np.unravel_index(int(np.argmax(excess)), excess.shape)
-        return Verdict(0.0, ['FAIL banded_attention at %s differs from the windowed attention at %d of the %d queries '
-                             'checked; worst at [%d, %d, %d, %d] (query %d): expected %.6g, got %.6g (allowed %.1g + '
-                             '%.1g*|expected|); see test 11.1'
-                             % (size, int((excess > 0).any(axis=(0, 1, 3)).sum()), len(rows), b, h, rows[r], d,
-                                rows[r], want[b, h, r, d], got[b, h, r, d], tol.atol, tol.rtol)])
-    return Verdict(1.0, ['ok   banded_attention at %s matches the reference at %d queries the grader picked, within '
-                         '%d MB of memory (one N x N float32 matrix would need %d MB)'
-                         % (size, len(rows), sw.memory_margin_mb, sw.memory_seq ** 2 * 4 >> 20)])
+        return Verdict(0.0, [messages.banded_differs(size, int((excess > 0).any(axis=(0, 1, 3)).sum()),
+                                                     len(rows), (b, h, rows[r], d), rows[r],
+                                                     want[b, h, r, d], got[b, h, r, d], tol.atol,
+                                                     tol.rtol)])
+    return Verdict(1.0, [messages.banded_ok(size, len(rows), sw.memory_margin_mb,
+                                            sw.memory_seq ** 2 * 4 >> 20)])

@@ -8,20 +8,17 @@ about the student's tensors: which of model.pt's tensors do not fit the block-25
 the loader left unlike model.pt, so that the message holds for any loader.
 """
 
+from autograder.judge import messages
 from autograder.judge.judges import Verdict, case_error_line, compare, row
 
-# stage reached by the probe (child/probes_training.py): 0 building/saving the short model,
-# 1 saved, 2 load_pretrained returned, 3 forward at the long T done
-STAGE_WORDS = {0: 'building, loading fixed weights into or saving the block-%d model',
-               1: 'GPT.load_pretrained(folder) into a block-%d model',
-               2: 'the forward at T=%d after load_pretrained'}
+STAGE_WORDS = messages.STAGE_WORDS   # stage the probe reached -> what it was doing
 MAX_FACTS = 6
 
 
 def _facts(result, label):
     facts = result.info.get('facts', {}).get(label, [])
-    return ['     ' + f for f in facts[:MAX_FACTS]] + (['     ... and %d more' % (len(facts) - MAX_FACTS)]
-                                                       if len(facts) > MAX_FACTS else [])
+    return [messages.fact(f) for f in facts[:MAX_FACTS]] + (
+        [messages.and_more(len(facts) - MAX_FACTS)] if len(facts) > MAX_FACTS else [])
 
 
 def _about_shapes(message, facts):
@@ -45,38 +42,32 @@ def judge_load_pretrained(test, result, fixtures, grading):
         stage = int(stage) if stage is not None and stage.shape == () and stage.dtype.kind in 'iu' else 0
         if label in errors:
             what = STAGE_WORDS.get(stage, STAGE_WORDS[0]) % (short if stage == 0 else long_)
-            lines.append('FAIL ' + case_error_line('%s: %s' % (label, what), errors[label]))
+            lines.append(messages.FAIL + case_error_line(messages.stage_case(label, what),
+                                                         errors[label]))
             facts = _facts(result, label)
             if not _about_shapes(errors[label].get('message', ''), result.info.get('facts', {}).get(label, [])):
                 facts = []
             if facts and stage == 1:
-                lines.append('     model.pt, saved at block %d, holds tensors whose shape differs in the block-%d '
-                             'model; load_pretrained must fit each into it, or the module keep it out of model.pt '
-                             '(register_buffer(..., persistent=False)):'
-                             % (short, long_))
+                lines.append(messages.pretrained_shapes_differ(short, long_))
             elif facts:
-                lines.append('     what load_pretrained left in the block-%d model:' % long_)
+                lines.append(messages.pretrained_left(long_))
             lines += facts
             continue
         observed, exp = result.arrays.get(label + '/logits'), expected[label + '/logits']
         ok, desc = compare(observed, exp, tol.atol, tol.rtol)
         if ok:
             passed += 1
-            lines.append('ok   %s: block %d -> %d, logits at T=%d match the reference' % (label, short, long_, long_))
+            lines.append(messages.pretrained_ok(label, short, long_))
             continue
-        lines.append('FAIL %s: logits at T=%d after load_pretrained: %s' % (label, long_, desc))
+        lines.append(messages.pretrained_logits(label, long_, desc))
         rows.append(row(label, desc))
         facts = _facts(result, label)
         if facts:
-            lines.append('     what load_pretrained left in the block-%d model:' % long_)
+            lines.append(messages.pretrained_left(long_))
             lines += facts
         elif observed is not None and observed.shape == exp.shape:
             early, _ = compare(observed[:, :short], exp[:, :short], tol.atol, tol.rtol)
-            lines.append('     load_pretrained copied every tensor of model.pt; %s' % (
-                'positions < %d match, later ones do not: what the model computes past the old block size differs '
-                '(RoPE tables, the causal mask)' % short if early else
-                'even positions < %d differ: the forward of the block-%d model differs from the reference\'s'
-                % (short, long_)))
+            lines.append(messages.pretrained_copied(early, short, long_))
     return Verdict(passed / len(labels) if labels else 0.0,
-                   ['%d of %d models load from block %d into block %d and match the reference.'
-                    % (passed, len(labels), short, long_)] + lines, rows=[r for r in rows if r])
+                   [messages.pretrained_models(passed, len(labels), short, long_)] + lines,
+                   rows=[r for r in rows if r])

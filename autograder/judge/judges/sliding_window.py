@@ -6,6 +6,7 @@ implemented (optional)" rather than as wrong values; it earns nothing, and costs
 the part is extra credit (handout.extra_credit).
 """
 
+from autograder.judge import messages
 from autograder.judge.judges import Verdict, close
 from autograder.judge.judges.values import judge_cases
 
@@ -28,13 +29,10 @@ def judge_sliding_window(test, result, fixtures, grading):
     expected = fixtures.probe(test.id)
     graded = [k for k in expected if not k.endswith(NO_WINDOW)]
     if graded and all(_untouched_window(k, result, expected, test.tolerance) for k in graded):
-        return Verdict(0.0, ['not implemented (optional): banded_attention is missing or raises NotImplementedError, '
-                             'and the attention modules ignore config.sliding_window.'],
-                       not_implemented=True)
+        return Verdict(0.0, [messages.SLIDING_NOT_IMPLEMENTED], not_implemented=True)
     verdict = judge_cases(test, result, fixtures, graded=lambda k: not k.endswith(NO_WINDOW))
     ignored = [k for k in graded if _untouched_window(k, result, expected, test.tolerance)
                and k not in result.info.get('case_errors', {})]
     if ignored:
-        verdict.lines.append('Likely bug: %s returned plain causal attention: the window is ignored there.'
-                             % ', '.join(ignored))
+        verdict.lines.append(messages.window_ignored(ignored))
     return verdict

@@ -10,23 +10,19 @@ Judges of the training path:
 
 import numpy as np
 
-from autograder.judge.judges import STATUS_WORDS, Verdict, case_error_line, compare, row
+from autograder.judge import messages
+from autograder.judge.judges import Verdict, case_error_line, compare, row
 
 MAX_LINES_PER_CASE = 6
 
-GRAD_HINTS = {
-    'q_proj': 'is q detached, computed under torch.no_grad(), or its weight used through .data?',
-    'k_proj': 'is k detached, computed under torch.no_grad(), or its weight used through .data?',
-    'v_proj': 'is v detached, computed under torch.no_grad(), or its weight used through .data?',
-    'out_proj': 'is the attention output detached or computed under torch.no_grad()?',
-}
+GRAD_HINTS = messages.GRAD_HINTS   # attention layer -> the question a missing gradient of it asks
 
 
 def _hint(name):
     for key, hint in GRAD_HINTS.items():
         if '.attn.%s.' % key in name:
             return hint
-    return 'is it detached, computed under torch.no_grad(), or used through .data?'
+    return messages.GRAD_HINT_OTHER
 
 
 def _all_zero(observed, expected, atol):
@@ -61,14 +57,14 @@ def _gradient_lines(what, names, observed, expected, tol, rows):
             if not ok:
                 wrong.append((n, desc))
     if not missing and not wrong:
-        return True, ['ok   %s: all %d parameter gradients match the reference' % (what, len(names))]
-    lines = ['FAIL %s: %d of %d parameters get no gradient, %d get a wrong one' % (what, len(missing), len(names), len(wrong))]
-    detail = ['     %s gets no gradient: %s' % (n, _hint(n)) for n in missing]
-    detail += ['     %s has a wrong gradient: %s' % (n, desc) for n, desc in wrong]
+        return True, [messages.gradients_ok(what, len(names))]
+    lines = [messages.gradients_failed(what, len(missing), len(names), len(wrong))]
+    detail = [messages.no_gradient(n, _hint(n)) for n in missing]
+    detail += [messages.wrong_gradient(n, desc) for n, desc in wrong]
     lines += detail[:MAX_LINES_PER_CASE]
     rows += [r for r in (row(n, desc) for n, desc in wrong[:max(0, MAX_LINES_PER_CASE - len(missing))]) if r]
     if len(detail) > MAX_LINES_PER_CASE:
-        lines.append('     ... and %d more' % (len(detail) - MAX_LINES_PER_CASE))
+        lines.append(messages.and_more(len(detail) - MAX_LINES_PER_CASE))
     return False, lines
 
 
@@ -78,17 +74,18 @@ def _training_gradients(evidence, fixtures, grading, tol, rows):
     case = 'seed%d' % lc.student_seed
     prefix = case + '/step0/'
     expected = {k[len(prefix):]: v for k, v in fixtures.probe('loss-curve').items() if k.startswith(prefix)}
-    what = 'training run (step 0 of test 10.1\'s training)'
+    what = messages.TRAINING_RUN
     if not expected:
-        return False, ['FAIL the fixtures hold no gradients of the reference\'s training run: regenerate them']
+        return False, [messages.NO_TRAINING_FIXTURES]
     run = evidence.get('loss-curve')
     if run is None or run.status != 'ok':
-        why = 'it did not run' if run is None else '%s: %s' % (STATUS_WORDS.get(run.status, run.status), run.message)
-        return False, ['FAIL %s: the training gave no gradients (%s)' % (what, why)]
+        why = messages.IT_DID_NOT_RUN if run is None else \
+            messages.status_words_and_message(run.status, run.message)
+        return False, [messages.training_no_gradients(what, why)]
     errors = run.info.get('case_errors', {})
     for name in (case, prefix.rstrip('/')):
         if name in errors:
-            return False, ['FAIL ' + case_error_line(what, errors[name])]
+            return False, [messages.FAIL + case_error_line(what, errors[name])]
     observed = {k[len(prefix):]: v for k, v in run.arrays.items() if k.startswith(prefix)}
     return _gradient_lines(what, sorted(expected), observed, expected, tol, rows)
 
@@ -107,7 +104,7 @@ def judge_gradients(test, result, fixtures, grading, evidence):
     cases = _split_gradient_keys(expected)
     for label, names in sorted(cases.items()):
         if label in errors:
-            lines.append('FAIL ' + case_error_line(label, errors[label]))
+            lines.append(messages.FAIL + case_error_line(label, errors[label]))
             continue
         observed = {n: result.arrays['%s/%s' % (label, n)] for n in names if '%s/%s' % (label, n) in result.arrays}
         ok, case_lines = _gradient_lines(label, names, observed, {n: expected['%s/%s' % (label, n)] for n in names}, tol,
@@ -117,12 +114,11 @@ def judge_gradients(test, result, fixtures, grading, evidence):
     train_ok, train_lines = _training_gradients(evidence, fixtures, grading, tol, rows)
     lines += train_lines
     if not train_ok:
-        lines.append('The gradients the training used are wrong, so this test earns nothing (the gradients of its own '
-                     'probe are shown above for diagnosis).')
-        return Verdict(0.0, ['%d of %d gradient checks pass.' % (passed, len(cases) + 1)] + lines, rows=rows)
+        lines.append(messages.TRAINING_GRADIENTS_WRONG)
+        return Verdict(0.0, [messages.gradient_checks(passed, len(cases) + 1)] + lines, rows=rows)
     # the configurations the cascade set aside are not here: the training's gradients are then the whole test
     return Verdict(passed / len(cases) if cases else 1.0,
-                   ['%d of %d gradient checks pass.' % (passed + 1, len(cases) + 1)] + lines, rows=rows)
+                   [messages.gradient_checks(passed + 1, len(cases) + 1)] + lines, rows=rows)
 
 
 # ----------------------------------------------------------------------------- loss curve
@@ -165,44 +161,35 @@ def judge_loss_curve(test, result, fixtures, grading):
     key = 'seed%d' % lc.student_seed
     ref = fixtures.probe('loss-curve')
     if key + '/heldout_logits' not in ref:
-        return Verdict(0.0, ['FAIL the fixtures hold no held-out logits of the reference at seed %d: regenerate them'
-                             % lc.student_seed])
+        return Verdict(0.0, [messages.no_heldout_fixtures(lc.student_seed)])
     targets = heldout_targets(fixtures.profile, grading, getattr(fixtures, 'shared_seed', None))
     ref_logits = ref[key + '/heldout_logits']
     expected = cross_entropy(ref_logits, targets)
     errors = result.info.get('case_errors', {})
     if key in errors:
-        return Verdict(0.0, ['FAIL ' + case_error_line('training', errors[key])])
+        return Verdict(0.0, [messages.FAIL + case_error_line(messages.TRAINING, errors[key])])
     losses, logits = result.arrays.get(key), result.arrays.get(key + '/heldout_logits')
     if logits is None or logits.shape != ref_logits.shape:
-        return Verdict(0.0, ['FAIL after training, the logits on held-out text have shape %s, expected %s'
-                             % (None if logits is None else tuple(logits.shape), tuple(ref_logits.shape))])
+        return Verdict(0.0, [messages.heldout_shape(None if logits is None else tuple(logits.shape),
+                                                    tuple(ref_logits.shape))])
     if not np.all(np.isfinite(logits)):
-        return Verdict(0.0, ['FAIL after training, the logits on held-out text are not finite (NaN/inf): the '
-                             'training diverged or a fully masked row divided by zero'])
+        return Verdict(0.0, [messages.HELDOUT_NON_FINITE])
     loss = cross_entropy(logits, targets)
     steps = len(losses) if losses is not None and losses.ndim == 1 else None
     curve = ''
     if steps and steps >= lc.window and np.all(np.isfinite(losses)):
-        curve = '; training loss as your process reported it (not graded): start %.3f, last %d mean %.3f' % (
-            float(losses[0]), lc.window, final_loss(losses, lc.window))
-    summary = ('held-out loss %.4f (computed by the grader on %d held-out sequences after %d iterations from fixed '
-               'initial weights, seed %d), reference %.4f from the same start and seed%s'
-               % (loss, targets.shape[0], lc.iters, lc.student_seed, expected, curve))
+        curve = messages.reported_curve(float(losses[0]), lc.window, final_loss(losses, lc.window))
+    summary = messages.loss_summary(loss, targets.shape[0], lc.iters, lc.student_seed, expected,
+                                    curve)
     same, desc = compare(logits, ref_logits, tol.atol, tol.rtol)
     if same:
-        return Verdict(1.0, ['ok   after the same training from the same start, the held-out logits are the '
-                             'reference\'s (held-out loss %.4f, reference %.4f)' % (loss, expected)], summary)
-    lines = ['FAIL after %d iterations from the reference\'s initial weights at seed %d, the logits on held-out text '
-             'differ from the reference\'s run (%s); held-out loss %.4f, the reference\'s %.4f'
-             % (lc.iters, lc.student_seed, desc, loss, expected)]
+        return Verdict(1.0, [messages.training_same(loss, expected)], summary)
+    lines = [messages.training_differs(lc.iters, lc.student_seed, desc, loss, expected)]
     first = _first_step_matches(result.arrays, ref, key, grading.test('gradients').tolerance)
     if steps is not None and steps != lc.iters:
-        lines.append('     the training ran %d iterations, not %d' % (steps, lc.iters))
+        lines.append(messages.training_steps(steps, lc.iters))
     elif first is False:
-        lines.append('     the gradients of the first training step already differ from the reference\'s (test 10.2)')
+        lines.append(messages.FIRST_STEP_DIFFERS)
     elif first:
-        lines.append('     the gradients of the first step are the reference\'s, so the training parts ways later: '
-                     'with what the optimizer does with them (configure_optimizers: every parameter in one of its '
-                     'two groups) or with what changes between steps')
+        lines.append(messages.FIRST_STEP_SAME)
     return Verdict(0.0, lines, summary)

@@ -6,6 +6,7 @@ case names the known bug whose outputs it matches.
 
 from collections import Counter
 
+from autograder.judge import messages
 from autograder.judge.judges import Verdict, case_error_line, case_of, close, compare, row
 from autograder.judge.known_bugs import BY_ID
 
@@ -44,7 +45,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
     lines, rows, passed, fp_votes = [], [], 0, Counter()
     for case, keys in cases.items():
         if case in errors:
-            lines.append('FAIL ' + case_error_line(case, errors[case]))
+            lines.append(messages.FAIL + case_error_line(case, errors[case]))
             continue
         case_ok, details = True, []
         for key in keys:
@@ -53,24 +54,23 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
                 ok, desc = extra_check(key, desc)
             if not ok:
                 case_ok = False
-                details.append('%s: %s' % (key, desc))
+                details.append(messages.output_differs(key, desc))
                 rows.append(row(key, desc))
                 fp_votes.update(known_bug_matches(key, result.arrays.get(key), fp_outputs, tol))
         if case_ok:
             passed += 1
-            lines.append('ok   %s' % case)
+            lines.append(messages.case_ok(case))
         else:
-            lines.append('FAIL ' + '\n     '.join(details))
+            lines.append(messages.case_failed(details))
             if hint:
                 h = hint(case)
                 if h:
-                    lines.append('     hint: ' + h)
+                    lines.append(messages.hint(h))
     if fp_votes:
         fp, _ = fp_votes.most_common(1)[0]
-        lines.append(('Likely bug: %s (your outputs match a known wrong variant: %s). %s'
-                      % (BY_ID[fp].description, fp, BY_ID[fp].note)).rstrip())
+        lines.append(messages.likely_bug(BY_ID[fp].description, fp, BY_ID[fp].note))
     fraction = passed / len(cases) if cases else 0.0
-    lines.insert(0, '%d of %d cases match the reference.' % (passed, len(cases)))
+    lines.insert(0, messages.cases_match(passed, len(cases)))
     return Verdict(fraction, lines, rows=[r for r in rows if r])
 
 
@@ -84,21 +84,19 @@ def judge_rope_cache(test, result, fixtures, grading):
     def dtype_check(key, desc):
         got = dtypes.get(key)
         if isinstance(got, list) and len(got) == 2 and got[0] != got[1]:
-            return False, ('output dtype %s for a %s input: the cos/sin cache must be rebuilt (or cast) '
-                           'when another dtype or device arrives' % (got[1], got[0]))
+            return False, messages.rope_cache_dtype(got[0], got[1])
         return True, desc
     # the cache-length hint only where the evidence shows it: the first call (T=8) is right, the longer one is not
     expected, tol = fixtures.probe(test.id), test.tolerance
     first_ok = 'call0_T8' in expected and compare(result.arrays.get('call0_T8'), expected['call0_T8'], tol.atol, tol.rtol)[0]
     return judge_cases(test, result, fixtures, extra_check=dtype_check,
-                       hint=lambda case: 'the first call (T=8) is right and this longer one is not: a longer T than the '
-                                         'first call needs a longer cache' if 'T24' in case and first_ok else None)
+                       hint=lambda case: messages.ROPE_CACHE_LONGER if 'T24' in case and first_ok
+                       else None)
 
 
 def judge_model(test, result, fixtures, grading):
     verdict = judge_cases(test, result, fixtures)
     for label, has_wpe in result.info.get('has_wpe', {}).items():
         if 'rope' in label and has_wpe:
-            verdict.lines.append('Note: with rope=True your GPT still has transformer.wpe; RoPE replaces the '
-                                 'absolute position embedding, so wpe must exist only when rope=False.')
+            verdict.lines.append(messages.WPE_WITH_ROPE)
     return verdict

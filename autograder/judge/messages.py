@@ -1,0 +1,760 @@
+"""
+The sentences a student reads, in one place. The code that decides a verdict calls a function
+(or reads a constant) here with the figures the sentence shows (numbers, names, and arrays
+already formatted where formatting is the decision's logic) and gets back the exact text; no
+sentence a student reads is written anywhere else in the modules that use this one
+(tests/unit/test_messages.py keeps that rule). The child and the wall report facts; they are
+worded here, by the judge.
+
+Sections, in the order a student meets them:
+- the status of a probe or a case (STATUS_WORDS) and the lines of a probe that did not finish;
+- the student's own text: what replaces it past the grading's budget, and a cut text's tail;
+- comparisons of an output with the reference's (judges.compare), and shape guards;
+- each area's verdict lines: values (2.1-5.1, 8.1), dropout (6.1), causality (7.1), generation
+  (8.2) and the KV cache (12.1), memory (9.1, 11.2), training (10.1, 10.2), the pretrained
+  workflow, sliding-window attention (11.1);
+- known bugs: the line that names the known wrong variant a failure matches (the descriptions
+  themselves sit beside their patches in known_bugs.py: the handout build copies them);
+- the Markdown table of expected against got;
+- a verdict that could not be judged at all.
+
+Line markers: a verdict's lines start with OK ('ok   ') or FAIL ('FAIL '); a detail under a
+line is indented by DETAIL (five spaces). Where a sentence is built from pieces, the pieces
+are joined here exactly as they always were: results.json must not change by a byte.
+"""
+
+OK = 'ok   '
+FAIL = 'FAIL '
+DETAIL = '     '
+
+
+# ----------------------------------------------------------------------------- statuses
+
+STATUS_WORDS = {
+    'not_implemented': 'not implemented yet',
+    'not_implemented_optional': 'not implemented (optional)',
+    'error': 'your code raised an error',
+    'timeout': 'timed out',
+    'crashed': 'the test process died',
+    'missing': 'not run',
+    'invalid': 'the output could not be read',
+    'shape': 'wrong output shape',
+}
+
+
+def probe_failed(status, message, where):
+    """The lines of a probe that produced no results: its status, message, last traceback lines."""
+    return ['%s: %s' % (STATUS_WORDS.get(status, status), message)] + ['  at ' + w for w in where]
+
+
+def case_error(name, status, message, where):
+    """One case that raised (or hung, or is missing): name, status words, message, last frame."""
+    word = STATUS_WORDS.get(status, 'error')
+    return '%s: %s: %s%s' % (name, word, message, ('\n    at ' + where[-1]) if where else '')
+
+
+def status_and_message(status, message):
+    """Another probe's failure, cited as evidence ('timeout: ...'), with the status as given."""
+    return '%s: %s' % (status, message)
+
+
+def error_words(fact, stage):
+    """(head, tail): the words around the text of an error the child reported as facts
+    (contract/report_schema.py ERROR_FACTS, ERROR_STAGES); student_text.spoken joins them."""
+    head, tail = FACT_WORDS.get(fact, ('', ''))
+    return (IMPORT_IN_TEST if stage == 'import' else '') + head, tail
+
+
+FACT_WORDS = {   # fact -> the words before and after its text (a repr)
+    'exit': ('your code called sys.exit(', ')'),
+    'missing_module': ('model.py imports ',
+                       ', which the autograder does not provide (only torch, einops, numpy and the '
+                       'standard library are available)'),
+}
+IMPORT_IN_TEST = 'model.py could not be imported in this test\'s process: '
+
+
+def status_words_and_message(status, message):
+    """Another probe's failure, cited as evidence, its status in words."""
+    return '%s: %s' % (STATUS_WORDS.get(status, status), message)
+
+
+# ------------------------------------------------------------------------- the student's own text
+
+WITHHELD = ("[not shown: this grading already shows as much of your code's own text as it allows "
+            "(%d characters)]")
+
+
+def text_cut(kept, more):
+    """A text of the student's process cut to its first characters."""
+    return '%s [... %d more characters not shown]' % (kept, more)
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+NO_OUTPUT = 'no output'
+EMPTY = 'empty'
+AN_ERROR = 'an error'
+
+
+def wrong_shape(got, expected):
+    """Two shapes (tuples): 'shape (2, 3), expected (2, 4)'."""
+    return 'shape %s, expected %s' % (got, expected)
+
+
+def wrong_dtype(got, expected):
+    return 'dtype %s, expected %s' % (got, expected)
+
+
+def non_finite(value, index):
+    """The first NaN or inf of an output, `index` formatted ('[0, 3]')."""
+    return ('non-finite value %r at %s (NaN/inf: a fully masked row, or a '
+            'division by zero?)' % (value, index))
+
+
+def allowed(atol, rtol):
+    """The tolerance of a comparison (also a cell of the Markdown table)."""
+    return '%.1g + %.1g*|expected|' % (atol, rtol)
+
+
+def error_allowed(error, allowed_):
+    """The table's 'error (allowed)' cell."""
+    return '%s (%s)' % (error, allowed_)
+
+
+def max_error(error, allowed_, where, expected, got):
+    """compare()'s description of two outputs, each figure already formatted."""
+    return ('max abs error %s (allowed %s); worst at '
+            '%s: expected %s, got %s' % (error, allowed_, where, expected, got))
+
+
+def guarded_shape(got, expected):
+    return 'has shape %s, expected %s' % (got, expected)
+
+
+def guarded_oversize(got):
+    return 'has shape %s, far larger than any output of this test' % (got,)
+
+
+def output_problem(key, why):
+    """An output taken out by the shape guard: 'vanilla/logits has shape ...'."""
+    return '%s %s' % (key, why)
+
+
+# ------------------------------------------------------------------------- values (2.1-5.1, 8.1)
+
+def cases_match(passed, total):
+    return '%d of %d cases match the reference.' % (passed, total)
+
+
+def output_differs(key, desc):
+    return '%s: %s' % (key, desc)
+
+
+def case_ok(case):
+    return OK + case
+
+
+def case_failed(details):
+    """A failed case: its outputs' descriptions, one per line."""
+    return FAIL + ('\n' + DETAIL).join(details)
+
+
+def hint(text):
+    return DETAIL + 'hint: ' + text
+
+
+def rope_cache_dtype(input_dtype, output_dtype):
+    return ('output dtype %s for a %s input: the cos/sin cache must be rebuilt (or cast) '
+            'when another dtype or device arrives' % (output_dtype, input_dtype))
+
+
+ROPE_CACHE_LONGER = ('the first call (T=8) is right and this longer one is not: a longer T than '
+                     'the first call needs a longer cache')
+WPE_WITH_ROPE = ('Note: with rope=True your GPT still has transformer.wpe; RoPE replaces the '
+                 'absolute position embedding, so wpe must exist only when rope=False.')
+
+
+# ----------------------------------------------------------------------------- known bugs
+
+def likely_bug(description, bug_id, note):
+    """A failure whose outputs match a known wrong variant (known_bugs.py)."""
+    return ('Likely bug: %s (your outputs match a known '
+            'wrong variant: %s). %s' % (description, bug_id, note)).rstrip()
+
+
+def likely_bug_tokens(description, bug_id):
+    """Generated tokens that are exactly a known wrong variant's."""
+    return ('Likely bug: %s (your tokens are those of a known wrong '
+            'variant: %s).' % (description, bug_id))
+
+
+def window_ignored(keys):
+    """Sliding-window cases that returned plain causal attention."""
+    return ('Likely bug: %s returned plain causal attention: the window is '
+            'ignored there.' % ', '.join(keys))
+
+
+# ----------------------------------------------------------------------------- dropout (6.1)
+
+THAT_TEST_DID_NOT_RUN = 'that test did not run'
+# the three dropout checks, by name
+ATTENTION_DROPOUT = 'attention dropout'
+RESIDUAL_DROPOUT = 'residual dropout'
+EVAL_MODE = 'eval mode'
+
+
+def dropout_checks(passed, total, names, p):
+    return ('%d of %d dropout checks pass (%s; each at p = 1 and at p = %g).'
+            % (passed, total, ', '.join(names), p))
+
+
+DROPOUT_EVAL_P1_OK = ('ok   eval mode with attn_pdrop = resid_pdrop = 1 gives the output of p = 0 '
+                      '(test 4.1): dropout is off')
+DROPOUT_EVAL_IS_BIAS = ': that is out_proj.bias, so the attention weights are dropped in eval mode'
+DROPOUT_EVAL_IS_ZERO = ': it is all zeros, so the residual dropout is applied in eval mode'
+
+
+def dropout_eval_p1_failed(desc, why):
+    return ('FAIL in eval mode dropout must do nothing, but with attn_pdrop = resid_pdrop = 1 the '
+            'output differs from the same module\'s output with p = 0 in test 4.1 '
+            '(%s)%s' % (desc, why))
+
+
+DROPOUT_ATTN_P1_OK = ('ok   train mode with attn_pdrop = 1 drops every attention weight: the '
+                      'output is out_proj.bias')
+DROPOUT_ATTN_IS_P0 = (': it equals the output without dropout, so no dropout is applied to the '
+                      'attention weights')
+DROPOUT_IS_ZERO = ': it is all zeros'
+
+
+def dropout_attn_p1_failed(desc, why):
+    return ('FAIL with attn_pdrop = 1 in train mode every attention weight is dropped, so the '
+            'output must be out_proj(0) = out_proj.bias at every position (%s)%s' % (desc, why))
+
+
+DROPOUT_RESID_P1_OK = 'ok   train mode with resid_pdrop = 1 gives all zeros'
+DROPOUT_RESID_IS_P0 = (': it equals the output without dropout, so no dropout is applied after '
+                       'out_proj')
+
+
+def dropout_resid_p1_failed(desc, why):
+    return ('FAIL with resid_pdrop = 1 in train mode the output must be all zeros '
+            '(%s)%s' % (desc, why))
+
+
+def dropout_unjudgeable(what, p, against, n):
+    """`against`: 'out_proj.bias' or 'zero'."""
+    return ('FAIL %s at p = %g: cannot be judged: the module\'s output without dropout (eval, p = '
+            '0) differs from %s at only %d elements' % (what, p, against, n))
+
+
+def dropout_nothing_dropped(what, p):
+    return ('FAIL %s at p = %g in train mode: nothing is dropped, the output is the one without '
+            'dropout' % (what, p))
+
+
+DROPOUT_UNSCALED = ': the kept values are not scaled by 1/(1 - p)'
+
+
+def dropout_neither(what, p, count, size, where, got, dropped, kept, why):
+    return ('FAIL %s at p = %g in train mode: %d of %d output values are neither dropped nor kept '
+            'and scaled by 1/(1 - p) (first at %s: got %.6g, expected %.6g or %.6g from your eval '
+            'output)%s'
+            % (what, p, count, size, where, got, dropped, kept, why))
+
+
+def dropout_share_off(what, p, share, n, margin, sigmas):
+    return ('FAIL %s at p = %g in train mode dropped %.3f of %d values, expected %g within %.3f '
+            '(%g standard deviations of a binomial share)' % (what, p, share, n, p, margin, sigmas))
+
+
+def dropout_share_ok(what, p, share, n):
+    return ('ok   %s at p = %g in train mode: %.3f of %d values dropped, the others scaled by 1/(1 '
+            '- p)'
+            % (what, p, share, n))
+
+
+def dropout_no_p0(case, n_kv_head, missing):
+    return ('FAIL %s: cannot be judged without the same module\'s output at p = 0, which test 4.1 '
+            'did not return for n_kv_head=%d (%s)' % (case, n_kv_head, missing))
+
+
+def dropout_output_shape(case, got, expected):
+    return 'FAIL %s: output of shape %s, expected %s' % (case, got, expected)
+
+
+def dropout_degenerate(case):
+    return ('FAIL %s: not credited: the module\'s output at p = 0 (test 4.1) is already what p = 1 '
+            'must give, so this proves nothing' % case)
+
+
+def outputs_missing(case, shape):
+    """Dropout's and causality's outputs absent or of a shape the check cannot use."""
+    return 'FAIL %s: outputs missing or of shape %s' % (case, shape)
+
+
+def dropout_non_finite(case):
+    return 'FAIL %s: non-finite values (NaN/inf) in the output' % case
+
+
+def dropout_eval_mid_ok(p):
+    return 'ok   eval mode at p = %g gives the output of p = 0: dropout is off' % p
+
+
+def dropout_eval_mid_failed(p, desc):
+    return ('FAIL in eval mode at attn_pdrop = resid_pdrop = %g the output differs from the same '
+            'module\'s at p = 0 (%s): dropout must do nothing in eval mode' % (p, desc))
+
+
+# ----------------------------------------------------------------------------- causality (7.1)
+
+def other_non_finite(at):
+    """`at`: ' first at [..]' or ''."""
+    return 'non-finite values (NaN/inf) at other places%s' % at
+
+
+def first_at(where):
+    return ' first at %s' % where
+
+
+ALL_NON_FINITE = 'all non-finite'
+
+
+def causal_modules(passed, total):
+    return '%d of %d modules are causal.' % (passed, total)
+
+
+def not_deterministic(case, desc):
+    return ('FAIL %s: two calls on the same input gave different outputs (%s): the model is not '
+            'deterministic in eval mode, so causality cannot be judged' % (case, desc))
+
+
+def causality_no_base(case, number, missing):
+    return ('FAIL %s: cannot be judged: test %s returned no output for '
+            'the original input (%s)' % (case, number, missing))
+
+
+def causality_shapes(case, here, there, number):
+    return 'FAIL %s: outputs of shape %s here but %s in test %s' % (case, here, there, number)
+
+
+def causality_constant(case, c, number):
+    return ('FAIL %s: not credited: the outputs at positions >= %d did not change either, although '
+            'the tokens there did (test %s\'s outputs for the original input): outputs that do not '
+            'depend on the input prove nothing' % (case, c, number))
+
+
+def causal_ok(case, c, number):
+    return ('ok   %s: outputs at positions < %d are unchanged when the tokens from %d on change '
+            '(compared with test %s\'s outputs for the original input)' % (case, c, c, number))
+
+
+def causal_failed(case, c, number, desc):
+    return ('FAIL %s: changing the tokens from position %d on changed the outputs at earlier '
+            'positions (against test %s\'s outputs for the original input: %s): the model looks at '
+            'future tokens; check the causal mask' % (case, c, number, desc))
+
+
+# ----------------------------------------------------------------------------- generation (8.2)
+
+GENERATE_CASES = (('greedy', 'greedy decoding'), ('top_k=1', 'do_sample=True, top_k=1 at seed 0'),
+                  ('top_k=5', 'do_sample=True, top_k=5 at seed 0'),
+                  ('greedy_past_block', 'greedy decoding past block_size'))
+
+
+def first_token_difference(b, t, expected, got, expected_ids, got_ids):
+    """Where two token arrays first differ; the ids from there on formatted ('[3, 4, ...]')."""
+    return ('first at batch %d, position %d (expected %d, got %d): from there, expected %s, '
+            'got %s' % (b, t, expected, got, expected_ids, got_ids))
+
+
+NO_TOKENS = 'no tokens returned'
+
+
+def tokens_shape(got, expected):
+    return 'returned shape %s, expected %s (batch, prompt + new tokens)' % (got, expected)
+
+
+def tokens_dtype(dtype):
+    return 'returned %s values, expected integer token ids' % dtype
+
+
+def what_failed(what, problem):
+    """'FAIL <what>: <problem>' where the problem is already a phrase."""
+    return 'FAIL %s: %s' % (what, problem)
+
+
+def tokens_ok(what, new):
+    return 'ok   %s: the %d new tokens are the reference\'s' % (what, new)
+
+
+def tokens_differ(what, where):
+    return 'FAIL %s: tokens differ from the reference\'s %s' % (what, where)
+
+
+def token_row_where(b, t):
+    """The 'where' cell of generation's table row."""
+    return 'batch %d, token %d' % (b, t)
+
+
+TOKEN_IDS = 'token ids'
+
+
+def generate_past_block(block):
+    return ('; they match until the sequence outgrows block_size=%d: from then on the model must '
+            'be fed the last block_size tokens (idx[:, -block_size:])' % block)
+
+
+def generate_logits_differ(label):
+    return ('Generation runs the %s model, whose logits differ from the reference\'s in test 8.1: '
+            'with other logits it generates other tokens.' % label)
+
+
+def generation_checks(passed, total):
+    return '%d of %d generation checks pass.' % (passed, total)
+
+
+# ----------------------------------------------------------------------------- KV cache (12.1)
+
+def kv_lengths_wrong(label, prompt_len, got, expected):
+    return ('FAIL %s: KVCache.length of each layer after the prompt of %d tokens, then after one '
+            'more token, is %s; expected %s' % (label, prompt_len, got, expected))
+
+
+NONE = 'none'
+
+
+def kv_step_ok(label, prompt_len):
+    return ('ok   %s: with empty caches the prompt\'s logits, then one more token fed alone, match '
+            'the reference; KVCache.length is %d, then %d' % (label, prompt_len, prompt_len + 1))
+
+
+def kv_prefill_wrong(label, desc):
+    return ('FAIL %s: GPT.forward(prompt, kv_caches=empty caches): the logits differ from the '
+            'reference\'s (%s)' % (label, desc))
+
+
+def kv_step_wrong(label, desc, prompt_len):
+    return ('FAIL %s: the prompt\'s logits match, but those of the next token fed alone with the '
+            'filled caches do not (%s): that token sits at position %d = KVCache.length and '
+            'attends to all %d cached keys'
+            % (label, desc, prompt_len, prompt_len + 1))
+
+
+def kv_generate_problem(label, problem):
+    return 'FAIL %s: generate(use_kv_cache=True): %s' % (label, problem)
+
+
+def kv_cache_unused(label):
+    return ('FAIL %s: generate(use_kv_cache=True) does not use the cache: with every value handed '
+            'to KVCache.append negated it gives the same tokens as without that change' % label)
+
+
+KV_PLAIN_RIGHT = 'its tokens without the change are the reference\'s'
+
+
+def kv_plain_wrong(where):
+    return 'without the change they differ too (%s)' % where
+
+
+def kv_altered_wrong(label, where, cached):
+    return ('FAIL %s: with every value handed to KVCache.append negated, '
+            'generate(use_kv_cache=True) gives other tokens than the reference under the same '
+            'change (%s); %s: at each step the attention must use all the keys and values the '
+            'cache holds, the new token\'s included, as append returns '
+            'them' % (label, where, cached))
+
+
+def kv_long_problem(label, problem):
+    return 'FAIL %s: generate(use_kv_cache=True) past block_size: %s' % (label, problem)
+
+
+def kv_past_block(block):
+    return ('; they match until the sequence outgrows block_size=%d: from then on the tokens must '
+            'still be those of generation without a cache' % block)
+
+
+def kv_long_wrong(label, where, late):
+    return ('FAIL %s: generate(use_kv_cache=True) past block_size: tokens differ from the '
+            'reference\'s (its tokens without a cache) %s%s' % (label, where, late))
+
+
+def kv_generate_ok(label, tokens):
+    return ('ok   %s: generate(use_kv_cache=True) uses the cache (the reference\'s tokens when the '
+            'cached values are negated) and gives the reference\'s %d tokens '
+            'past block_size' % (label, tokens))
+
+
+KV_NONE_JUDGED = 'no configuration of this test could be judged'
+
+
+def kv_step_case(label):
+    return '%s: one cached step' % label
+
+
+def kv_generate_case(label):
+    return '%s: generate(use_kv_cache=True)' % label
+
+
+KV_NOT_IMPLEMENTED = ('not implemented (optional): no KVCache or no kv_caches argument, and '
+                      'generate does not use a cache.')
+
+
+def kv_checks(passed, total):
+    return '%d of %d KV-cache checks pass.' % (passed, total)
+
+
+# ----------------------------------------------------------------------------- memory (9.1)
+
+MEMORY_VIEW = ('on the grader the attention runs in a CUDA view for this test (tensors say is_cuda '
+               'and device cuda:0, torch.cuda.is_available() is True), so the code your guard runs '
+               'on a GPU runs here')
+
+
+def floor_output(B, nh, T, hs):
+    """What 9.1's floor is when it is the attention output."""
+    return 'the attention output y (one float32 (%d, %d, %d, %d) tensor)' % (B, nh, T, hs)
+
+
+def floor_heads(n_kv_head, nh):
+    return 'all %d heads' % nh if n_kv_head == nh else '%d of the %d heads' % (n_kv_head, nh)
+
+
+def floor_weights(heads, B, nh, T):
+    """What 9.1's floor is when it is the attention weights (`heads` from floor_heads)."""
+    return ('%s of the attention weights, a float32 (B, n_query_head, T, T) = '
+            '(%d, %d, %d, %d) tensor that autograd keeps for backward' % (heads, B, nh, T, T))
+
+
+def memory_case_error(line, raised):
+    """A measured call that raised: its case error line, with why it ran on a CUDA view."""
+    return 'FAIL %s%s' % (line, ' (%s)' % MEMORY_VIEW if raised else '')
+
+
+def memory_no_figure(label):
+    return 'FAIL %s: the probe recorded no memory figure' % label
+
+
+def memory_call(ok, label, sentence):
+    """A judged call: memory_rules' sentence (contract/memory_rules.py words it, as the handout's
+    check does)."""
+    return '%s %s: %s' % ('ok  ' if ok else 'FAIL', label, sentence)
+
+
+def memory_figures(passed, total):
+    return '%d of %d memory figures are measurements of the attention.' % (passed, total)
+
+
+# ------------------------------------------------------------------ sliding window (11.1, 11.2)
+
+SLIDING_NOT_IMPLEMENTED = ('not implemented (optional): banded_attention is missing or raises '
+                           'NotImplementedError, and the attention modules ignore '
+                           'config.sliding_window.')
+BANDED = 'banded_attention'
+
+
+def window_size(n, window):
+    return 'N=%d, window %d' % (n, window)
+
+
+def not_implemented_optional(line):
+    return 'not implemented (optional): ' + line
+
+
+def banded_out_of_memory(size, margin_mb, matrix_mb):
+    return ('FAIL banded_attention ran out of memory at %s: it may use %d MB more than the process '
+            'held before, and one N x N float32 matrix alone is %d MB. Compute only the band '
+            '(scores of each query with its w//2 + 1 keys): never an N x N tensor, whether '
+            'scores, mask or weights.' % (size, margin_mb, matrix_mb))
+
+
+def banded_shape(size, returned, expected):
+    """`returned`: banded_returned(...)."""
+    return 'FAIL banded_attention at %s returned %s, expected shape %s' % (size, returned, expected)
+
+
+def banded_returned(shape):
+    return 'nothing' if shape is None else 'shape %s' % (shape,)
+
+
+def banded_differs(size, bad, checked, index, query, expected, got, atol, rtol):
+    figures = (size, bad, checked) + tuple(index) + (query, expected, got, atol, rtol)
+    return ('FAIL banded_attention at %s differs from the windowed attention at %d of the %d '
+            'queries checked; worst at [%d, %d, %d, %d] (query %d): expected %.6g, got %.6g '
+            '(allowed %.1g + %.1g*|expected|); see test 11.1' % figures)
+
+
+def banded_ok(size, rows, margin_mb, matrix_mb):
+    return ('ok   banded_attention at %s matches the reference at %d queries the grader picked, '
+            'within %d MB of memory (one N x N float32 '
+            'matrix would need %d MB)' % (size, rows, margin_mb, matrix_mb))
+
+
+# ------------------------------------------------------------------------ training (10.1, 10.2)
+
+GRAD_HINTS = {
+    'q_proj': 'is q detached, computed under torch.no_grad(), or its weight used through .data?',
+    'k_proj': 'is k detached, computed under torch.no_grad(), or its weight used through .data?',
+    'v_proj': 'is v detached, computed under torch.no_grad(), or its weight used through .data?',
+    'out_proj': 'is the attention output detached or computed under torch.no_grad()?',
+}
+GRAD_HINT_OTHER = 'is it detached, computed under torch.no_grad(), or used through .data?'
+
+
+def gradients_ok(what, count):
+    return 'ok   %s: all %d parameter gradients match the reference' % (what, count)
+
+
+def gradients_failed(what, missing, total, wrong):
+    return ('FAIL %s: %d of %d parameters get no gradient, %d get '
+            'a wrong one' % (what, missing, total, wrong))
+
+
+def no_gradient(name, hint_):
+    return '     %s gets no gradient: %s' % (name, hint_)
+
+
+def wrong_gradient(name, desc):
+    return '     %s has a wrong gradient: %s' % (name, desc)
+
+
+def and_more(count):
+    return '     ... and %d more' % count
+
+
+TRAINING_RUN = 'training run (step 0 of test 10.1\'s training)'
+NO_TRAINING_FIXTURES = ('FAIL the fixtures hold no gradients of the reference\'s training run: '
+                        'regenerate them')
+IT_DID_NOT_RUN = 'it did not run'
+
+
+def training_no_gradients(what, why):
+    return 'FAIL %s: the training gave no gradients (%s)' % (what, why)
+
+
+TRAINING_GRADIENTS_WRONG = ('The gradients the training used are wrong, so this test earns nothing '
+                            '(the gradients of its own probe are shown above for diagnosis).')
+
+
+def gradient_checks(passed, total):
+    return '%d of %d gradient checks pass.' % (passed, total)
+
+
+def no_heldout_fixtures(seed):
+    return ('FAIL the fixtures hold no held-out logits of the reference at seed %d: '
+            'regenerate them' % seed)
+
+
+TRAINING = 'training'
+
+
+def heldout_shape(got, expected):
+    return ('FAIL after training, the logits on held-out text have shape %s, '
+            'expected %s' % (got, expected))
+
+
+HELDOUT_NON_FINITE = ('FAIL after training, the logits on held-out text are not finite (NaN/inf): '
+                      'the training diverged or a fully masked row divided by zero')
+
+
+def reported_curve(start, window, mean):
+    return ('; training loss as your process reported it (not graded): start %.3f, last %d '
+            'mean %.3f' % (start, window, mean))
+
+
+def loss_summary(loss, sequences, iters, seed, expected, curve):
+    return ('held-out loss %.4f (computed by the grader on %d held-out sequences after %d '
+            'iterations from fixed initial weights, seed %d), reference %.4f from the same start '
+            'and seed%s'
+            % (loss, sequences, iters, seed, expected, curve))
+
+
+def training_same(loss, expected):
+    return ('ok   after the same training from the same start, the held-out logits are the '
+            'reference\'s (held-out loss %.4f, reference %.4f)' % (loss, expected))
+
+
+def training_differs(iters, seed, desc, loss, expected):
+    return ('FAIL after %d iterations from the reference\'s initial weights at seed %d, the logits '
+            'on held-out text differ from the reference\'s run (%s); held-out loss %.4f, the '
+            'reference\'s %.4f'
+            % (iters, seed, desc, loss, expected))
+
+
+def training_steps(steps, iters):
+    return '     the training ran %d iterations, not %d' % (steps, iters)
+
+
+FIRST_STEP_DIFFERS = ('     the gradients of the first training step already differ from the '
+                      'reference\'s (test 10.2)')
+FIRST_STEP_SAME = ('     the gradients of the first step are the reference\'s, so the training '
+                   'parts ways later: with what the optimizer does with them '
+                   '(configure_optimizers: every parameter in one of its two groups) or with what '
+                   'changes between steps')
+
+
+# ----------------------------------------------------------------------------- pretrained workflow
+
+# stage reached by the probe (child/probes_training.py): 0 building/saving the short model,
+# 1 saved, 2 load_pretrained returned, 3 forward at the long T done
+STAGE_WORDS = {0: 'building, loading fixed weights into or saving the block-%d model',
+               1: 'GPT.load_pretrained(folder) into a block-%d model',
+               2: 'the forward at T=%d after load_pretrained'}
+
+
+def fact(text):
+    """One fact the probe observed, under its case."""
+    return DETAIL + text
+
+
+def stage_case(label, what):
+    return '%s: %s' % (label, what)
+
+
+def pretrained_shapes_differ(short, long_):
+    return ('     model.pt, saved at block %d, holds tensors whose shape differs in the block-%d '
+            'model; load_pretrained must fit each into it, or the module keep it out of model.pt '
+            '(register_buffer(..., persistent=False)):' % (short, long_))
+
+
+def pretrained_left(long_):
+    return '     what load_pretrained left in the block-%d model:' % long_
+
+
+def pretrained_ok(label, short, long_):
+    return ('ok   %s: block %d -> %d, logits at T=%d match the '
+            'reference' % (label, short, long_, long_))
+
+
+def pretrained_logits(label, long_, desc):
+    return 'FAIL %s: logits at T=%d after load_pretrained: %s' % (label, long_, desc)
+
+
+def pretrained_copied(early, short, long_):
+    """Every tensor was copied: `early` True when positions before the old block size match."""
+    return '     load_pretrained copied every tensor of model.pt; %s' % (
+        'positions < %d match, later ones do not: what the model computes past the old block size '
+        'differs (RoPE tables, the causal mask)' % short if early else
+        'even positions < %d differ: the forward of the block-%d model differs from the '
+        'reference\'s'
+        % (short, long_))
+
+
+def pretrained_models(passed, total, short, long_):
+    return ('%d of %d models load from block %d into block %d and '
+            'match the reference.' % (passed, total, short, long_))
+
+
+# ----------------------------------------------------------------------------- Markdown table
+
+TABLE_HEADER = ('case', 'where', 'expected', 'got', 'error (allowed)')
+TABLE_TITLE = 'Expected against got (for each output that differs, its worst element):'
+
+
+# ----------------------------------------------------------------------------- a verdict not judged
+
+def not_judgeable(kind, text):
+    """A judge that raised on the student's arrays: the exception's type and its (cut) text."""
+    return ('FAIL your outputs could not be judged (wrong dtype, shape or non-finite values?): '
+            '%s: %s' % (kind, text))

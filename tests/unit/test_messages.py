@@ -1,0 +1,140 @@
+"""
+What a student reads lives in one module of the judge (autograder/judge/messages.py): the judges and
+the judge's modules around them call it for every sentence they show, and the modules listed here
+hold no string that reads as a sentence to the student. The heuristic is narrow on purpose (words a
+verdict line uses: "your", "expected", "must", "the reference", a line marker...), and a test plants
+a sentence to show it does fail.
+"""
+
+import ast
+import os
+import re
+
+from autograder import PACKAGE_DIR
+from autograder.judge import judges, markdown, messages, student_text
+
+# the modules whose sentences moved to messages.py (known_bugs.py keeps each bug's description beside its
+# patches: the handout build copies them, and the file is in the fixtures' probe-code hash)
+MOVED = ['judge/judges/%s' % f for f in sorted(os.listdir(os.path.join(PACKAGE_DIR, 'judge', 'judges')))
+         if f.endswith('.py')] + ['judge/verdicts.py', 'judge/markdown.py', 'judge/student_text.py',
+                                  'judge/set_aside.py']
+# words that make a string a sentence the student reads (a verdict line, a reason, a hint)
+SENTENCE = re.compile(r"\byour?\b|\bexpected\b|\bmust\b|\bthe reference|\bcannot\b|\bcould not\b|\bdiffers?\b"
+                      r"|not implemented|^(ok   |FAIL )|Likely bug|\bgot\b", re.IGNORECASE)
+
+
+def _docstrings(tree):
+    """The ids of the docstring nodes of a module: prose for the reader of the code, not the student."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                out.add(id(first.value))
+    return out
+
+
+def sentences_in(source):
+    """(line, text) of every string literal of `source` (f-string parts included) that reads as a sentence."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip
+            and len(n.value.split()) >= 2 and SENTENCE.search(n.value)]
+
+
+def test_the_heuristic_finds_a_planted_sentence():
+    planted = ('def judge(x):\n    """Docstrings are not read by the student: your code, expected."""\n'
+               "    return 'FAIL %s: the output differs from the reference' % x\n"
+               "def other():\n    return f'your code returned {1} values, expected 2'\n")
+    found = sentences_in(planted)
+    assert sorted({line for line, _ in found}) == [3, 5], found
+    assert sentences_in("KEYS = ('vanilla/logits', 'n_kv_head=%d')\n") == []
+
+
+def test_the_moved_modules_hold_no_student_sentence():
+    found = []
+    for rel in MOVED:
+        with open(os.path.join(PACKAGE_DIR, rel), encoding='utf-8') as f:
+            found += ['%s:%d %r' % (rel, line, text[:80]) for line, text in sentences_in(f.read())]
+    assert not found, 'sentences a student reads belong in autograder/judge/messages.py:\n  ' + '\n  '.join(found)
+
+
+def test_messages_imports_nothing_of_the_package():
+    # any module of the judge may word through it without an import cycle
+    with open(messages.__file__, encoding='utf-8') as f:
+        tree = ast.parse(f.read())
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_the_modules_read_their_words_from_messages():
+    assert judges.STATUS_WORDS is messages.STATUS_WORDS and student_text.WITHHELD is messages.WITHHELD
+    assert markdown.TABLE_TITLE is messages.TABLE_TITLE and markdown.HEADER is messages.TABLE_HEADER
+
+
+def test_a_few_sentences_word_for_word():
+    # the pieces' joins, exactly as results.json has always shown them
+    assert messages.case_error('mha', 'error', 'boom', ['a', 'b']) == 'mha: your code raised an error: boom\n    at b'
+    assert messages.case_error('mha', 'odd', 'boom', []) == 'mha: error: boom'
+    assert messages.probe_failed('timeout', 'hung', ['x']) == ['timed out: hung', '  at x']
+    assert messages.case_failed(['a: 1', 'b: 2']) == 'FAIL a: 1\n     b: 2'
+    assert messages.likely_bug('d', 'rope-sign', '') == 'Likely bug: d (your outputs match a known wrong variant: ' \
+                                                         'rope-sign).'
+    assert messages.memory_call(True, 'n_kv_head=2', 's') == 'ok   n_kv_head=2: s'
+    assert messages.memory_call(False, 'n_kv_head=2', 's') == 'FAIL n_kv_head=2: s'
+
+
+# ----------------------------------------------------------------------------- the child reports facts
+
+def _old_clip(s, limit=4000):
+    """How the child cut a whole message before it reported facts (report_schema's cap)."""
+    return s if len(s) <= limit else s[:limit - 30] + ' [... %d characters cut]' % (len(s) - limit + 30)
+
+
+def _child_report(fact, text, stage=None):
+    """The error fields runner.py reports, clipped as it writes them."""
+    from autograder.contract import report_schema
+    info = {'status': 'error', 'fact': fact, 'message': text, 'message_chars': len(text)}
+    if fact is None:
+        info.pop('fact')
+    if stage:
+        info['stage'] = stage
+    return report_schema.clip_report(info)
+
+
+def test_the_judge_words_the_childs_error_facts_as_the_child_did():
+    exit_words = 'your code called sys.exit(%s)'
+    missing = ("model.py imports %s, which the autograder does not provide (only torch, einops, numpy "
+               "and the standard library are available)")
+    in_test = "model.py could not be imported in this test's process: "
+    for text in ('0', "'x'", 'None', 'x' * 3960, 'y' * 3990, 'z' * 4500, 'w' * 9000):
+        for fact, words in (('exit', exit_words), ('missing_module', missing)):
+            for stage, head in ((None, ''), ('import', in_test)):
+                report = _child_report(fact, text, stage)
+                got = student_text.spoken(report['message'], report)
+                assert got == _old_clip(head + words % text), (fact, stage, len(text))
+        report = _child_report(None, 'ValueError: ' + text[:1500], 'import')
+        assert student_text.spoken(report['message'], report) == _old_clip(in_test + 'ValueError: ' + text[:1500])
+    assert student_text.spoken('ValueError: boom', {'message': 'ValueError: boom'}) == 'ValueError: boom'
+
+
+def test_the_report_schema_takes_the_error_facts_within_its_caps():
+    from autograder.contract import report_schema
+    good = {'status': 'error', 'message': '0', 'fact': 'exit', 'message_chars': 1, 'stage': 'import',
+            'case_errors': {'a': {'status': 'error', 'message': "'m'", 'fact': 'missing_module',
+                                  'message_chars': 3}}}
+    assert report_schema.check_report(good) == good
+    for bad in ({'fact': 'sentence'}, {'stage': 'later'}, {'message_chars': -1}, {'message_chars': True},
+                {'case_errors': {'a': {'fact': 'other'}}}, {'case_errors': {'a': {'message_chars': 1.5}}}):
+        try:
+            report_schema.check_report(dict(good, **bad))
+        except ValueError:
+            continue
+        raise AssertionError('accepted %r' % bad)
+
+
+def test_the_childs_runner_writes_no_student_sentence():
+    with open(os.path.join(PACKAGE_DIR, 'child', 'runner.py'), encoding='utf-8') as f:
+        found = sentences_in(f.read())
+    assert not found, found
