@@ -100,9 +100,9 @@ def _modes():
 def _sandbox_reads(paths):
     """The paths the first sandbox user can read, each on the way from / (as a probe without namespaces)."""
     from autograder.judge import config
-    from autograder.sandbox import _sandbox_user, _user_can_access
-    pool, _ = _sandbox_user(config.load().sandbox['user'], 1)
-    return [p for p in paths if _user_can_access(pool[0][0], pool[0][1], [(p, os.R_OK)])]
+    from autograder.sandbox.users import sandbox_pool, user_can_access
+    pool, _ = sandbox_pool(config.load().sandbox['user'], 1)
+    return [p for p in paths if user_can_access(pool[0][0], pool[0][1], [(p, os.R_OK)])]
 
 
 def test_grade_and_batch_as_root_leave_the_checkout_locked(tmp_path):

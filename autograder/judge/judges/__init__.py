@@ -51,6 +51,22 @@ def case_of(key):
     return head if head and last in SUB_OUTPUTS else key
 
 
+def evidence_output(evidence, probe_id, key):
+    """(array, None) of another probe's output (a test's evidence), or (None, why it is missing) in the student's
+    terms."""
+    result = evidence.get(probe_id)
+    if result is None:
+        return None, 'that test did not run'
+    if result.status != 'ok':
+        return None, '%s: %s' % (result.status, result.message)
+    case = key.rsplit('/', 1)[0] if key.endswith('/logits') else key
+    err = result.info.get('case_errors', {}).get(case)
+    if err is not None:
+        return None, err.get('message', 'an error')
+    array = result.arrays.get(key)
+    return (array, None) if array is not None else (None, 'no output')
+
+
 def probe_failure(result):
     """A Verdict of 0 when the whole probe did not produce results, else None."""
     if result.status == 'ok':
