@@ -92,7 +92,7 @@ def static_findings(upload):
     if upload is None:
         return [], []
     tree = submission.interface_tree(upload)
-    return submission.import_warnings(upload), interface_check.missing_in(tree) if tree is not None else []
+    return submission.import_warnings(upload), (interface_check.missing_in(tree) if tree is not None else [])
 
 
 def upload_problems(upload):

@@ -452,7 +452,7 @@ def _has_method(name, method, classes, seen=()):
 
 
 def missing(source):
-    """missing_in() of a source text, [] when it does not parse (the public tests' entry; the grader parses once)."""
+    """missing_in() of a source text; [] when it does not parse (the syntax check reports that)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -474,7 +474,7 @@ def missing_in(tree):
 
 
 def nothing_to_grade(source):
-    """nothing_to_grade_in() of a source text (the public tests' entry; the grader parses once)."""
+    """nothing_to_grade_in() of a source text, parsed here."""
     try:
         tree = ast.parse(source) if source.strip() else None
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
