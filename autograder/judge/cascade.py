@@ -45,8 +45,10 @@ SHORT = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAtten
 
 
 def functions_of(tree):
-    """[(first line, last line, 'Class.method' or 'function')] of model.py's functions (its parsed tree, or None),
-    innermost last."""
+    """
+    [(first line, last line, 'Class.method' or 'function')] of model.py's functions, innermost
+    last; `tree` is its parse (submission.Upload.tree), None when there is none.
+    """
     if tree is None:
         return []
     out = []

@@ -88,16 +88,18 @@ def _submission_verdict(located, problems, run, import_hang, static):
 
 
 def static_findings(upload):
-    """(import warnings, missing parts of the interface) of the Upload; ([], []) when there is none."""
+    """(import warnings, missing parts of the interface) of the Upload; ([], []) without one."""
     if upload is None:
         return [], []
     tree = submission.interface_tree(upload)
-    return submission.import_warnings(upload), (interface_check.missing_in(tree) if tree is not None else [])
+    lacks = interface_check.missing_in(tree) if tree is not None else []
+    return submission.import_warnings(upload), lacks
 
 
 def upload_problems(upload):
     """Why the file cannot be run at all: nothing to grade in it (one sentence), or the static check's reasons."""
-    blank = interface_check.nothing_to_grade_in(upload.text, upload.tree) if upload.text is not None else None
+    text, tree = upload.text, upload.tree
+    blank = None if text is None else interface_check.nothing_to_grade_in(text, tree)
     return [blank] if blank else submission.static_problems(upload)
 
 

@@ -72,7 +72,7 @@ def missing(source):
 
 
 def missing_in(tree):
-    """The parts of the fixed interface that the parsed file lacks, as 'Class' or 'Class.method'; [] when complete."""
+    """The parts of the fixed interface the parsed file lacks ('Class' or 'Class.method')."""
     top = _names_defined(tree.body)
     classes = _classes(tree)
     lacks = []
@@ -134,7 +134,7 @@ def _only_raises_not_implemented(node):
 
 
 def untouched_optional(tree):
-    """The optional parts (OPTIONAL_CODE) the parsed file leaves as the handout's TODO or does not define."""
+    """The optional parts (OPTIONAL_CODE) the parsed file leaves as the handout's TODO or lacks."""
     if tree is None:
         return set()
     defined = {}

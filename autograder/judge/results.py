@@ -288,10 +288,10 @@ def build_suite(specs, judge, failures=None, extra_credit=(), rows=None):
 
 def run_suite(suite):
     """
-    Each test's entry as gradescope-utils' JSONTestResult builds it (name, score, max_score, status,
-    tags, output, visibility, number), in the order run: what JSONTestRunner would put in results.json's
-    `tests`, taken as objects (no JSON text written and read back). As the runner sets it: printed
-    output captured per test (buffer), no failure prefix, every test run.
+    Each test's entry as gradescope-utils' JSONTestResult builds it (name, score, max_score,
+    status, tags, output, visibility, number), in the order run: what JSONTestRunner would put in
+    results.json's `tests`, taken as objects (no JSON text written and read back). Set as the
+    runner sets it: printed output captured per test (buffer), no failure prefix, every test run.
     """
     entries = []
     result = JSONTestResult(None, True, 1, entries, [], '')

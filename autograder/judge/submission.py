@@ -342,7 +342,7 @@ def read_source(path):
 
 
 def decode(raw):
-    """(text, None): the bytes of model.py decoded as Python would (PEP 263), or (None, why they cannot be)."""
+    """(text, None): model.py's bytes decoded as Python would (PEP 263), or (None, why not)."""
     if len(raw) > MAX_MODEL_BYTES:
         return None, 'model.py is more than %d bytes' % MAX_MODEL_BYTES
     if b'\0' in raw:
@@ -376,7 +376,7 @@ class Upload:
     raw: bytes                       # at most MAX_MODEL_BYTES + 1: more is refused (decode)
     text: Optional[str]              # decoded as Python would (PEP 263); None when it cannot be
     tree: Optional[ast.Module]       # ast.parse(text); None when it does not parse
-    problems: Tuple[str, ...] = ()   # the static check's reasons not to run it: undecodable, a syntax error
+    problems: Tuple[str, ...] = ()   # the static check's reasons not to run it: decoding, syntax
 
 
 def read_upload(path) -> Upload:
@@ -403,14 +403,14 @@ TOO_DEEP = ('model.py could not be parsed (RecursionError): it nests too deeply 
 
 def parse(text):
     """
-    (ast.parse's tree or None, the static check's problem or None). The source is also compiled, as
-    importing model.py compiles it: a file is refused here exactly when Python refuses it, on 3.10 as
-    on 3.11. (The source, not the tree: compile(tree) refuses ~1,000 terms that import accepts.) The
-    tree is kept when only the compile fails: 'nothing to grade' reads it (interface_check).
+    (ast.parse's tree or None, the static check's problem or None). The source is also compiled,
+    as importing model.py compiles it: a file is refused here exactly when Python refuses it, on
+    3.10 as on 3.11. (The source, not the tree: compile(tree) refuses ~1,000 terms that import
+    accepts.) The tree is kept when only the compile fails: 'nothing to grade' reads it.
     """
     try:
         tree = ast.parse(text, filename='model.py')
-    except Exception as e:  # noqa: BLE001  (RecursionError, MemoryError...: never an internal error)
+    except Exception as e:  # noqa: BLE001  (RecursionError, MemoryError...: no internal error)
         return None, _refusal(e)
     try:
         with warnings.catch_warnings():   # a SyntaxWarning ('is' with a literal) is the import's to show, not ours
@@ -425,14 +425,15 @@ def _refusal(e):
     """The static check's sentence for what parsing or compiling model.py raised."""
     if isinstance(e, SyntaxError):
         line = (e.text or '').rstrip('\n')
-        return 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, ('\n    ' + line[:200]) if line else '')
+        shown = ('\n    ' + line[:200]) if line else ''
+        return 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, shown)
     if isinstance(e, RecursionError):
         return TOO_DEEP
     if isinstance(e, (MemoryError, ValueError, OverflowError)):
-        return ('model.py could not be parsed (%s: %s): it nests too deeply for Python (a very long expression?)'
-                % (type(e).__name__, str(e)[:200]))
-    return ('model.py could not be checked (%s: %s): simplify the file, e.g. very long or deeply nested '
-            'expressions' % (type(e).__name__, str(e)[:200]))
+        return ('model.py could not be parsed (%s: %s): it nests too deeply for Python (a very '
+                'long expression?)' % (type(e).__name__, str(e)[:200]))
+    return ('model.py could not be checked (%s: %s): simplify the file, e.g. very long or deeply '
+            'nested expressions' % (type(e).__name__, str(e)[:200]))
 
 
 def interface_tree(upload):

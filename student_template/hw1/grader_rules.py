@@ -374,7 +374,7 @@ def read_source(path):
 
 
 def decode(raw):
-    """(text, None): the bytes of model.py decoded as Python would (PEP 263), or (None, why they cannot be)."""
+    """(text, None): model.py's bytes decoded as Python would (PEP 263), or (None, why not)."""
     if len(raw) > MAX_MODEL_BYTES:
         return None, 'model.py is more than %d bytes' % MAX_MODEL_BYTES
     if b'\0' in raw:
@@ -461,7 +461,7 @@ def missing(source):
 
 
 def missing_in(tree):
-    """The parts of the fixed interface that the parsed file lacks, as 'Class' or 'Class.method'; [] when complete."""
+    """The parts of the fixed interface the parsed file lacks ('Class' or 'Class.method')."""
     top = _names_defined(tree.body)
     classes = _classes(tree)
     lacks = []

@@ -47,7 +47,8 @@ def fx(grading):
 
 def make(grading, fx, passes=(), policy='insulate'):
     """A Cascade whose part tests pass exactly for the ids in `passes`."""
-    c = cascade.Cascade(dataclasses.replace(grading, cascade=policy), fx, ast.parse(MODEL_PY), grading.enabled_tests())
+    c = cascade.Cascade(dataclasses.replace(grading, cascade=policy), fx, ast.parse(MODEL_PY),
+                        grading.enabled_tests())
     c._passes = lambda probe_id, result, results: probe_id in passes
     return c
 
@@ -275,5 +276,6 @@ def test_untouched_optional_parts_are_found_in_the_source():
     assert untouched_optional(ast.parse(open('reference/mingpt/model.py').read())) == set()
     written = template.replace('raise NotImplementedError("TODO (optional): implement KVCache")', 'self.k = None')
     assert untouched_optional(ast.parse(written)) == {'sliding_window'}
-    assert untouched_optional(ast.parse('class GPT:\n    pass\n')) == {'sliding_window', 'kv_cache'}   # absent: untouched
+    # absent: untouched
+    assert untouched_optional(ast.parse('class GPT:\n    pass\n')) == {'sliding_window', 'kv_cache'}
     assert untouched_optional(ast.parse('from elsewhere import banded_attention\n')) == {'kv_cache'}

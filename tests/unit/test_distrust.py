@@ -348,7 +348,8 @@ def test_source_is_decoded_as_python_does(tmp_path):
     p = write(str(tmp_path / 'latin1.py'), '# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\n'.encode('latin-1'), 'wb')
     assert submission.static_problems(submission.read_upload(p)) == []
     p = write(str(tmp_path / 'bad.py'), b'# -*- coding: klingon -*-\nx = 1\n', 'wb')
-    assert 'coding line Python does not accept' in submission.static_problems(submission.read_upload(p))[0]
+    problems = submission.static_problems(submission.read_upload(p))
+    assert 'coding line Python does not accept' in problems[0]
     p = write(str(tmp_path / 'nul.py'), b'import torch\n# \0\n', 'wb')
     problems = submission.static_problems(submission.read_upload(p))
     assert problems == ['model.py contains a NUL byte (at byte 15, line 2, column 3), which Python '
@@ -367,7 +368,8 @@ def test_a_10000_term_expression_is_a_clear_refusal_on_every_python(tmp_path, te
     except RecursionError:
         imports = False
     assert imports != refused, sys.version
-    assert submission.static_problems(submission.read_upload(p)) == ([submission.TOO_DEEP] if refused else [])
+    problems = submission.static_problems(submission.read_upload(p))
+    assert problems == ([submission.TOO_DEEP] if refused else [])
     assert submission.TOO_DEEP.startswith('model.py could not be parsed (RecursionError): it nests too deeply')
 
 

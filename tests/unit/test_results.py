@@ -190,19 +190,21 @@ def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
 
 
 def test_the_tests_are_gradescope_utils_entries_as_its_runner_writes_them():
-    # run_suite takes JSONTestResult's entries as objects; JSONTestRunner writes the same entries as JSON text
+    # run_suite takes JSONTestResult's entries as objects; JSONTestRunner writes them as JSON text
     import io
     from gradescope_utils.autograder_utils.json_test_runner import JSONTestRunner
 
     def judge(spec):
         if spec.id == 'gqa':
             raise RuntimeError('a bug of the grader')
-        return Verdict({'rope': 1 / 3, 'mha': 0.0}.get(spec.id, 1.0), ['line \u00e9 %s' % spec.id, '\udc80'],
-                       summary='s' if spec.id == 'mha' else '')
+        fraction = {'rope': 1 / 3, 'mha': 0.0}.get(spec.id, 1.0)
+        lines = ['line \u00e9 %s' % spec.id, '\udc80']   # a lone surrogate survives either way
+        return Verdict(fraction, lines, summary='s' if spec.id == 'mha' else '')
     extra = {s.id for s in SPECS if s.optional_part}
     stream = io.StringIO()
     JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(
         results.build_suite(SPECS, judge, {}, extra, {}))
     entries = results.run_suite(results.build_suite(SPECS, judge, {}, extra, {}))
+    # tags are the decorator's tuple (Results.run lists them)
     assert [dict(e, tags=list(e['tags'])) if 'tags' in e else e for e in entries] == \
-        json.loads(stream.getvalue())['tests']   # tags are the decorator's tuple (Results.run lists them)
+        json.loads(stream.getvalue())['tests']

@@ -95,7 +95,8 @@ def test_static_problems_name_the_line(tmp_path):
     (msg,) = submission.static_problems(submission.read_upload(p))
     assert msg.startswith('syntax error in model.py line 4')
     p = write(str(tmp_path / 'model.py'), 'import torch\nimport os, socket\nfrom requests import get\n')
-    assert submission.static_problems(submission.read_upload(p)) == []   # imports are judged by running them, never refused here
+    # imports are judged by running them, never refused here
+    assert submission.static_problems(submission.read_upload(p)) == []
     p = str(tmp_path / 'latin1.py')
     with open(p, 'wb') as f:
         f.write(b'# caf\xe9\n')

@@ -52,8 +52,10 @@ def case_of(key):
 
 
 def evidence_output(evidence, probe_id, key):
-    """(array, None) of another probe's output (a test's evidence), or (None, why it is missing) in the student's
-    terms."""
+    """
+    (array, None) of another probe's output (a test's evidence), or (None, why it is missing) in
+    the student's terms.
+    """
     result = evidence.get(probe_id)
     if result is None:
         return None, 'that test did not run'
