@@ -44,11 +44,12 @@ NOT_RUN = 'not run: %s did not return in test %s%s'
 SHORT = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention', 'banded': 'banded_attention'}
 
 
-def functions_of(source):
-    """[(first line, last line, 'Class.method' or 'function')] of model.py's functions, innermost last."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+def functions_of(tree):
+    """
+    [(first line, last line, 'Class.method' or 'function')] of model.py's functions, innermost
+    last; `tree` is its parse (submission.Upload.tree), None when there is none.
+    """
+    if tree is None:
         return []
     out = []
 
@@ -106,11 +107,11 @@ class Plan:
 class Cascade:
     """The failed and hung parts of one grading, the second run they call for, and the words."""
 
-    def __init__(self, grading, fx, source, specs):
+    def __init__(self, grading, fx, tree, specs):
         self.grading, self.fx = grading, fx
         self.insulate = grading.cascade == 'insulate'
         self.graded = {s.id for s in specs}
-        self.functions = functions_of(source or '')
+        self.functions = functions_of(tree)   # model.py's parsed tree (submission.Upload.tree)
         self.failed = {}     # part -> number of the first test of it that failed
         self.hung = {}       # part -> the sentence a test that would run it again reads
         self.proven = set()  # parts a probe that ended in time ran: a later hang is placed among the others

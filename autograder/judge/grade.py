@@ -88,19 +88,20 @@ def _submission_verdict(located, problems, run, import_hang, static):
     return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
 
 
-def static_findings(path):
-    """(import warnings, missing parts of the interface) of the file at `path`; ([], []) when there is none."""
-    if not path:
+def static_findings(upload):
+    """(import warnings, missing parts of the interface) of the Upload; ([], []) without one."""
+    if upload is None:
         return [], []
-    with open(path, encoding='utf-8', errors='replace') as f:
-        return submission.import_warnings(path), interface_check.missing(f.read())
+    tree = submission.interface_tree(upload)
+    lacks = interface_check.missing_in(tree) if tree is not None else []
+    return submission.import_warnings(upload), lacks
 
 
-def upload_problems(path):
+def upload_problems(upload):
     """Why the file cannot be run at all: nothing to grade in it (one sentence), or the static check's reasons."""
-    source, _ = submission.read_source(path)
-    blank = interface_check.nothing_to_grade(source) if source is not None else None
-    return [blank] if blank else submission.static_problems(path)
+    text, tree = upload.text, upload.tree
+    blank = None if text is None else interface_check.nothing_to_grade_in(text, tree)
+    return [blank] if blank else submission.static_problems(upload)
 
 
 def first_line(text):
@@ -169,7 +170,9 @@ class Judging:
         self.specs = graded_specs(grading, skip)
         self.verdicts = {}
         self.run = None
-        self.problems = upload_problems(located.path) if located.path else []
+        # model.py read and parsed once: every check below takes this value (submission.Upload)
+        self.upload = submission.read_upload(located.path) if located.path else None
+        self.problems = upload_problems(self.upload) if self.upload is not None else []
         self.info = {'sandbox': 'not run'}
         self.cascade = None
         self.static = None
@@ -178,15 +181,14 @@ class Judging:
         self.taken = {}   # probe id -> (the result as the sandbox gave it, as the judges read it)
         if located.problem or self.problems:
             return
-        self.static = static_findings(located.path)
+        self.static = static_findings(self.upload)
         prof = self.profile = grading.profiles[profile]
-        source, _ = submission.read_source(located.path)
-        self.untouched = interface_check.untouched_optional(source or '')
+        self.untouched = interface_check.untouched_optional(self.upload.tree)
         self.probe_ids = _probe_ids(self.specs)
-        with open(located.path, 'rb') as f:   # the input set drawn for these bytes (inputs.for_submission)
-            self.drawn = inputs.for_submission(fx, prof, self.probe_ids, f.read())
+        # the input set drawn for these bytes (inputs.for_submission)
+        self.drawn = inputs.for_submission(fx, prof, self.probe_ids, self.upload.raw)
         self.fx = self.drawn.fixtures
-        self.cascade = cascade.Cascade(grading, self.fx, source, self.specs)
+        self.cascade = cascade.Cascade(grading, self.fx, self.upload.tree, self.specs)
 
     def run_probes(self):
         """

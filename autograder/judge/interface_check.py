@@ -63,11 +63,16 @@ def _has_method(name, method, classes, seen=()):
 
 
 def missing(source):
-    """The parts of the fixed interface that `source` lacks, as 'Class' or 'Class.method'; [] when complete."""
+    """missing_in() of a source text; [] when it does not parse (the syntax check reports that)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []   # reported by submission.static_problems
+    return missing_in(tree)
+
+
+def missing_in(tree):
+    """The parts of the fixed interface the parsed file lacks ('Class' or 'Class.method')."""
     top = _names_defined(tree.body)
     classes = _classes(tree)
     lacks = []
@@ -80,20 +85,28 @@ def missing(source):
 
 
 def nothing_to_grade(source):
+    """nothing_to_grade_in() of a source text, parsed here."""
+    try:
+        tree = ast.parse(source) if source.strip() else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        tree = None   # the static check reports it
+    return nothing_to_grade_in(source, tree)
+
+
+def nothing_to_grade_in(source, tree):
     """
     One sentence when the decoded file holds nothing to grade: empty, only comments, or none
     of the handout's classes (the wrong file uploaded). None otherwise: a file that lacks only
-    some of them is graded, and test 1.1 names what is missing.
+    some of them is graded, and test 1.1 names what is missing. `tree`: ast.parse(source), None
+    when it does not parse (the static check reports it).
     """
     if not source.strip():
         return 'model.py is empty: there is nothing to grade. Upload the file with your code (was it saved?)'
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None   # the static check reports it
+    if tree is None:
+        return None
     if all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in tree.body):
         return 'model.py holds no code, only comments or text: upload the file with your code'
-    lacks = missing(source)
+    lacks = missing_in(tree)
     if all(cls in lacks for cls in INTERFACE):
         return ("model.py defines none of the handout's classes (%s): is it the right file? Upload your "
                 "mingpt/model.py" % ', '.join(INTERFACE))
@@ -120,11 +133,9 @@ def _only_raises_not_implemented(node):
     return isinstance(exc, ast.Name) and exc.id == 'NotImplementedError'
 
 
-def untouched_optional(source):
-    """The optional parts (OPTIONAL_CODE) `source` leaves as the handout's TODO or does not define."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+def untouched_optional(tree):
+    """The optional parts (OPTIONAL_CODE) the parsed file leaves as the handout's TODO or lacks."""
+    if tree is None:
         return set()
     defined = {}
     for node in tree.body:

@@ -2,17 +2,17 @@
 The results of one grading as an object: tests keyed by id, `total`, `possible`, written as
 Gradescope's results.json and read back (validated) by the staff tools.
 
-The graded tests run as a unittest suite through gradescope-utils' JSONTestRunner: each
-test's body judges its probe result (the sandboxed run happened before, like any fixture),
-prints what the student reads and sets its score; weight, number, visibility and tags come
-from grading.yaml through the decorators, so no test code carries a number. The runner's
-gaps are closed here: execution_time becomes a number, every output is truncated, numbers are
-plain JSON (no NaN), each test carries its id in extra_data, and an internal error still
-yields a valid file (a visible "autograder error" test at 0 and a hidden traceback for staff).
+The graded tests run as a unittest suite through gradescope-utils (run_suite): each test's body
+judges its probe result (the sandboxed run happened before, like any fixture), prints what the
+student reads and sets its score; weight, number, visibility and tags come from grading.yaml
+through the decorators, so no test code carries a number. gradescope-utils' JSONTestResult builds
+each test's entry as its JSONTestRunner would write it; the entries are taken as objects (never
+written as JSON text and parsed back). Its gaps are closed here: every output is truncated,
+numbers are plain JSON (no NaN), each test carries its id in extra_data, and an internal error
+still yields a valid file (a visible "autograder error" test at 0 and a hidden traceback for staff).
 The file is written atomically, by the harness only.
 """
 
-import io
 import json
 import math
 import os
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from gradescope_utils.autograder_utils.decorators import number, partial_credit, tags, visibility
-from gradescope_utils.autograder_utils.json_test_runner import JSONTestRunner
+from gradescope_utils.autograder_utils.json_test_runner import JSONTestResult
 
 from autograder.judge import markdown
 
@@ -128,14 +128,10 @@ class Results:
         Run one gradescope-utils test per spec; `judge(spec)` returns its Verdict (called inside the test).
         Tests whose id is in `extra_credit` carry max_score 0 (see build_suite).
         """
-        stream = io.StringIO()
         failures, rows = {}, {}
-        suite = build_suite(specs, judge, failures, extra_credit, rows)
-        JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(suite)
-        raw = json.loads(stream.getvalue())
         by_number = {str(s.number): s for s in specs}
         tests = {}
-        for t in raw['tests']:
+        for t in run_suite(build_suite(specs, judge, failures, extra_credit, rows)):
             spec = by_number[str(t['number'])]
             tests[spec.id] = TestResult(spec.id, t['name'], float(t['score']), float(t['max_score']), t['status'],
                                         str(t['number']), t.get('output', '').rstrip('\n'),
@@ -288,6 +284,24 @@ def build_suite(specs, judge, failures=None, extra_credit=(), rows=None):
         test = tags(*spec.tags)(test)
         setattr(HW1Autograder, 'test_%02d_%s' % (i, spec.id.replace('-', '_')), test)
     return unittest.defaultTestLoader.loadTestsFromTestCase(HW1Autograder)
+
+
+def run_suite(suite):
+    """
+    Each test's entry as gradescope-utils' JSONTestResult builds it (name, score, max_score,
+    status, tags, output, visibility, number), in the order run: what JSONTestRunner would put in
+    results.json's `tests`, taken as objects (no JSON text written and read back). Set as the
+    runner sets it: printed output captured per test (buffer), no failure prefix, every test run.
+    """
+    entries = []
+    result = JSONTestResult(None, True, 1, entries, [], '')
+    result.buffer, result.failfast = True, False
+    result.startTestRun()
+    try:
+        suite(result)
+    finally:
+        result.stopTestRun()
+    return entries
 
 
 def _number(x):

@@ -26,7 +26,7 @@ import tokenize
 import warnings
 import zipfile
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from autograder.sandbox import readback
 
@@ -338,7 +338,11 @@ def not_utf8(raw, start, end):
 def read_source(path):
     """(text, None) decoded as Python would (PEP 263), or (None, the reason it cannot be)."""
     with open(path, 'rb') as f:
-        raw = f.read(MAX_MODEL_BYTES + 1)
+        return decode(f.read(MAX_MODEL_BYTES + 1))
+
+
+def decode(raw):
+    """(text, None): model.py's bytes decoded as Python would (PEP 263), or (None, why not)."""
     if len(raw) > MAX_MODEL_BYTES:
         return None, 'model.py is more than %d bytes' % MAX_MODEL_BYTES
     if b'\0' in raw:
@@ -361,13 +365,34 @@ def read_source(path):
         return None, 'model.py has a coding line Python does not accept: %s' % e
 
 
-def static_problems(path) -> List[str]:
+@dataclass(frozen=True)
+class Upload:
+    """
+    model.py as every check after `locate` takes it: read once and parsed once (read_upload). The
+    static check, test 1.1's import notes and interface, the optional parts' TODOs, the cascade's
+    function lines and the input set drawn for these bytes all read this value, never the file.
+    """
+    path: str
+    raw: bytes                       # at most MAX_MODEL_BYTES + 1: more is refused (decode)
+    text: Optional[str]              # decoded as Python would (PEP 263); None when it cannot be
+    tree: Optional[ast.Module]       # ast.parse(text); None when it does not parse
+    problems: Tuple[str, ...] = ()   # the static check's reasons not to run it: decoding, syntax
+
+
+def read_upload(path) -> Upload:
+    """The Upload of the located model.py at `path`: the one place that opens and parses it."""
+    with open(path, 'rb') as f:
+        raw = f.read(MAX_MODEL_BYTES + 1)
+    text, problem = decode(raw)
+    if problem:
+        return Upload(path, raw, None, None, (problem,))
+    tree, problem = parse(text)
+    return Upload(path, raw, text, tree, (problem,) if problem else ())
+
+
+def static_problems(upload) -> List[str]:
     """Reasons not to run the file at all: undecodable, or a syntax error. Imports are judged by running them."""
-    try:
-        return _static_problems(path)
-    except Exception as e:  # noqa: BLE001  (RecursionError, MemoryError...: never an internal error)
-        return ['model.py could not be checked (%s: %s): simplify the file, e.g. very long or deeply nested '
-                'expressions' % (type(e).__name__, str(e)[:200])]
+    return list(upload.problems)
 
 
 # one sentence on every Python: 3.11 fails in ast.parse ("during ast construction"), 3.10 parses such a file and
@@ -376,34 +401,62 @@ TOO_DEEP = ('model.py could not be parsed (RecursionError): it nests too deeply 
             'expression?): split it into shorter statements')
 
 
-def _parse(path):
+def parse(text):
     """
-    (tree, None) or (None, the problem). The source is also compiled, as importing model.py compiles it: a
-    file is refused here exactly when Python refuses it, on 3.10 as on 3.11. (The source, not the tree:
-    compile(tree) refuses ~1,000 terms that import accepts.)
+    (ast.parse's tree or None, the static check's problem or None). The source is also compiled,
+    as importing model.py compiles it: a file is refused here exactly when Python refuses it, on
+    3.10 as on 3.11. (The source, not the tree: compile(tree) refuses ~1,000 terms that import
+    accepts.) The tree is kept when only the compile fails: 'nothing to grade' reads it.
     """
-    source, problem = read_source(path)
-    if problem:
-        return None, problem
     try:
-        tree = ast.parse(source, filename='model.py')
+        tree = ast.parse(text, filename='model.py')
+    except Exception as e:  # noqa: BLE001  (RecursionError, MemoryError...: no internal error)
+        return None, _refusal(e)
+    try:
         with warnings.catch_warnings():   # a SyntaxWarning ('is' with a literal) is the import's to show, not ours
             warnings.simplefilter('ignore')
-            compile(source, 'model.py', 'exec', dont_inherit=True)
-        return tree, None
-    except SyntaxError as e:
+            compile(text, 'model.py', 'exec', dont_inherit=True)
+    except Exception as e:  # noqa: BLE001
+        return tree, _refusal(e)
+    return tree, None
+
+
+def _refusal(e):
+    """The static check's sentence for what parsing or compiling model.py raised."""
+    if isinstance(e, SyntaxError):
         line = (e.text or '').rstrip('\n')
-        return None, 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, ('\n    ' + line[:200]) if line else '')
-    except RecursionError:
-        return None, TOO_DEEP
-    except (MemoryError, ValueError, OverflowError) as e:
-        return None, ('model.py could not be parsed (%s: %s): it nests too deeply for Python (a very long expression?)'
-                      % (type(e).__name__, str(e)[:200]))
+        shown = ('\n    ' + line[:200]) if line else ''
+        return 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, shown)
+    if isinstance(e, RecursionError):
+        return TOO_DEEP
+    if isinstance(e, (MemoryError, ValueError, OverflowError)):
+        return ('model.py could not be parsed (%s: %s): it nests too deeply for Python (a very '
+                'long expression?)' % (type(e).__name__, str(e)[:200]))
+    return ('model.py could not be checked (%s: %s): simplify the file, e.g. very long or deeply '
+            'nested expressions' % (type(e).__name__, str(e)[:200]))
 
 
-def _static_problems(path):
-    _, problem = _parse(path)
-    return [problem] if problem else []
+def interface_tree(upload):
+    """
+    The tree test 1.1 reads the handout interface from (interface_check.missing_in), None when there
+    is none. 1.1 has always read it from the bytes decoded as UTF-8 (bad bytes replaced, universal
+    newlines), not as Python decodes them. For a UTF-8 file without a byte-order mark that is the
+    same text, so the upload's own tree. After a byte-order mark (which that reading cannot parse:
+    nothing is reported missing) or under a non-UTF-8 coding line it is that reading's own parse, as
+    before: issue 34 changes no verdict (docs/notes/values-34.md).
+    """
+    as_utf8 = _newlines(upload.raw.decode('utf-8', errors='replace'))
+    if upload.text is not None and as_utf8 == _newlines(upload.text):
+        return upload.tree
+    try:
+        return ast.parse(as_utf8)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _newlines(text):
+    """`text` with universal newlines, as open() in text mode reads it."""
+    return text.replace('\r\n', '\n').replace('\r', '\n')
 
 
 def imported_names(tree):
@@ -419,18 +472,15 @@ def imported_names(tree):
             yield node, name, name.split('.')[0]
 
 
-def import_warnings(path) -> List[str]:
+def import_warnings(upload) -> List[str]:
     """
     Lines for test 1.1 about imports that cost nothing now: modules a model has no use for, and
     modules the grader may lack that model.py imports only inside a function or a try/except
     ImportError (a top-level import of a missing module fails when model.py runs, and says so).
     """
-    try:
-        tree, problem = _parse(path)
-    except Exception:  # noqa: BLE001  (static_problems reports it)
+    if upload.tree is None or upload.problems:   # static_problems reports it
         return []
-    if problem:
-        return []
+    tree = upload.tree
     stdlib = set(getattr(sys, 'stdlib_module_names', ()))
     optional = guarded_imports(tree)
     top_level = {n for stmt in tree.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))

@@ -33,9 +33,4 @@ from autograder.sandbox.grading import Sandbox, SessionReport  # noqa: F401
 from autograder.sandbox.defences import SandboxRefused  # noqa: F401
 from autograder.sandbox.readback import ProbeResult  # noqa: F401
 from autograder.sandbox.settings import Settings  # noqa: F401
-from autograder.sandbox.users import claim as _claim_user  # noqa: F401  (tests and the batch engine)
-from autograder.sandbox.users import lock_path as _lock_path  # noqa: F401
-from autograder.sandbox.users import sandbox_pool as _sandbox_user  # noqa: F401
-from autograder.sandbox.users import try_lock as _try_lock  # noqa: F401
-from autograder.sandbox.users import user_can_access as _user_can_access  # noqa: F401
 from autograder.sandbox.zygote import Zygote  # noqa: F401

@@ -26,10 +26,11 @@ import pytest
 
 from grader_runs import (REPO, SANDBOXED, AutograderRoot, by_id, full, pool_user, possible, sandbox_processes,
                         score_in_range, sandbox_uid, total, grading_text)
-from autograder import GRADING_YAML, sandbox
+from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.contract import report_schema
 from autograder.judge.student_text import WITHHELD
+from autograder.sandbox import users
 
 HOSTILE = os.path.join(REPO, 'tests', 'hostile')
 GRADING = config.load(GRADING_YAML)
@@ -204,7 +205,7 @@ def gradescope_layout_stays_locked(root):
         assert stat.S_IMODE(os.stat(os.path.join(root.path, name)).st_mode) & 0o077 == 0, name
     secret = os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz')
     with pool_user(sandbox_uid()) as pw:   # asked as that user while no grading holds it
-        assert not sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
+        assert not users.user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
 
 
 def check_monkeypatch(out, tests, root):
@@ -474,7 +475,7 @@ def test_hostile(name, ag_root):
     if name == 'read_fixtures':  # the attack would succeed without the grader's lockdown
         secret = os.path.join(root.source, 'autograder', 'fixtures', 'cpu', 'expected.npz')
         with pool_user(sandbox_uid()) as pw:   # asked as that user while no grading holds it
-            assert sandbox._user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
+            assert users.user_can_access(pw.pw_uid, pw.pw_gid, [(secret, os.R_OK)])
     root.submit('model.py', read(name))
     root.case = name
     grade_and_check(name, root, check, env=READER_ENV if name in READER_CASES else None)

@@ -253,8 +253,8 @@ def _scratch_of(token, timeout=120):
 @needs_sandbox
 @pytest.mark.parametrize('setup', SETUP_PARAMS)
 def test_concurrent_gradings_cannot_read_each_other(ag_root, monkeypatch, setup):
-    from autograder import sandbox
-    if len(sandbox._sandbox_user(GRADING.sandbox['user'], GRADING.sandbox['pool_size'])[0]) < 2:
+    from autograder.sandbox import users
+    if len(users.sandbox_pool(GRADING.sandbox['user'], GRADING.sandbox['pool_size'])[0]) < 2:
         pytest.skip('needs two sandbox users (./setup.sh creates the pool)')
     setup_env(monkeypatch, setup)
     token = 'hostile%s' % uuid.uuid4().hex[:10]

@@ -103,10 +103,10 @@ def _sandbox_reads(paths):
     user while no grading holds it (a grading beside this test kills every process of its user between probes)."""
     from grader_runs import pool_user
     from autograder.judge import config
-    from autograder.sandbox import _sandbox_user, _user_can_access
-    pool, _ = _sandbox_user(config.load().sandbox['user'], 1)
+    from autograder.sandbox.users import sandbox_pool, user_can_access
+    pool, _ = sandbox_pool(config.load().sandbox['user'], 1)
     with pool_user(pool[0][0]):
-        return [p for p in paths if _user_can_access(pool[0][0], pool[0][1], [(p, os.R_OK)])]
+        return [p for p in paths if user_can_access(pool[0][0], pool[0][1], [(p, os.R_OK)])]
 
 
 @pytest.mark.lockdown   # opens the checkout to others by hand (tests/conftest.py)

@@ -190,3 +190,16 @@ def test_reference_answers_name_the_current_reference():
         'docs/reference_answers/report.md was made from reference %s, the reference is %s now: run python -m '
         'autograder experiments --sizes cpu --seeds 1 --jobs 2 --out docs/reference_answers --runs '
         'out/experiments-cpu/runs' % (named, current))
+
+
+def test_the_count_of_the_reference_tests_regenerate_runs_is_current():
+    # regenerate's step 1 runs tests/reference (run_reference_tests): STAFF.md says how many
+    quoted = re.search(r"runs the reference's own tests, `tests/reference`, (\d+) of them", TEXT)
+    assert quoted, 'STAFF.md must say how many of the reference\'s own tests regenerate runs first'
+    command = [sys.executable, '-m', 'pytest', '--collect-only', '-q', '-p', 'no:cacheprovider',
+               os.path.join('tests', 'reference')]
+    proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    collected = re.search(r'^(\d+) tests? collected', proc.stdout, re.MULTILINE)
+    assert collected, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert quoted.group(1) == collected.group(1), 'STAFF.md says %s; tests/reference holds %s' % (
+        quoted.group(1), collected.group(1))

@@ -32,8 +32,9 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from autograder import GRADING_YAML, sandbox  # noqa: E402
+from autograder import GRADING_YAML  # noqa: E402
 from autograder.judge import config, results  # noqa: E402
+from autograder.sandbox import users  # noqa: E402
 
 SANDBOX_USER = config.load(GRADING_YAML).sandbox['user']
 
@@ -230,7 +231,7 @@ def sandbox_uids():
     """uids of the sandbox user pool (hw1student, hw1student1, ...) when the grader would use it."""
     if sandbox_uid() is None:
         return []
-    pool, _ = sandbox._sandbox_user(SANDBOX_USER, config.load(GRADING_YAML).sandbox['pool_size'])
+    pool, _ = users.sandbox_pool(SANDBOX_USER, config.load(GRADING_YAML).sandbox['pool_size'])
     return [uid for uid, _gid in pool or []]
 
 
@@ -240,11 +241,10 @@ def sandbox_processes():
     grading is in flight for it; a user that another grading holds right now is not checked. Probe
     processes change user without exec (their /proc folder stays root's): their status is read.
     """
-    from autograder.sandbox import users
     pids = []
     for uid in sandbox_uids():
-        lock = sandbox._try_lock(uid, blocking=False)
-        if lock is None and sandbox._lock_path(uid) is not None:
+        lock = users.try_lock(uid, blocking=False)
+        if lock is None and users.lock_path(uid) is not None:
             continue  # busy with someone else's grading
         try:
             pids += users.processes_of(uid)

@@ -6,6 +6,7 @@ own dump) and the words. The grader's RoPE (judge/set_aside.py, child/set_aside.
 against the reference's, forward and backward.
 """
 
+import ast
 import dataclasses
 
 import numpy as np
@@ -46,7 +47,8 @@ def fx(grading):
 
 def make(grading, fx, passes=(), policy='insulate'):
     """A Cascade whose part tests pass exactly for the ids in `passes`."""
-    c = cascade.Cascade(dataclasses.replace(grading, cascade=policy), fx, MODEL_PY, grading.enabled_tests())
+    c = cascade.Cascade(dataclasses.replace(grading, cascade=policy), fx, ast.parse(MODEL_PY),
+                        grading.enabled_tests())
     c._passes = lambda probe_id, result, results: probe_id in passes
     return c
 
@@ -270,9 +272,10 @@ def test_the_grader_rope_is_the_reference_rope_forward_and_backward(monkeypatch)
 
 def test_untouched_optional_parts_are_found_in_the_source():
     template = open('student_template/hw1/mingpt/model.py').read()
-    assert untouched_optional(template) == {'sliding_window', 'kv_cache'}
-    assert untouched_optional(open('reference/mingpt/model.py').read()) == set()
+    assert untouched_optional(ast.parse(template)) == {'sliding_window', 'kv_cache'}
+    assert untouched_optional(ast.parse(open('reference/mingpt/model.py').read())) == set()
     written = template.replace('raise NotImplementedError("TODO (optional): implement KVCache")', 'self.k = None')
-    assert untouched_optional(written) == {'sliding_window'}
-    assert untouched_optional('class GPT:\n    pass\n') == {'sliding_window', 'kv_cache'}   # absent: untouched
-    assert untouched_optional('from elsewhere import banded_attention\n') == {'kv_cache'}
+    assert untouched_optional(ast.parse(written)) == {'sliding_window'}
+    # absent: untouched
+    assert untouched_optional(ast.parse('class GPT:\n    pass\n')) == {'sliding_window', 'kv_cache'}
+    assert untouched_optional(ast.parse('from elsewhere import banded_attention\n')) == {'kv_cache'}

@@ -346,12 +346,14 @@ def test_a_zip_of_20000_model_py_grades_one_and_names_few(tmp_path):
 
 def test_source_is_decoded_as_python_does(tmp_path):
     p = write(str(tmp_path / 'latin1.py'), '# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\n'.encode('latin-1'), 'wb')
-    assert submission.static_problems(p) == []
+    assert submission.static_problems(submission.read_upload(p)) == []
     p = write(str(tmp_path / 'bad.py'), b'# -*- coding: klingon -*-\nx = 1\n', 'wb')
-    assert 'coding line Python does not accept' in submission.static_problems(p)[0]
+    problems = submission.static_problems(submission.read_upload(p))
+    assert 'coding line Python does not accept' in problems[0]
     p = write(str(tmp_path / 'nul.py'), b'import torch\n# \0\n', 'wb')
-    assert submission.static_problems(p) == ['model.py contains a NUL byte (at byte 15, line 2, column 3), which Python '
-                                             'source cannot contain: save it again as plain text']
+    problems = submission.static_problems(submission.read_upload(p))
+    assert problems == ['model.py contains a NUL byte (at byte 15, line 2, column 3), which Python '
+                        'source cannot contain: save it again as plain text']
 
 
 @pytest.mark.parametrize('terms, refused', [(10_000, True), (2_000, False)])
@@ -366,7 +368,8 @@ def test_a_10000_term_expression_is_a_clear_refusal_on_every_python(tmp_path, te
     except RecursionError:
         imports = False
     assert imports != refused, sys.version
-    assert submission.static_problems(p) == ([submission.TOO_DEEP] if refused else [])
+    problems = submission.static_problems(submission.read_upload(p))
+    assert problems == ([submission.TOO_DEEP] if refused else [])
     assert submission.TOO_DEEP.startswith('model.py could not be parsed (RecursionError): it nests too deeply')
 
 

@@ -10,7 +10,8 @@ included). Nothing runs back up:
     autograder/judge/      the harness: itself, the sandbox, the contract; never torch, child or staff
     autograder/staff/      staff tools: anything; nothing outside staff/ imports them
 
-and within the judge, loading grading.yaml (config) loads no judge, and the module graph has no cycle.
+and within the judge, loading grading.yaml (config) loads no judge, and the module graph has no
+cycle; no module imports a private name (one starting with `_`) of another.
 """
 
 import ast
@@ -202,3 +203,25 @@ def test_the_package_has_no_import_cycle():
     for n in sorted(graph):
         if n not in state:
             visit(n)
+
+
+def test_no_private_name_crosses_a_module():
+    # a name starting with '_' is its module's own: another module that needs it gets a public name
+    wrong = []
+    for name, path in sorted(MODULES.items()):
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read())
+        package = name if path.endswith('__init__.py') else name.rpartition('.')[0]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ''
+            if node.level:
+                parts = package.split('.')
+                base = '.'.join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            if zone_of(base) is None or base == name:
+                continue
+            where = '%s:%d' % (os.path.relpath(path, REPO_ROOT), node.lineno)
+            wrong += ['%s imports %s from %s' % (where, a.name, base)
+                      for a in node.names if a.name.startswith('_') and not a.name.endswith('__')]
+    assert not wrong, 'private names imported from another module:\n  ' + '\n  '.join(wrong)

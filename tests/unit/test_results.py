@@ -187,3 +187,24 @@ def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
     assert not results.finish_partial(path, 'again')   # only a partial file is finished, once
     Results.error('x', 'y', 1.0).write(path)
     assert not results.finish_partial(path, 'the final results of a grading are never touched')
+
+
+def test_the_tests_are_gradescope_utils_entries_as_its_runner_writes_them():
+    # run_suite takes JSONTestResult's entries as objects; JSONTestRunner writes them as JSON text
+    import io
+    from gradescope_utils.autograder_utils.json_test_runner import JSONTestRunner
+
+    def judge(spec):
+        if spec.id == 'gqa':
+            raise RuntimeError('a bug of the grader')
+        fraction = {'rope': 1 / 3, 'mha': 0.0}.get(spec.id, 1.0)
+        lines = ['line \u00e9 %s' % spec.id, '\udc80']   # a lone surrogate survives either way
+        return Verdict(fraction, lines, summary='s' if spec.id == 'mha' else '')
+    extra = {s.id for s in SPECS if s.optional_part}
+    stream = io.StringIO()
+    JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(
+        results.build_suite(SPECS, judge, {}, extra, {}))
+    entries = results.run_suite(results.build_suite(SPECS, judge, {}, extra, {}))
+    # tags are the decorator's tuple (Results.run lists them)
+    assert [dict(e, tags=list(e['tags'])) if 'tags' in e else e for e in entries] == \
+        json.loads(stream.getvalue())['tests']

@@ -46,7 +46,7 @@ def test_interface_check_names_what_is_missing():
 def _static(tmp_path, source):
     path = tmp_path / 'model.py'
     path.write_text(source)
-    return submission.static_problems(str(path))
+    return submission.static_problems(submission.read_upload(str(path)))
 
 
 @pytest.mark.parametrize('guard', ['except ImportError:', 'except ModuleNotFoundError:', 'except (ImportError, OSError):',
@@ -63,9 +63,11 @@ def test_no_import_is_refused_statically_and_the_guarded_ones_are_said_to_cost_n
         assert _static(tmp_path, source) == [], source
     path = tmp_path / 'model.py'
     path.write_text('try:\n    pass\nexcept ImportError:\n    import wandb\n')
-    assert submission.import_warnings(str(path)) == []   # a top-level import: it fails when it runs, with its message
+    # a top-level import: it fails when it runs, with its message
+    assert submission.import_warnings(submission.read_upload(str(path))) == []
     path.write_text('try:\n    import socket\nexcept ImportError:\n    socket = None\n')
-    assert "imports 'socket', which a model has no use for; it costs nothing" in submission.import_warnings(str(path))[0]
+    assert "imports 'socket', which a model has no use for; it costs nothing" in \
+        submission.import_warnings(submission.read_upload(str(path)))[0]
 
 
 def test_unknown_command_is_named(capsys):

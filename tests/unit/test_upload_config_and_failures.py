@@ -87,37 +87,39 @@ def test_locate_reports_what_is_missing(tmp_path):
 
 
 def test_static_problems():
-    assert submission.static_problems(REFERENCE_MODEL) == []
+    assert submission.static_problems(submission.read_upload(REFERENCE_MODEL)) == []
 
 
 def test_static_problems_name_the_line(tmp_path):
     p = write(str(tmp_path / 'model.py'), 'import torch\n\n\ndef f(:\n    pass\n')
-    (msg,) = submission.static_problems(p)
+    (msg,) = submission.static_problems(submission.read_upload(p))
     assert msg.startswith('syntax error in model.py line 4')
     p = write(str(tmp_path / 'model.py'), 'import torch\nimport os, socket\nfrom requests import get\n')
-    assert submission.static_problems(p) == []   # imports are judged by running them, never refused here
+    # imports are judged by running them, never refused here
+    assert submission.static_problems(submission.read_upload(p)) == []
     p = str(tmp_path / 'latin1.py')
     with open(p, 'wb') as f:
         f.write(b'# caf\xe9\n')
     # where the byte is, what it most likely is, and the fix, then the line itself
-    assert submission.static_problems(p) == ['model.py is not UTF-8 text: line 1, column 6 holds the byte 0xe9, which '
-                                             "is 'é' in the Windows-1252 encoding. Save the file as UTF-8 (in most "
-                                             'editors: Save with Encoding, UTF-8), or replace that character (a '
-                                             'straight quote \' or " for a curly one)\n    # café']
+    problems = submission.static_problems(submission.read_upload(p))
+    assert problems == ['model.py is not UTF-8 text: line 1, column 6 holds the byte 0xe9, which '
+                        "is 'é' in the Windows-1252 encoding. Save the file as UTF-8 (in most "
+                        'editors: Save with Encoding, UTF-8), or replace that character (a '
+                        'straight quote \' or " for a curly one)\n    # café']
 
 
 def test_import_warnings_cost_nothing_and_say_when_the_import_would_run(tmp_path):
     p = write(str(tmp_path / 'model.py'), 'import torch\nimport subprocess\nimport wandb\n\n'
                                           'def plot():\n    import matplotlib.pyplot as plt\n\n'
                                           'try:\n    import tensorboard\nexcept ImportError:\n    tensorboard = None\n')
-    w = submission.import_warnings(p)
+    w = submission.import_warnings(submission.read_upload(p))
     assert len(w) == 3, w
     assert w[0].startswith("Warning: model.py line 2 imports 'subprocess', which a model has no use for; it costs nothing")
     assert "line 6 imports 'matplotlib.pyplot' inside a function" in w[1]
     assert "line 9 imports 'tensorboard' inside a try/except ImportError" in w[2]
     # a top-level import of a missing module is not a warning: it fails when model.py runs, with its own message
     assert not any('wandb' in line for line in w)
-    assert submission.import_warnings(REFERENCE_MODEL) == []
+    assert submission.import_warnings(submission.read_upload(REFERENCE_MODEL)) == []
 
 
 # ----------------------------------------------------------------------------- grading.yaml validation

@@ -44,6 +44,24 @@ def case_of(key):
     return head if head and last in SUB_OUTPUTS else key
 
 
+def evidence_output(evidence, probe_id, key):
+    """
+    (array, None) of another probe's output (a test's evidence), or (None, why it is missing) in
+    the student's terms.
+    """
+    result = evidence.get(probe_id)
+    if result is None:
+        return None, messages.THAT_TEST_DID_NOT_RUN
+    if result.status != 'ok':
+        return None, messages.status_and_message(result.status, result.message)
+    case = key.rsplit('/', 1)[0] if key.endswith('/logits') else key
+    err = result.info.get('case_errors', {}).get(case)
+    if err is not None:
+        return None, err.get('message', messages.AN_ERROR)
+    array = result.arrays.get(key)
+    return (array, None) if array is not None else (None, messages.NO_OUTPUT)
+
+
 def probe_failure(result):
     """A Verdict of 0 when the whole probe did not produce results, else None."""
     if result.status == 'ok':

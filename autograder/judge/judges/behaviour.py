@@ -13,7 +13,7 @@ processes of the grading (registry `evidence`), never on the reference's values:
 import numpy as np
 
 from autograder.judge import inputs, messages
-from autograder.judge.judges import Verdict, case_error_line, close, compare
+from autograder.judge.judges import Verdict, case_error_line, close, compare, evidence_output
 
 DROPOUT_KV = inputs.DROPOUT_KV   # the dropout probe's module: GroupedQueryAttention with n_kv_head = 2
 # three checks, each of a p = 1 case on weights 'gqa-kv2' and a 0 < p < 1 case on weights 'dropout'
@@ -24,21 +24,6 @@ DROPOUT_CHECKS = ((messages.ATTENTION_DROPOUT, 'attn_p1_train', 'mid_attn_train'
                   (messages.EVAL_MODE, 'both_p1_eval', 'mid_eval'))
 DROPOUT_CASES = tuple(c for _, p1, mid in DROPOUT_CHECKS for c in (p1, mid)) + ('mid_eval_p0',)
 MIN_JUDGED = 100   # elements whose dropped and kept values differ clearly, needed to judge a share of p
-
-
-def _evidence_output(evidence, probe_id, key):
-    """(array, None) of another probe's output, or (None, why it is missing) in the student's terms."""
-    result = evidence.get(probe_id)
-    if result is None:
-        return None, messages.THAT_TEST_DID_NOT_RUN
-    if result.status != 'ok':
-        return None, messages.status_and_message(result.status, result.message)
-    case = key.rsplit('/', 1)[0] if key.endswith('/logits') else key
-    err = result.info.get('case_errors', {}).get(case)
-    if err is not None:
-        return None, err.get('message', messages.AN_ERROR)
-    array = result.arrays.get(key)
-    return (array, None) if array is not None else (None, messages.NO_OUTPUT)
 
 
 def _input_seed(grading, fixtures):
@@ -126,7 +111,7 @@ def judge_dropout(test, result, fixtures, grading, evidence):
     tol = test.tolerance
     p = grading.profiles[fixtures.profile].dropout.p
     errors = result.info.get('case_errors', {})
-    p0, missing = _evidence_output(evidence, 'gqa', 'n_kv_head=%d' % DROPOUT_KV)
+    p0, missing = evidence_output(evidence, 'gqa', 'n_kv_head=%d' % DROPOUT_KV)
     bias = _out_proj_bias(grading, fixtures)
     lines, passed = [], 0
     for name, p1_case, mid_case in DROPOUT_CHECKS:
@@ -222,7 +207,7 @@ def judge_causality(test, result, fixtures, grading, evidence):
             lines.append(messages.FAIL + case_error_line(case, errors[case]))
             continue
         future, again = result.arrays.get(case + '/future'), result.arrays.get(case + '/again')
-        base, missing = _evidence_output(evidence, probe_id, key)
+        base, missing = evidence_output(evidence, probe_id, key)
         if future is None or again is None or future.ndim < 2 or future.shape != again.shape:
             lines.append(messages.outputs_missing(case,
                                                   None if future is None else tuple(future.shape)))

@@ -13,8 +13,7 @@ logits, which its code could shape to fit the tokens):
 import numpy as np
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, compare
-from autograder.judge.judges.behaviour import _evidence_output
+from autograder.judge.judges import Verdict, case_error_line, compare, evidence_output
 from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
 from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 
@@ -81,7 +80,7 @@ def judge_generate(test, result, fixtures, grading, evidence):
     if passed < len(GENERATE_CASES):
         aside = fixtures.set_aside_in('generate', '')   # the model it generated with (judge/cascade.py)
         label = 'rope' if 'gqa' in aside else 'gqa' if 'gqa_rope' in aside else 'rope-gqa'
-        logits, _ = _evidence_output(evidence, 'model', label + '/logits')
+        logits, _ = evidence_output(evidence, 'model', label + '/logits')
         ref_logits = fixtures.probe('model').get(label + '/logits')
         tol = grading.test('model').tolerance
         if logits is not None and ref_logits is not None and logits.shape == ref_logits.shape \

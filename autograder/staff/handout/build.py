@@ -71,9 +71,11 @@ def _upload_rules_source():
              'MAX_MODEL_BYTES = %d' % submission.MAX_MODEL_BYTES,
              'INTERFACE = %r' % (interface_check.INTERFACE,),
              '_MODULE_BASES = frozenset(%r)' % sorted(interface_check._MODULE_BASES)]
-    functions = (submission.too_large, submission._line_of, submission.not_utf8, submission.read_source, submission.imported_names,
-                 interface_check._names_defined, interface_check._classes, interface_check._has_method, interface_check.missing,
-                 interface_check.nothing_to_grade)
+    functions = (submission.too_large, submission._line_of, submission.not_utf8,
+                 submission.read_source, submission.decode, submission.imported_names,
+                 interface_check._names_defined, interface_check._classes,
+                 interface_check._has_method, interface_check.missing, interface_check.missing_in,
+                 interface_check.nothing_to_grade, interface_check.nothing_to_grade_in)
     return '\n'.join(parts) + '\n\n\n' + '\n\n'.join(inspect.getsource(f) for f in functions)
 
 

@@ -379,8 +379,8 @@ def check_parallelism(grading, jobs, log):
         log('--jobs %d is more than the %d cores here; gradings will compete for CPU' % (jobs, os.cpu_count() or 1))
     if os.geteuid() != 0:
         return
-    from autograder.sandbox import _sandbox_user
-    pool, note = _sandbox_user(grading.sandbox['user'], grading.sandbox['pool_size'])
+    from autograder.sandbox.users import sandbox_pool
+    pool, note = sandbox_pool(grading.sandbox['user'], grading.sandbox['pool_size'])
     if pool is None:
         log(note)
     elif len(pool) < jobs:

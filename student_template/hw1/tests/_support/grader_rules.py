@@ -372,7 +372,11 @@ def not_utf8(raw, start, end):
 def read_source(path):
     """(text, None) decoded as Python would (PEP 263), or (None, the reason it cannot be)."""
     with open(path, 'rb') as f:
-        raw = f.read(MAX_MODEL_BYTES + 1)
+        return decode(f.read(MAX_MODEL_BYTES + 1))
+
+
+def decode(raw):
+    """(text, None): model.py's bytes decoded as Python would (PEP 263), or (None, why not)."""
     if len(raw) > MAX_MODEL_BYTES:
         return None, 'model.py is more than %d bytes' % MAX_MODEL_BYTES
     if b'\0' in raw:
@@ -450,11 +454,16 @@ def _has_method(name, method, classes, seen=()):
 
 
 def missing(source):
-    """The parts of the fixed interface that `source` lacks, as 'Class' or 'Class.method'; [] when complete."""
+    """missing_in() of a source text; [] when it does not parse (the syntax check reports that)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []   # reported by submission.static_problems
+    return missing_in(tree)
+
+
+def missing_in(tree):
+    """The parts of the fixed interface the parsed file lacks ('Class' or 'Class.method')."""
     top = _names_defined(tree.body)
     classes = _classes(tree)
     lacks = []
@@ -467,20 +476,28 @@ def missing(source):
 
 
 def nothing_to_grade(source):
+    """nothing_to_grade_in() of a source text, parsed here."""
+    try:
+        tree = ast.parse(source) if source.strip() else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        tree = None   # the static check reports it
+    return nothing_to_grade_in(source, tree)
+
+
+def nothing_to_grade_in(source, tree):
     """
     One sentence when the decoded file holds nothing to grade: empty, only comments, or none
     of the handout's classes (the wrong file uploaded). None otherwise: a file that lacks only
-    some of them is graded, and test 1.1 names what is missing.
+    some of them is graded, and test 1.1 names what is missing. `tree`: ast.parse(source), None
+    when it does not parse (the static check reports it).
     """
     if not source.strip():
         return 'model.py is empty: there is nothing to grade. Upload the file with your code (was it saved?)'
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None   # the static check reports it
+    if tree is None:
+        return None
     if all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in tree.body):
         return 'model.py holds no code, only comments or text: upload the file with your code'
-    lacks = missing(source)
+    lacks = missing_in(tree)
     if all(cls in lacks for cls in INTERFACE):
         return ("model.py defines none of the handout's classes (%s): is it the right file? Upload your "
                 "mingpt/model.py" % ', '.join(INTERFACE))
