@@ -57,8 +57,10 @@ def test_grading_one_submission_opens_model_py_once_and_parses_it_once(tmp_path,
     assert os.path.realpath(located.path) == os.path.realpath(model_py)
     fx = fixtures.load_for_grading(GRADING, 'cpu')
     counts = counting(monkeypatch, os.path.realpath(model_py))
-    with pytest.raises(SandboxReached):
-        grade.Judging(GRADING, 'cpu', located, fx, StopAtTheSandbox())
+    judging = grade.Judging(GRADING, 'cpu', located, fx, StopAtTheSandbox())   # builds only
+    assert counts == {'open': 1, 'parse': 1}
+    with pytest.raises(SandboxReached):   # the run reads nothing of model.py again before the sandbox
+        judging.run_probes()
     assert counts == {'open': 1, 'parse': 1}
 
 
