@@ -6,12 +6,13 @@ handlers of the harness link (a RunPlan), and the loop over the probes (execute)
 the sandbox's session one process at a time and decides what runs.
 """
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 from autograder.contract import report_schema
-from autograder.judge import inputs, process_words, set_aside
+from autograder.judge import inputs, messages, set_aside
 from autograder.judge.judges import memory
 from autograder.sandbox import ProbeJob, ProbeResult
 
@@ -118,7 +119,7 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
     value. skip(probe id, {probe id: ProbeResult} so far) -> str | None, asked before each probe: a
     string, and the probe is not run (status 'skipped', that message). on_result(probe id,
     ProbeResult): called as each ends (results.json written as it goes); its failure never stops the
-    grading. Every message a student reads of how a process ended is worded here (process_words).
+    grading. Every message a student reads of how a process ended is worded here (messages' "how a process ended").
     Returns a RunResult; never raises for anything the student's code does (SandboxRefused: no
     student code ran).
     """
@@ -126,7 +127,7 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
     settings, results = sandbox.cfg, {}
     with sandbox.grading(run_plan.model_py, run_plan.private, run_plan.need_data,
                          run_plan.budget_end) as session:
-        imported = process_words.worded(report_schema.IMPORT, session.import_check(
+        imported = worded(report_schema.IMPORT, session.import_check(
             process_job(run_plan.job, report_schema.IMPORT), run_plan.import_timeout,
             run_plan.handlers.get(report_schema.IMPORT)), settings)
         _tell(on_result, report_schema.IMPORT, imported)
@@ -135,18 +136,46 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
             if skipped is not None:
                 results[pid] = ProbeResult('skipped', str(skipped))
             elif session.budget_spent():
-                results[pid] = ProbeResult('timeout', process_words.budget_spent(settings))
+                results[pid] = ProbeResult('timeout', budget_spent(settings))
             else:
                 result = session.probe(_probe_job(run_plan, pid))
-                results[pid] = process_words.worded(pid, result, settings)
+                results[pid] = worded(pid, result, settings)
             _tell(on_result, pid, results[pid])
-    missing = process_words.second_import_failed(imported.message) if run_plan.second \
-        else process_words.NOT_IMPORTED
+    missing = messages.second_import_failed(imported.message) if run_plan.second \
+        else messages.NOT_IMPORTED
     for pid in run_plan.probe_ids:
         results.setdefault(pid, ProbeResult('missing', missing))
     report = session.report
     return RunResult(imported, results, report.stdout_tail, report.sandboxed_as,
                      time.time() - started, report.isolation)
+
+
+def describe(h, settings):
+    """How the process of harness dict `h` ended, in words (`settings`: the sandbox's)."""
+    return messages.process_ended(h, settings.total_seconds, settings.cgroup_memory_mb)
+
+
+def ending_message(probe_id, h, settings):
+    """The message of a process whose outputs were not read: the import check's, one that exited
+    leaving no results, or one stopped or killed."""
+    text = describe(h, settings)
+    if probe_id == report_schema.IMPORT:
+        return messages.import_unfinished(text)
+    if h['ended'] == 'exit':
+        return messages.ended_without_results(text)
+    return text
+
+
+def worded(probe_id, result, settings):
+    """`result` as the judges read it: an unread process's ending put into words."""
+    if not result.unread:
+        return result
+    return dataclasses.replace(result, message=ending_message(probe_id, result.harness, settings))
+
+
+def budget_spent(settings):
+    """The message of a probe not started because the grading's time budget was used up."""
+    return messages.not_run(describe({'ended': 'budget'}, settings))
 
 
 def _probe_job(run_plan, probe_id):

@@ -2,7 +2,7 @@
 Sandbox.grading: the student's model.py behind the wall, one fresh process per call of the session
 the judge drives, and only plain data back. See autograder/sandbox/__init__.py for the package's
 map. The loop over probes, what each is told and the words a student reads are the judge's
-(judge/probe_job.py, judge/process_words.py): the sandbox reports facts (how a process ended).
+(judge/probe_job.py, worded in judge/messages.py): the sandbox reports facts (how a process ended).
 
 For each grading: claim a sandbox user (lock), make the grading's cgroup, copy the code into a
 scratch folder, run the self-test (a process forked exactly like a probe, checking every defence

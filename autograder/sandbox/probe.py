@@ -249,7 +249,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
     cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors (facts:
     {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
-    handler_error ('error')}, worded by the judge, judge/process_words.py), wall_error,
+    handler_error ('error')}, worded by the judge, judge/messages.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote

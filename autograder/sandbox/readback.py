@@ -54,7 +54,7 @@ class ProbeResult:
     # hang ({'frames': [...]}: where model.py was when a deadline or wall cap stopped it; absent without a dump)
     harness: dict = field(default_factory=dict)
     # True: the process's outputs were not read (it was stopped, crashed, or exited leaving none);
-    # `harness` says how it ended and the judge words it (judge/process_words.py), `message` is
+    # `harness` says how it ended and the judge words it (judge/messages.py), `message` is
     # empty until then
     unread: bool = False
 

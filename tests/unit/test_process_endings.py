@@ -1,13 +1,13 @@
 """
 The judge's loop over a grading session (judge/probe_job.execute) and the words it gives a process
-whose outputs the sandbox did not read (judge/process_words.py): the sandbox reports facts, the
+whose outputs the sandbox did not read (judge/probe_job.py's ending_message, in messages.py's words): the sandbox reports facts, the
 judge words them; a probe is told its job as a value of its own.
 """
 
 import contextlib
 
 from autograder.contract import report_schema
-from autograder.judge import config, probe_job, process_words
+from autograder.judge import config, probe_job
 from autograder.sandbox import ProbeResult, SessionReport, Settings
 
 SETTINGS = Settings.from_mapping(config.load().sandbox)
@@ -91,7 +91,7 @@ def test_the_words_of_each_ending():
     for ended, (facts, text) in words.items():
         h = dict({'ended': ended, 'cpu_limit': 5, 'wall_seconds': 30, 'signal': None,
                   'exit_code': None}, **facts)
-        assert process_words.ending_message('gqa', h, SETTINGS) == text
-    assert process_words.budget_spent(SETTINGS) == (
+        assert probe_job.ending_message('gqa', h, SETTINGS) == text
+    assert probe_job.budget_spent(SETTINGS) == (
         'not run: the grading time budget of %g s was used up (earlier tests timed out: look for '
         'an infinite loop or a very slow forward)' % SETTINGS.total_seconds)
