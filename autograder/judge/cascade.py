@@ -30,18 +30,15 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from autograder.judge import registry
+from autograder.judge import messages, registry
 from autograder.judge.judges import Verdict, case_of, compare
 from autograder.judge.verdicts import judge
 from autograder.sandbox.readback import ProbeResult
 
 # where a probe was stopped at its deadline, as its own process said (the public tests say the same)
-STOPPED_IN = 'Your code was stopped in %s (model.py line %d): a loop that never ends?'
-STOPPED_AT = 'Your code was stopped at model.py line %d: a loop that never ends?'
-OWN_ACCOUNT = ' (where your process said it was when it was stopped)'
+STOPPED_IN, STOPPED_AT, OWN_ACCOUNT = messages.STOPPED_IN, messages.STOPPED_AT, messages.OWN_ACCOUNT
 # a later test that would run the part that hung again (the public tests say the same, naming their own test)
-NOT_RUN = 'not run: %s did not return in test %s%s'
-SHORT = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention', 'banded': 'banded_attention'}
+NOT_RUN, SHORT = messages.NOT_RUN, messages.SHORT
 
 
 def functions_of(tree):
@@ -83,7 +80,7 @@ def stopped_words(hang, functions):
     said = where_said(hang, functions)
     if said is None:
         return ''
-    return (STOPPED_IN % said if said[0] != 'model.py' else STOPPED_AT % said[1]) + OWN_ACCOUNT
+    return messages.stopped(*said)
 
 
 @dataclass
@@ -132,10 +129,10 @@ class Cascade:
         said = stopped_words(result.harness.get('hang'), self.functions) if isinstance(result.harness, dict) else ''
         if probe_id == 'import':
             if result.status == 'timeout':
-                self.import_hang = 'model.py did not finish importing' + self._said_at(result)
+                self.import_hang = messages.import_hang(self._said_at(result))
             return
         if self._stalled_at_import(result):
-            self.import_hang = self.import_hang or 'model.py did not finish importing in test %s\'s process%s' % (
+            self.import_hang = self.import_hang or messages.import_hang_in_test(
                 self.number(probe_id), self._said_at(result))
             return
         if said:
@@ -160,8 +157,7 @@ class Cascade:
         said = where_said(result.harness.get('hang'), self.functions) if isinstance(result.harness, dict) else None
         if not said:
             return ''
-        return ' (your process said it was at model.py line %d%s)' % (said[1], ', in ' + said[0]
-                                                                        if said[0] != 'model.py' else '')
+        return messages.said_at(said[1], said[0])
 
     @staticmethod
     def _stalled_at_import(result):
@@ -188,7 +184,7 @@ class Cascade:
         """The sandbox's skip hook (first run): the sentence of a part that hung and that this probe would run
         again, or of an import that did not finish."""
         if self.import_hang:
-            return 'not run: %s (see test 1.1)' % self.import_hang
+            return messages.not_run_import(self.import_hang)
         entry = registry.BY_ID.get(probe_id)
         for part, sentence in self.hung.items():
             if entry is not None and part in entry.calls:
@@ -196,7 +192,7 @@ class Cascade:
         return None
 
     def skip_second(self, probe_id, results=None):
-        return 'not run: %s (see test 1.1)' % self.import_hang if self.import_hang else None
+        return messages.not_run_import(self.import_hang) if self.import_hang else None
 
     # ------------------------------------------------------------------ the plan of the second run
 
@@ -276,9 +272,7 @@ class Cascade:
         return 'excluded'
 
     def _works_here(self, failed):
-        return ('Your %s fails %s, but in this case your model\'s own values are the reference\'s, so it was judged '
-                'as it is: a part is set aside only where its own values are wrong.'
-                % (' and '.join(SHORT.get(p, p) for p in failed), ', '.join(self.failed[p] for p in failed)))
+        return messages.works_here(failed, [self.failed[p] for p in failed])
 
     def _aside(self, probe_id, unit, parts, failed):
         """(parts set aside, words) for a unit judged without its failed parts; (None, why) when nothing of the
@@ -310,9 +304,7 @@ class Cascade:
         return None
 
     def _not_judged(self, failed):
-        return ('Not judged: it runs only parts of yours that fail their own tests (%s), so nothing of yours would '
-                'be judged; it counts neither way.' % ', '.join('%s fails %s' % (SHORT.get(p, p), self.failed[p])
-                                                              for p in failed))
+        return messages.unit_not_judged([messages.part_fails(p, self.failed[p]) for p in failed])
 
     def forward_ok(self, probe_id, unit, keys, native):
         """Whether a unit's own forward values in the first run are the reference's (registry.FORWARD_KEYS)."""
@@ -403,7 +395,7 @@ class Cascade:
         kept = 'rope' in (report.get('kept') or []) and not built
         several = len(plan.units) > 1
         for unit, decision in plan.units.items():
-            head = ('Case %s: ' % unit) if several else ''
+            head = messages.case_head(unit) if several else ''
             if decision == 'second':
                 out += [head + s for s in self._second_words(plan.aside.get(unit, ()), built, kept)]
             elif plan.why.get(unit) and decision != 'native':
@@ -413,20 +405,15 @@ class Cascade:
     def _second_words(self, aside, built, kept):
         words = []
         if 'gqa' in aside:
-            words.append('Judged at n_kv_head = n_query_head, where the given Block builds your CausalSelfAttention: '
-                         'your GroupedQueryAttention fails %s.' % self.failed['gqa'])
+            words.append(messages.gqa_aside(self.failed['gqa']))
         if 'gqa_rope' in aside:
-            words.append('Judged with rope=False: your GroupedQueryAttention fails %s with RoPE, and passes 4.1 without '
-                         'it.' % self.failed['gqa'])
+            words.append(messages.gqa_rope_aside(self.failed['gqa']))
         if 'rope' in aside and kept:
-            words.append('Your RoPE, which fails %s, could not be set aside in this test (your code does not build '
-                         'the class RotaryPositionalEmbeddings by that name where it uses it), so this test ran it.'
-                         % self.failed['rope'])
+            words.append(messages.rope_kept(self.failed['rope']))
         elif 'rope' in aside and built:
-            words.append('Judged with the grader\'s RoPE, computed outside your process, in place of yours, which '
-                         'fails %s.' % self.failed['rope'])
+            words.append(messages.rope_aside(self.failed['rope']))
         elif 'rope' in aside:   # the code failed before it built a RoPE at all: the lines below say where
-            words.append('Run again with the grader\'s RoPE in place of yours, which fails %s.' % self.failed['rope'])
+            words.append(messages.rope_run_again(self.failed['rope']))
         return words
 
     def nothing_left(self, probe_id):
@@ -435,16 +422,14 @@ class Cascade:
         if plan is None or not plan.units or any(d != 'excluded' for d in plan.units.values()):
             return None
         failed = sorted({p for u in plan.units for p in registry.case_parts(probe_id, u)[0] if p in self.failed})
-        return ('Not judged: every case of this test runs only parts of yours that fail their own tests (%s), so '
-                'nothing of yours would be judged here: it earns nothing.'
-                % ', '.join('%s fails %s' % (SHORT.get(p, p), self.failed[p]) for p in failed))
+        return messages.nothing_left([messages.part_fails(p, self.failed[p]) for p in failed])
 
     def blocked(self, spec):
         """Why an optional test cannot be judged: a required part it builds on fails (its number), else None."""
         entry = registry.BY_ID[spec.id]
         for part, number in sorted(self.failed.items(), key=lambda kv: kv[1]):
             if part in entry.calls:
-                return 'not judged: it builds on your %s, which fails %s' % (registry.PARTS[part], number)
+                return messages.builds_on_failed(registry.PARTS[part], number)
         return None
 
     def optional_verdict(self, spec, result, probes, specs, fixtures):
@@ -452,7 +437,7 @@ class Cascade:
         any test, where it passes; "not judged" (0 / 0, not red) where a required part it builds on fails or hung,
         or a required test did not finish either; otherwise its verdict."""
         if result.status == 'not_implemented':
-            return Verdict(0.0, ['not implemented (optional): %s' % result.message], not_implemented=True)
+            return Verdict(0.0, [messages.optional_not_implemented(result.message)], not_implemented=True)
         verdict = None if result.status in ('skipped', 'timeout') else judge(spec, result, fixtures, self.grading, probes)
         if verdict is not None and (verdict.passed or verdict.not_implemented):
             if not verdict.not_implemented:
@@ -464,10 +449,9 @@ class Cascade:
         elif result.status == 'timeout' and reason is None:
             late = [s for s in specs if not s.optional_part and s.id in probes and probes[s.id].status == 'timeout']
             if late:
-                reason = 'not judged: test %s did not finish in time, so this one could not finish either' \
-                         % late[0].number
+                reason = messages.did_not_finish_either(late[0].number)
         if reason:
-            return Verdict(0.0, [reason[0].upper() + reason[1:] + '.'], not_judged=True)
+            return Verdict(0.0, [messages.not_judged_line(reason)], not_judged=True)
         return verdict if verdict is not None else judge(spec, result, fixtures, self.grading, probes)
 
 

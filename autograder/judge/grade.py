@@ -23,8 +23,8 @@ import traceback
 
 from autograder import GRADING_YAML
 from autograder.contract import report_schema
-from autograder.judge import (cascade, config, fixtures, inputs, interface_check, probe_job, registry, student_text,
-                              submission, verdicts)
+from autograder.judge import (cascade, config, fixtures, inputs, interface_check, messages, probe_job, registry,
+                              student_text, submission, verdicts)
 from autograder.judge.judges import Verdict
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
@@ -57,35 +57,26 @@ def _submission_verdict(located, problems, run, import_hang, static):
     imp = run.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
-        where = ['%s: code at the top level of model.py runs when it is imported (a loop, a sleep, a training '
-                 'run?); put it under `if __name__ == "__main__":` or remove it.' % import_hang] if import_hang else []
-        return Verdict(0.0, lines + ['your model.py could not be imported: %s' % imp.message] + where + detail
-                       + warnings)
+        where = [messages.import_hang_hint(import_hang)] if import_hang else []
+        return Verdict(0.0, lines + [messages.not_imported(imp.message)] + where + detail + warnings)
     if import_hang:   # imported in the import check, then stalled importing in a test's process: named once, here
-        return Verdict(0.0, lines + ['%s: code at the top level of model.py runs when it is imported (a loop, a sleep, '
-                                     'a training run?), and no later test could run; put it under `if __name__ == '
-                                     '"__main__":` or remove it.' % (import_hang[0].upper() + import_hang[1:])]
-                       + warnings)
+        return Verdict(0.0, lines + [messages.import_hang_in_tests(import_hang)] + warnings)
     notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
     for r in run.probes.values():
         notes.update(dict.fromkeys(r.info.get('notes', [])))
-    lines += ['Note: ' + n for n in list(notes)[:report_schema.MAX_NOTES]]
+    lines += [messages.note(n) for n in list(notes)[:report_schema.MAX_NOTES]]
     lines += warnings
     cpu, wall = (imp.harness or {}).get('cpu_seconds'), (imp.harness or {}).get('wall_seconds')
     if isinstance(wall, (int, float)) and wall > SLOW_IMPORT_SECONDS:   # measured by the harness, not the child
-        lines.append('Note: importing model.py took %.1f s (%.1f s of CPU time), and every test imports it again: '
-                     'keep work out of the top level of model.py.' % (wall, cpu or 0.0))
+        lines.append(messages.slow_import(wall, cpu or 0.0))
     printed = imp.info.get('stdout', '')
     if printed.strip():
-        lines.append('model.py printed at import:\n' + printed[:1000])
+        lines.append(messages.printed_at_import(printed[:1000]))
     if lacks:
-        return Verdict(0.0, lines + ['model.py does not define the handout interface: %s is missing. Keep the '
-                                     "handout's class and method names." % ', '.join(lacks)])
+        return Verdict(0.0, lines + [messages.interface_lacks(lacks)])
     if 'NOT graded' in (located.note or ''):   # another model.py with other content: red, so that it is read
-        return Verdict(0.0, lines + ['model.py imports and exposes the handout interface. This test is marked failed '
-                                     '(it is worth no points) only so that you read the line above: the upload holds '
-                                     'more than one model.py and only the first one named was graded.'])
-    return Verdict(1.0, lines + ['model.py imports and exposes the handout interface.'])
+        return Verdict(0.0, lines + [messages.INTERFACE_OK_BUT_READ])
+    return Verdict(1.0, lines + [messages.INTERFACE_OK])
 
 
 def static_findings(upload):
@@ -112,12 +103,12 @@ def top_output(located, problems, judging=None):
     """results.json's top-level message: what was graded, or in one sentence why nothing was (no internal words:
     the profile is in extra_data)."""
     if located.problem or problems:
-        return 'Not graded: %s.' % first_line(located.problem or problems[0]).rstrip('.')
+        return messages.not_graded_top(first_line(located.problem or problems[0]))
     run = judging.run if judging is not None else None
     if run is not None and run.import_result is not None and run.import_result.status != 'ok':
         hang = judging.cascade.import_hang if judging.cascade is not None else None
-        return 'Not graded: %s (see test 1.1).' % (hang or 'your model.py could not be imported')
-    return ('%s.' % (located.note[0].upper() + located.note[1:])) if located.note else ''
+        return messages.not_graded_import_top(hang)
+    return messages.located_top(located.note) if located.note else ''
 
 
 def expected_outputs(fx, probe_ids, prof):
@@ -318,12 +309,11 @@ class Judging:
             return _submission_verdict(located, self.problems, run,
                                        self.cascade.import_hang if self.cascade is not None else None, self.static)
         if located.problem or self.problems:
-            return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
+            return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]))])
         if run.import_result.status != 'ok':
             if self.cascade is not None and self.cascade.import_hang:
-                return Verdict(0.0, ['not run: %s (see test 1.1)' % self.cascade.import_hang])
-            return Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
-                                 % run.import_result.message])
+                return Verdict(0.0, [messages.not_run_import(self.cascade.import_hang)])
+            return Verdict(0.0, [messages.not_graded_import_test(run.import_result.message)])
         result = run.probes[spec.id]
         if spec.optional_part:
             return self._optional_verdict(spec, result)
@@ -348,8 +338,7 @@ class Judging:
                 raise
             verdict = Verdict(0.0)
         if untouched and not verdict.passed:
-            return Verdict(0.0, ['model.py leaves %s as the handout\'s TODO (or does not define it).'
-                                 % ' and '.join(interface_check.OPTIONAL_CODE[spec.optional_part])],
+            return Verdict(0.0, [messages.optional_todo(interface_check.OPTIONAL_CODE[spec.optional_part])],
                            not_implemented=True)
         return verdict
 
@@ -449,13 +438,12 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         if observe is not None:
             observe(judging, out)
     except SandboxRefused as e:   # fail closed: no student code ran
-        out = Results.error('Your code was not run: the autograder\'s sandbox is not working safely on this machine. '
-                            'This is not your fault; course staff have been notified.', str(e),
+        out = Results.error(messages.SANDBOX_UNSAFE, str(e),
                             time.time() - started, reason='sandbox refused: %s' % e)
     except Exception as e:  # the grader's own failure: still a valid results.json
         staff = traceback.format_exc()
         known = isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError))
-        message = ('Grading could not run: %s' % e) if known else 'The autograder failed internally (%s).' % type(e).__name__
+        message = messages.could_not_run(e) if known else messages.failed_internally(type(e).__name__)
         out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
     finally:
         remove_upload_scratch(upload_scratch)
@@ -465,7 +453,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     try:
         out.write(results_path)
     except (ValueError, TypeError) as e:
-        out = Results.error('The autograder produced an invalid results.json.', repr(e), time.time() - started,
+        out = Results.error(messages.INVALID_RESULTS, repr(e), time.time() - started,
                             reason='invalid results.json: %s' % e)
         out.write(results_path)
     return out

@@ -834,3 +834,211 @@ def second_import_failed(message):
     """A probe of the second run when that run's own import check failed (its first run imported
     model.py: only the second run's repeat did not)."""
     return 'not run in the second run: model.py\'s import check in that run failed: %s' % message
+
+
+# ----------------------------------------------------------------------------- hangs, the second run
+# cascade.py: where a probe was stopped, the tests a hang or an unfinished import leaves unrun, the
+# words of a test judged with a failed part set aside, and an optional test not judged.
+
+# where a probe was stopped at its deadline, as its own process said (the public tests say the same)
+STOPPED_IN = 'Your code was stopped in %s (model.py line %d): a loop that never ends?'
+STOPPED_AT = 'Your code was stopped at model.py line %d: a loop that never ends?'
+OWN_ACCOUNT = ' (where your process said it was when it was stopped)'
+# a later test that would run the part that hung again (the public tests say the same, naming
+# their own test)
+NOT_RUN = 'not run: %s did not return in test %s%s'
+SHORT = {'rope': 'RoPE', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention',
+         'banded': 'banded_attention'}
+
+
+def stopped(where, line):
+    """Where a process said it was stopped, marked as its own account (`where`: a function, or
+    'model.py' for the top level)."""
+    return (STOPPED_IN % (where, line) if where != 'model.py' else STOPPED_AT % line) + OWN_ACCOUNT
+
+
+def case_head(unit):
+    """The head of a line about one case of a test that has several."""
+    return 'Case %s: ' % unit
+
+
+def said_at(line, where):
+    """Where a stopped process said it was (`where`: a function, or 'model.py' for the top level)."""
+    return ' (your process said it was at model.py line %d%s)' % (
+        line, ', in ' + where if where != 'model.py' else '')
+
+
+def import_hang(said):
+    """model.py did not finish importing in the import check's process."""
+    return 'model.py did not finish importing' + said
+
+
+def import_hang_in_test(number, said):
+    """model.py did not finish importing in a test's process (the import check's did)."""
+    return 'model.py did not finish importing in test %s\'s process%s' % (number, said)
+
+
+def not_run_import(import_hang_words):
+    """A probe not run because model.py did not finish importing."""
+    return 'not run: %s (see test 1.1)' % import_hang_words
+
+
+def part_fails(part, number):
+    """`part` (its code name) fails test `number`, in the words the cascade lists them."""
+    return '%s fails %s' % (SHORT.get(part, part), number)
+
+
+def works_here(parts, numbers):
+    """A failed part whose values in this case are the reference's: judged as it is."""
+    return ('Your %s fails %s, but in this case your model\'s own values are the reference\'s, so it '
+            'was judged as it is: a part is set aside only where its own values are wrong.'
+            % (' and '.join(SHORT.get(p, p) for p in parts), ', '.join(numbers)))
+
+
+def unit_not_judged(fails):
+    """A unit that runs only failed parts of the student's (`fails`: part_fails lines)."""
+    return ('Not judged: it runs only parts of yours that fail their own tests (%s), so nothing of '
+            'yours would be judged; it counts neither way.' % ', '.join(fails))
+
+
+def gqa_aside(number):
+    return ('Judged at n_kv_head = n_query_head, where the given Block builds your '
+            'CausalSelfAttention: your GroupedQueryAttention fails %s.' % number)
+
+
+def gqa_rope_aside(number):
+    return ('Judged with rope=False: your GroupedQueryAttention fails %s with RoPE, and passes 4.1 '
+            'without it.' % number)
+
+
+def rope_kept(number):
+    return ('Your RoPE, which fails %s, could not be set aside in this test (your code does not '
+            'build the class RotaryPositionalEmbeddings by that name where it uses it), so this '
+            'test ran it.' % number)
+
+
+def rope_aside(number):
+    return ('Judged with the grader\'s RoPE, computed outside your process, in place of yours, '
+            'which fails %s.' % number)
+
+
+def rope_run_again(number):
+    return 'Run again with the grader\'s RoPE in place of yours, which fails %s.' % number
+
+
+def nothing_left(fails):
+    """A test none of whose units is judged (`fails`: part_fails lines)."""
+    return ('Not judged: every case of this test runs only parts of yours that fail their own '
+            'tests (%s), so nothing of yours would be judged here: it earns nothing.'
+            % ', '.join(fails))
+
+
+def builds_on_failed(part_words, number):
+    """An optional test that builds on a failed required part (lower case: not_judged_line caps)."""
+    return 'not judged: it builds on your %s, which fails %s' % (part_words, number)
+
+
+def optional_not_implemented(message):
+    return 'not implemented (optional): %s' % message
+
+
+def did_not_finish_either(number):
+    return ('not judged: test %s did not finish in time, so this one could not finish either'
+            % number)
+
+
+def not_judged_line(reason):
+    """An optional test's "not judged" reason as its verdict line."""
+    return reason[0].upper() + reason[1:] + '.'
+
+
+# ----------------------------------------------------------------------------- test 1.1, the top line
+# grade.py: the submission's test (1.1), the line a test shows when nothing of it could run, and
+# results.json's top-level output.
+
+INTERFACE_OK = 'model.py imports and exposes the handout interface.'
+NOT_IMPORTED_SHORT = 'your model.py could not be imported'
+SANDBOX_UNSAFE = ('Your code was not run: the autograder\'s sandbox is not working safely on this '
+                  'machine. This is not your fault; course staff have been notified.')
+INVALID_RESULTS = 'The autograder produced an invalid results.json.'
+
+
+def import_hang_hint(hang):
+    """1.1: the import check itself did not finish (`hang`: import_hang's words)."""
+    return ('%s: code at the top level of model.py runs when it is imported (a loop, a sleep, a '
+            'training run?); put it under `if __name__ == "__main__":` or remove it.' % hang)
+
+
+def not_imported(message):
+    """1.1: the import check failed (`message`: the probe's own)."""
+    return NOT_IMPORTED_SHORT + ': %s' % message
+
+
+def import_hang_in_tests(hang):
+    """1.1: imported in the import check, then stalled importing in a test's process."""
+    return ('%s: code at the top level of model.py runs when it is imported (a loop, a sleep, a '
+            'training run?), and no later test could run; put it under `if __name__ == '
+            '"__main__":` or remove it.' % (hang[0].upper() + hang[1:]))
+
+
+def note(text):
+    """A note of a probe's, or of the grader's, on 1.1."""
+    return 'Note: ' + text
+
+
+def slow_import(wall, cpu):
+    return note('importing model.py took %.1f s (%.1f s of CPU time), and every test imports it '
+                'again: keep work out of the top level of model.py.' % (wall, cpu))
+
+
+def printed_at_import(printed):
+    """1.1: what model.py printed at import (`printed`: already cut to what is shown)."""
+    return 'model.py printed at import:\n' + printed
+
+
+def interface_lacks(names):
+    return ('model.py does not define the handout interface: %s is missing. Keep the handout\'s '
+            'class and method names.' % ', '.join(names))
+
+
+INTERFACE_OK_BUT_READ = (INTERFACE_OK + ' This test is marked failed (it is worth no points) only '
+                         'so that you read the line above: the upload holds more than one model.py '
+                         'and only the first one named was graded.')
+
+
+def not_graded_top(why):
+    """results.json's output when nothing was graded (`why`: the first line of the reason)."""
+    return 'Not graded: %s.' % why.rstrip('.')
+
+
+def not_graded_import_top(hang):
+    """results.json's output when model.py did not import (`hang`: import_hang's words, or None)."""
+    return 'Not graded: %s (see test 1.1).' % (hang or NOT_IMPORTED_SHORT)
+
+
+def located_top(note_text):
+    """results.json's output: the note of where model.py was found, as a sentence."""
+    return '%s.' % (note_text[0].upper() + note_text[1:])
+
+
+def not_graded_test(why):
+    """A test's line when the upload cannot be graded (`why`: the first line of the reason)."""
+    return 'not graded: %s (see test 1.1)' % why
+
+
+def not_graded_import_test(message):
+    return 'not graded: your model.py could not be imported (see test 1.1): %s' % message
+
+
+def optional_todo(names):
+    """An optional part the student left as the handout's TODO (`names`: its code names)."""
+    return 'model.py leaves %s as the handout\'s TODO (or does not define it).' % ' and '.join(names)
+
+
+def could_not_run(error):
+    """The grader could not run (stale fixtures, a bad grading.yaml)."""
+    return 'Grading could not run: %s' % error
+
+
+def failed_internally(kind):
+    return 'The autograder failed internally (%s).' % kind
