@@ -1042,3 +1042,47 @@ def could_not_run(error):
 
 def failed_internally(kind):
     return 'The autograder failed internally (%s).' % kind
+
+
+# ----------------------------------------------------------------------------- results.json's frame
+# results.py: the test that stands for a failed grading, a test the grader failed to judge, an
+# untouched optional part, the marks of a cut output, and a results.json written while grading runs.
+
+ERROR_NAME = 'Autograder error'
+INTERNAL_ERROR = ('The autograder hit an internal error; this is not your fault. Course staff can '
+                  'see the details.')
+# what an untouched optional part reads on Gradescope: a test worth 0 that is not a failure
+NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) is not in your model.py '
+                 '(missing, a TODO that raises NotImplementedError, or a setting your code never '
+                 'reads), so it was not graded and costs nothing. Implement it for up to %s extra '
+                 'points.')
+NOT_IMPLEMENTED_OPTIONAL = 'not implemented (optional)'
+PENDING = 'not run yet: the grading was still running when this file was written'
+
+
+def truncated(more):
+    """The tail of an output cut at the limit (`more`: the characters cut)."""
+    return '\n[... output truncated: %d more characters]' % more
+
+
+def judge_failed(kind):
+    """A test the grader failed to judge (`kind`: the exception's type name)."""
+    return ('the autograder failed while judging this test (%s); this is not your fault, course '
+            'staff can see the details' % kind)
+
+
+def scored(name, percent):
+    return '%s scored %.0f%% of its points' % (name, percent)
+
+
+def in_progress(finished, total):
+    return 'Grading in progress: %d of %d tests finished.' % (finished, total)
+
+
+def did_not_run(message):
+    """A test the stopped grading had not finished (`message`: run_autograder's why)."""
+    return 'did not run: %s' % message
+
+
+def stopped_kept(message, kept):
+    return '%s %d test(s) had finished and are kept; the others did not run.' % (message, kept)

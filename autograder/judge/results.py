@@ -25,11 +25,11 @@ from typing import Dict, List, Optional
 from gradescope_utils.autograder_utils.decorators import number, partial_credit, tags, visibility
 from gradescope_utils.autograder_utils.json_test_runner import JSONTestResult
 
-from autograder.judge import markdown
+from autograder.judge import markdown, messages
 
 MAX_OUTPUT_CHARS = 20_000      # per test and top level, unless grading.yaml says less; Gradescope cuts at ~100k
 SCORE_DIGITS = 4               # stored; totals are shown with at most 2 decimals
-ERROR_NAME = 'Autograder error'
+ERROR_NAME = messages.ERROR_NAME
 VISIBILITIES = ('hidden', 'after_due_date', 'after_published', 'visible')
 OUTPUT_FORMATS = ('text', 'html', 'simple_format', 'md', 'ansi')   # Gradescope's
 # numpy scalars printed by repr (numpy >= 2): 'np.int64(0)', 'np.float32(1.5)' -> '0', '1.5'
@@ -40,7 +40,7 @@ def truncate(text, limit=MAX_OUTPUT_CHARS):
     text = _NP_SCALAR.sub(r'\1', str(text))
     if len(text) <= limit:
         return text
-    return text[:limit] + '\n[... output truncated: %d more characters]' % (len(text) - limit)
+    return text[:limit] + messages.truncated(len(text) - limit)
 
 
 def points(x):
@@ -148,8 +148,7 @@ class Results:
             'autograder-error-detail': TestResult('autograder-error-detail', ERROR_NAME + ': details for staff',
                                                   0.0, 0.0, 'failed', '0.2', staff_detail[-20000:], 'hidden'),
         }
-        return cls(tests, 'The autograder hit an internal error; this is not your fault. Course staff can see the '
-                          'details.', execution_time, {'grader_error': str(reason or message)[:2000]})
+        return cls(tests, messages.INTERNAL_ERROR, execution_time, {'grader_error': str(reason or message)[:2000]})
 
     # ------------------------------------------------------------------ JSON
     def to_json(self):
@@ -220,9 +219,7 @@ def add_points(out, extra_credit):
 
 
 # what an untouched optional part reads on Gradescope: a test worth 0 that is not a failure
-NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) is not in your model.py (missing, a TODO that '
-                 'raises NotImplementedError, or a setting your code never reads), so it was not graded and costs '
-                 'nothing. Implement it for up to %s extra points.')
+NOT_ATTEMPTED = messages.NOT_ATTEMPTED
 
 
 def _rows(data):
@@ -255,8 +252,7 @@ def build_suite(specs, judge, failures=None, extra_credit=(), rows=None):
                 if failures is not None:
                     failures[spec.id] = traceback.format_exc()[-5000:]
                 set_score(0.0)
-                self.fail('the autograder failed while judging this test (%s); this is not your fault, course staff '
-                          'can see the details' % type(e).__name__)
+                self.fail(messages.judge_failed(type(e).__name__))
             if verdict.not_implemented and spec.id in extra_credit:
                 print(NOT_ATTEMPTED % points(spec.weight))
                 print('\n'.join(l for l in verdict.lines if not l.lstrip().startswith('FAIL')))   # which TODO was met
@@ -273,9 +269,9 @@ def build_suite(specs, judge, failures=None, extra_credit=(), rows=None):
                 rows[spec.id] = list(verdict.rows)
             set_score(round(verdict.fraction * spec.weight, SCORE_DIGITS))
             if verdict.not_implemented:   # an untouched optional part that counts in the 100: said plainly
-                self.fail('not implemented (optional)')
+                self.fail(messages.NOT_IMPLEMENTED_OPTIONAL)
             if not verdict.passed:   # a test worth no points has no share to report: its lines say it all
-                self.fail('%s scored %.0f%% of its points' % (spec.name, 100 * verdict.fraction) if spec.weight
+                self.fail(messages.scored(spec.name, 100 * verdict.fraction) if spec.weight
                           and spec.id not in extra_credit else '' if verdict.lines or verdict.summary else 'failed')
         test.__doc__ = spec.name
         test = partial_credit(0.0 if spec.id in extra_credit else spec.weight)(test)
@@ -341,7 +337,7 @@ def validate(results):
 
 # ---------------------------------------------------------------------- results.json while grading runs
 
-PENDING = 'not run yet: the grading was still running when this file was written'
+PENDING = messages.PENDING
 
 
 def partial(specs, verdicts, started_at, max_output_chars=MAX_OUTPUT_CHARS, extra_credit=()):
@@ -363,7 +359,7 @@ def partial(specs, verdicts, started_at, max_output_chars=MAX_OUTPUT_CHARS, extr
         tests[spec.id] = TestResult(spec.id, spec.name, round(v.fraction * spec.weight, SCORE_DIGITS),
                                     most, 'passed' if v.passed else 'failed', str(spec.number), text,
                                     spec.visibility, list(spec.tags), list(v.rows))
-    return Results(tests, 'Grading in progress: %d of %d tests finished.' % (len(verdicts), len(specs)),
+    return Results(tests, messages.in_progress(len(verdicts), len(specs)),
                    time.time() - started_at, {'partial': True}, max_output_chars)
 
 
@@ -383,10 +379,10 @@ def finish_partial(path, message, execution_time=None):
     kept = 0
     for t in out.tests.values():
         if t.output == PENDING:
-            t.output, t.score, t.status = 'did not run: %s' % message, 0.0, 'failed'
+            t.output, t.score, t.status = messages.did_not_run(message), 0.0, 'failed'
         else:
             kept += 1
-    out.output = '%s %d test(s) had finished and are kept; the others did not run.' % (message, kept)
+    out.output = messages.stopped_kept(message, kept)
     out.extra_data = dict(out.extra_data, partial=False, stopped=message)
     if execution_time is not None:
         out.execution_time = float(execution_time)
