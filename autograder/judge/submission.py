@@ -28,6 +28,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from autograder.judge import messages
 from autograder.sandbox import readback
 
 NAME = re.compile(r'^model(\s*\(\d+\)|[-_ ]\d+|[-_ ]?copy)?\.py$', re.IGNORECASE)
@@ -52,11 +53,11 @@ def _unsafe(path, rel, in_upload, max_bytes=MAX_MODEL_BYTES):
     """Why `path` may not be graded, or None: a link, not a regular file, several names, too large."""
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
-        return '%s is a symbolic link; upload the file itself, not a link to it' % rel
+        return messages.symlink(rel)
     if not stat.S_ISREG(st.st_mode):
-        return '%s is not a regular file (a device, FIFO or socket); upload your model.py itself' % rel
+        return messages.not_regular(rel)
     if in_upload and st.st_nlink > 1:
-        return '%s is a hard link (one file with %d names); upload a plain copy of the file' % (rel, st.st_nlink)
+        return messages.hard_link(rel, st.st_nlink)
     if max_bytes is not None and st.st_size > max_bytes:
         return too_large(rel, st.st_size, max_bytes)
     return None
@@ -95,8 +96,7 @@ def _rank(rel):
 
 
 # why the best-ranked candidate won, by its class (_rank's first two fields)
-_WHY = {(False, False): 'mingpt/model.py is where the handout keeps it', (True, False): 'it is named exactly model.py',
-        (False, True): 'it is in a mingpt folder', (True, True): 'it is the least deeply nested'}
+_WHY = messages.WHY_GRADED
 
 
 def choose(names, same_as_best):
@@ -114,17 +114,14 @@ def choose(names, same_as_best):
     tied = [n for n in differing if _rank(n)[:3] == _rank(best)[:3]]
     if tied:
         listed = [best] + tied[:MAX_LISTED - 1]
-        return None, None, '', ('found %d different files that could be your model.py (%s%s); the autograder will not '
-                                'guess which one you mean: upload only one (your mingpt/model.py)'
-                                % (len(tied) + 1, ', '.join(listed), ' and %d more' % (len(tied) + 1 - len(listed))
-                                   if len(tied) + 1 > len(listed) else ''))
+        return None, None, '', messages.several_models(
+            len(tied) + 1, listed, messages.and_more(len(tied) + 1 - len(listed)) if len(tied) + 1 > len(listed) else '')
     also = ''
-    for group, words in (([n for n in others if n not in differing], '; also found, with the same content: %s'),
-                         (differing, '; NOT graded, with other content: %s. To have one of these graded, upload it '
-                                     'alone')):
+    for group, words in (([n for n in others if n not in differing], messages.ALSO_SAME),
+                         (differing, messages.ALSO_DIFFERENT)):
         if group:
             more = len(group) - MAX_LISTED
-            also += words % (', '.join(group[:MAX_LISTED]) + (' and %d more' % more if more > 0 else ''))
+            also += words % (', '.join(group[:MAX_LISTED]) + (messages.and_more(more) if more > 0 else ''))
     return best, (_WHY[_rank(best)[:2]] if differing else None), also, None
 
 
@@ -182,15 +179,15 @@ def _extract(zip_path, name, into):
         info = z.getinfo(name)
         kind = stat.S_IFMT(info.external_attr >> 16)
         if kind == stat.S_IFLNK:
-            raise ValueError('%s is a symbolic link inside the zip; zip the file itself' % name)
+            raise ValueError(messages.zip_symlink(name))
         if kind not in (0, stat.S_IFREG):
-            raise ValueError('%s is not a regular file inside the zip' % name)
+            raise ValueError(messages.zip_not_regular(name))
         if info.file_size > MAX_MODEL_BYTES:
             raise ValueError(too_large(name, info.file_size))
         with z.open(info) as src:
             data = src.read(MAX_MODEL_BYTES + 1)
         if len(data) > MAX_MODEL_BYTES:
-            raise ValueError('%s unpacks to more than %d bytes' % (name, MAX_MODEL_BYTES))
+            raise ValueError(messages.zip_unpacks_too_large(name, MAX_MODEL_BYTES))
     target = os.path.join(into, *name.split('/'))
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target, 'wb') as dst:
@@ -209,7 +206,7 @@ def _from_zips(zips, folder, scratch):
         try:
             names, bad, crcs, zips_inside = _zip_members(z)
         except (zipfile.BadZipFile, ValueError, OSError) as e:
-            return Located(None, '', 'could not read %s: %s' % (os.path.basename(z), e))
+            return Located(None, '', messages.could_not_read(os.path.basename(z), e))
         for n in names:
             found[os.path.basename(z) + '/' + n] = (z, n)
             digests[os.path.basename(z) + '/' + n] = crcs[n]
@@ -217,9 +214,7 @@ def _from_zips(zips, folder, scratch):
         inner += ['%s/%s' % (os.path.basename(z), n) for n in zips_inside]
     if not found:
         if inner:
-            return Located(None, '', 'no model.py in the submission: %s is a zip inside the zip you uploaded, and the '
-                                     'autograder opens only the zip itself, not zips within it: upload your '
-                                     'mingpt/model.py, or a zip that holds it directly' % inner[0])
+            return Located(None, '', messages.zip_in_zip(inner[0]))
         return None
     first = sorted(found, key=_rank)[0]   # the one choose() ranks first
     best, why, also, problem = choose(list(found), lambda name: digests[name] == digests[first])
@@ -229,28 +224,26 @@ def _from_zips(zips, folder, scratch):
     try:
         path = _extract(zip_path, member, os.path.join(scratch, os.path.basename(zip_path)))
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        return Located(None, '', 'could not read %s: %s' % (os.path.basename(zip_path), e))
-    note = 'graded %s (from the zip you uploaded%s)%s' % (best, '; ' + why if why else '', also)
+        return Located(None, '', messages.could_not_read(os.path.basename(zip_path), e))
+    note = messages.graded_from_zip(best, why, also)
     if unsafe:
-        note += '; ignored %d zip member%s with an unsafe path (absolute or with ..): %s' % (
-            len(unsafe), 's' if len(unsafe) > 1 else '', ', '.join(unsafe[:MAX_LISTED]))
+        note += messages.unsafe_members(unsafe, unsafe[:MAX_LISTED])
     return Located(path, note)
 
 
 def locate(path, scratch=None):
     """The model.py to grade and a sentence saying what was picked; a problem when the upload is refused."""
     if not os.path.lexists(path):
-        return Located(None, '', 'no submission found at %s' % path)
+        return Located(None, '', messages.no_submission(path))
     if os.path.islink(path):
-        return Located(None, '', 'the submission %s is a symbolic link; upload the file itself'
-                       % os.path.basename(path))
+        return Located(None, '', messages.submission_symlink(os.path.basename(path)))
     scratch = scratch or tempfile.mkdtemp(prefix='hw1-upload-')
     if not os.path.isdir(path):
         if path.lower().endswith('.zip'):
             return _from_zips([path], path, scratch) or Located(
-                None, '', 'no model.py in the submission: upload your mingpt/model.py (%s)' % what_the_zip_holds(path))
+                None, '', messages.no_model(what_the_zip_holds(path)))
         problem = _unsafe(path, os.path.basename(path), in_upload=False)
-        return Located(None, '', problem) if problem else Located(path, 'graded %s' % os.path.basename(path))
+        return Located(None, '', problem) if problem else Located(path, messages.graded(os.path.basename(path)))
     found, linked_dirs = _candidates(path)
     if found:
         paths = {os.path.relpath(p, path).replace(os.sep, '/'): p for p in found}
@@ -258,23 +251,21 @@ def locate(path, scratch=None):
         best, best_path = best_path_rel, paths[best_path_rel]
         problem = _unsafe(best_path, best, in_upload=True)
         if problem is None and not _inside(best_path, path):
-            problem = '%s resolves outside the upload' % best
+            problem = messages.outside_upload(best)
         if problem:
             return Located(None, '', problem)
         same = _same_file_content(paths)
         best, why, also, problem = choose(list(paths), lambda name: same(best_path_rel, name))
         if problem:
             return Located(None, '', problem)
-        return Located(best_path, 'graded %s%s%s' % (best, ' (%s)' % why if why else '', also))
+        return Located(best_path, messages.graded(best, why, also))
     zips = sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.lower().endswith('.zip'))
     located = _from_zips(zips, path, scratch) if zips else None
     if located is not None:
         return located
     if linked_dirs:
-        return Located(None, '', 'no model.py in the submission: %s is a symbolic link to a folder, which the '
-                                 'autograder does not follow; upload the files themselves'
-                       % os.path.relpath(linked_dirs[0], path))
-    return Located(None, '', 'no model.py in the submission: upload your mingpt/model.py (%s)' % what_was_found(path))
+        return Located(None, '', messages.linked_folder(os.path.relpath(linked_dirs[0], path)))
+    return Located(None, '', messages.no_model(what_was_found(path)))
 
 
 def what_was_found(folder):
@@ -298,14 +289,12 @@ def what_the_zip_holds(zip_path):
             names = [i.filename[:80] for i in z.infolist()[:MAX_ZIP_MEMBERS] if not i.is_dir()
                      and not i.filename.startswith('__MACOSX') and i.filename.isprintable()]
     except (zipfile.BadZipFile, OSError, ValueError):
-        return 'it could not be read as a zip'
+        return messages.NOT_A_ZIP
     return _holds('the zip', names)
 
 
 def _holds(what, names):
-    if not names:
-        return '%s holds no file' % what
-    return '%s holds %s%s' % (what, ', '.join(names[:MAX_LISTED]), ' ...' if len(names) > MAX_LISTED else '')
+    return messages.holds(what, names, names[:MAX_LISTED], len(names) > MAX_LISTED)
 
 
 # ----------------------------------------------------------------------------- the static check
@@ -395,10 +384,7 @@ def static_problems(upload) -> List[str]:
     return list(upload.problems)
 
 
-# one sentence on every Python: 3.11 fails in ast.parse ("during ast construction"), 3.10 parses such a file and
-# fails only in compile() ("during compilation"), as importing model.py would
-TOO_DEEP = ('model.py could not be parsed (RecursionError): it nests too deeply for Python to compile (a very long '
-            'expression?): split it into shorter statements')
+TOO_DEEP = messages.TOO_DEEP   # why one sentence: see messages.TOO_DEEP
 
 
 def parse(text):
@@ -426,14 +412,12 @@ def _refusal(e):
     if isinstance(e, SyntaxError):
         line = (e.text or '').rstrip('\n')
         shown = ('\n    ' + line[:200]) if line else ''
-        return 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, shown)
+        return messages.syntax_error(e.lineno, e.msg, shown)
     if isinstance(e, RecursionError):
         return TOO_DEEP
     if isinstance(e, (MemoryError, ValueError, OverflowError)):
-        return ('model.py could not be parsed (%s: %s): it nests too deeply for Python (a very '
-                'long expression?)' % (type(e).__name__, str(e)[:200]))
-    return ('model.py could not be checked (%s: %s): simplify the file, e.g. very long or deeply '
-            'nested expressions' % (type(e).__name__, str(e)[:200]))
+        return messages.not_parsed(type(e).__name__, str(e)[:200])
+    return messages.not_checked(type(e).__name__, str(e)[:200])
 
 
 def interface_tree(upload):
@@ -488,13 +472,9 @@ def import_warnings(upload) -> List[str]:
     warnings = []
     for node, name, top in imported_names(tree):
         if top in UNUSUAL:
-            warnings.append("Warning: model.py line %d imports %r, which a model has no use for; it costs nothing, "
-                            "but the grader's sandbox may refuse what it does" % (node.lineno, name))
+            warnings.append(messages.unusual_import(node.lineno, name))
         elif top not in THIRD_PARTY and top not in stdlib and (node in optional or node not in top_level):
-            warnings.append("Note: model.py line %d imports %r %s; the autograder provides only torch, einops, "
-                            "numpy and the standard library, so that code must not run during grading"
-                            % (node.lineno, name, 'inside a try/except ImportError' if node in optional
-                               else 'inside a function'))
+            warnings.append(messages.guarded_import(node.lineno, name, node in optional))
     return warnings[:MAX_LISTED]
 
 
