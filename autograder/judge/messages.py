@@ -1130,12 +1130,12 @@ ALSO_SAME = '; also found, with the same content: %s'
 ALSO_DIFFERENT = '; NOT graded, with other content: %s. To have one of these graded, upload it alone'
 
 
-def and_more(more):
+def and_others(more):
     return ' and %d more' % more
 
 
 def several_models(count, listed, more):
-    """Several different files could be model.py (`more`: and_more's words, or '')."""
+    """Several different files could be model.py (`more`: and_others' words, or '')."""
     return ('found %d different files that could be your model.py (%s%s); the autograder will not '
             'guess which one you mean: upload only one (your mingpt/model.py)'
             % (count, ', '.join(listed), more))

@@ -115,13 +115,13 @@ def choose(names, same_as_best):
     if tied:
         listed = [best] + tied[:MAX_LISTED - 1]
         return None, None, '', messages.several_models(
-            len(tied) + 1, listed, messages.and_more(len(tied) + 1 - len(listed)) if len(tied) + 1 > len(listed) else '')
+            len(tied) + 1, listed, messages.and_others(len(tied) + 1 - len(listed)) if len(tied) + 1 > len(listed) else '')
     also = ''
     for group, words in (([n for n in others if n not in differing], messages.ALSO_SAME),
                          (differing, messages.ALSO_DIFFERENT)):
         if group:
             more = len(group) - MAX_LISTED
-            also += words % (', '.join(group[:MAX_LISTED]) + (messages.and_more(more) if more > 0 else ''))
+            also += words % (', '.join(group[:MAX_LISTED]) + (messages.and_others(more) if more > 0 else ''))
     return best, (_WHY[_rank(best)[:2]] if differing else None), also, None
 
 

@@ -176,3 +176,14 @@ def test_the_childs_runner_writes_no_student_sentence():
     with open(os.path.join(PACKAGE_DIR, 'child', 'runner.py'), encoding='utf-8') as f:
         found = sentences_in(f.read())
     assert not found, found
+
+
+def test_messages_defines_each_name_once():
+    # a second `def and_more` at the end of the module silently replaced the first one's words
+    with open(messages.__file__, encoding='utf-8') as f:
+        tree = ast.parse(f.read())
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for node in tree.body:
+        for target in node.targets if isinstance(node, ast.Assign) else ():
+            names += [e.id for e in (target.elts if isinstance(target, ast.Tuple) else [target])]
+    assert not {n for n in names if names.count(n) > 1}
