@@ -9,7 +9,7 @@ and runs `runner.run` for one probe. Nothing here imports `autograder` beyond `a
     zygote.py                 the warm interpreter that forks probe processes (never runs student code)
     runner.py                 one probe process: its limits, import model.py, run one probe, write results
     probes_<area>.py          one function per graded test, `probe_<id>`, returning plain arrays; the judge of
-                              the same area is autograder/judge/judges/<area>.py
+                              the same area is autograder/judge/areas/<area>.py
     adapter.py                the thin layer between probes and student code (config, weights, calls)
     socket_link.py            ask(payload) -> reply over the harness's socket (the harness knows the sender's pid)
     selftest.py               the sandbox's self-test, in a process forked like a probe

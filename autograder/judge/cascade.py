@@ -31,7 +31,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from autograder.judge import registry
-from autograder.judge.judges import Verdict, case_of, compare
+from autograder.judge.areas import Verdict, case_of, compare
 from autograder.judge.verdicts import judge
 from autograder.sandbox.readback import ProbeResult
 

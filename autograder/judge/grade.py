@@ -25,7 +25,7 @@ from autograder import GRADING_YAML
 from autograder.contract import report_schema
 from autograder.judge import (cascade, config, fixtures, inputs, interface_check, probe_job, registry, student_text,
                               submission, verdicts)
-from autograder.judge.judges import Verdict
+from autograder.judge.areas import Verdict
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import GradingStopped, Sandbox, SandboxRefused, protect_source

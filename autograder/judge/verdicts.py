@@ -7,14 +7,14 @@ probe's result, shape-guarded, and the results of the other probes it reads as e
 import importlib
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, guard_shapes, probe_failure
+from autograder.judge.areas import Verdict, guard_shapes, probe_failure
 from autograder.judge.registry import BY_ID, TESTS
 
-JUDGES_PACKAGE = 'autograder.judge.judges'
+JUDGES_PACKAGE = 'autograder.judge.areas'
 
 
 def resolve(name):
-    """The judge function a registry entry names ('<area>:<function>' of judges/<area>.py)."""
+    """The judge function a registry entry names ('<area>:<function>' of areas/<area>.py)."""
     area, _, function = name.partition(':')
     try:
         return getattr(importlib.import_module('%s.%s' % (JUDGES_PACKAGE, area)), function)

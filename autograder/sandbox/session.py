@@ -30,7 +30,7 @@ from autograder.sandbox import cgroups, copies, defences, leftovers, probe, read
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
 from autograder.sandbox.settings import Settings
-from autograder.sandbox.zygote import Zygote
+from autograder.sandbox.zygote_handle import Zygote
 
 LOG_TAIL = 1000              # characters of each process's stdout/stderr kept for staff
 

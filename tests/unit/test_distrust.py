@@ -18,7 +18,7 @@ import pytest
 
 from grader_runs import REPO
 from autograder.judge import submission
-from autograder.judge.judges import guard_shapes
+from autograder.judge.areas import guard_shapes
 from autograder.judge.verdicts import judge
 from autograder.contract import report_schema
 from autograder.sandbox import readback

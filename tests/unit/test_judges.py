@@ -8,7 +8,7 @@ import numpy as np
 
 from autograder import GRADING_YAML
 from autograder.judge import config
-from autograder.judge.judges import compare
+from autograder.judge.areas import compare
 from autograder.judge.verdicts import judge
 from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 from autograder.judge.fixtures import Fixtures

@@ -11,8 +11,8 @@ import pytest
 
 from autograder.judge import config, inputs, registry
 from autograder.judge.verdicts import judge
-from autograder.judge.judges.behaviour import judge_causality, judge_dropout
-from autograder.judge.judges.generate import judge_generate, judge_kv_cache
+from autograder.judge.areas.behaviour import judge_causality, judge_dropout
+from autograder.judge.areas.generate import judge_generate, judge_kv_cache
 from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 

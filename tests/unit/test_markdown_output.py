@@ -1,6 +1,6 @@
 """
 A failed test's output as Gradescope Markdown (autograder/judge/markdown.py): the rows of the table
-of expected against got are the judges' own data (Verdict.rows: judges.compare's cells, generate's
+of expected against got are the judges' own data (Verdict.rows: areas.compare's cells, generate's
 tokens), never read back from the lines; the lines stay literal whatever they hold, and the staff
 tools read the plain lines (and the rows) back.
 """
@@ -8,8 +8,8 @@ tools read the plain lines (and the rows) back.
 import numpy as np
 
 from autograder.judge import config, fixtures, markdown, results
-from autograder.judge.judges import compare, row
-from autograder.judge.judges.generate import judge_generate
+from autograder.judge.areas import compare, row
+from autograder.judge.areas.generate import judge_generate
 from autograder.judge.student_text import Budget
 from autograder.judge.verdicts import judge
 from autograder.sandbox import ProbeResult

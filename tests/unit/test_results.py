@@ -13,7 +13,7 @@ import pytest
 
 from autograder import GRADING_YAML, REPO_ROOT
 from autograder.judge import config, results
-from autograder.judge.judges import Verdict
+from autograder.judge.areas import Verdict
 from autograder.judge.results import Results, points
 
 SPECS = config.load(GRADING_YAML).enabled_tests()

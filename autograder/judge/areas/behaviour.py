@@ -13,7 +13,7 @@ processes of the grading (registry `evidence`), never on the reference's values:
 import numpy as np
 
 from autograder.judge import inputs, messages
-from autograder.judge.judges import Verdict, case_error_line, close, compare, evidence_output
+from autograder.judge.areas import Verdict, case_error_line, close, compare, evidence_output
 
 DROPOUT_KV = inputs.DROPOUT_KV   # the dropout probe's module: GroupedQueryAttention with n_kv_head = 2
 # three checks, each of a p = 1 case on weights 'gqa-kv2' and a 0 < p < 1 case on weights 'dropout'

@@ -13,7 +13,7 @@ logits, which its code could shape to fit the tokens):
 import numpy as np
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, compare, evidence_output
+from autograder.judge.areas import Verdict, case_error_line, compare, evidence_output
 from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
 from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 

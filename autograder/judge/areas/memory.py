@@ -19,7 +19,7 @@ import numpy as np
 
 from autograder.contract import memory_rules
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line
+from autograder.judge.areas import Verdict, case_error_line
 from autograder.contract.report_schema import FIGURE_TYPES
 
 VIEW = messages.MEMORY_VIEW

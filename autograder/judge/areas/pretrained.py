@@ -9,7 +9,7 @@ the loader left unlike model.pt, so that the message holds for any loader.
 """
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, compare, row
+from autograder.judge.areas import Verdict, case_error_line, compare, row
 
 STAGE_WORDS = messages.STAGE_WORDS   # stage the probe reached -> what it was doing
 MAX_FACTS = 6

@@ -11,7 +11,7 @@ Judges of the training path:
 import numpy as np
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, compare, row
+from autograder.judge.areas import Verdict, case_error_line, compare, row
 
 MAX_LINES_PER_CASE = 6
 

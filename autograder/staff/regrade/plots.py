@@ -1,6 +1,6 @@
 """
 `python -m autograder plot RESULTS_JSON PNG [--profile cpu|gpu]`, and batch --png: staff
-pictures of test 10.1, drawn from what the judge grades (autograder/judge/judges/training.py):
+pictures of test 10.1, drawn from what the judge grades (autograder/judge/areas/training.py):
 the held-out loss, the cross-entropy the grader computes from the trained model's logits on
 held-out text, against the band [reference - atol, reference + atol], where the reference is
 the same computation on the reference's logits after training from the same start at the
@@ -31,7 +31,7 @@ HELDOUT = re.compile(r'held-out loss (-?\d+\.\d+|nan|inf)')
 def heldout_band(profile, grading=None):
     """(reference held-out loss, lo, hi): exactly what judge_loss_curve accepts, from the fixtures and grading.yaml."""
     from autograder.judge import config, fixtures
-    from autograder.judge.judges.training import cross_entropy, heldout_targets
+    from autograder.judge.areas.training import cross_entropy, heldout_targets
     grading = grading or config.load()
     fx = fixtures.load(grading, profile, check=False)
     lc = grading.profiles[profile].loss_curve

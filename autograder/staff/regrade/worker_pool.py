@@ -20,7 +20,7 @@ them atomically to the job's results path; for evaluate it also runs the course'
 so that nothing a long run accumulates (memory, open files) grows without bound.
 
 One Sandbox, and so one zygote (an interpreter with torch imported that never runs student
-code, autograder/sandbox/zygote.py), lives in each worker across its gradings: every probe of
+code, autograder/sandbox/zygote_handle.py), lives in each worker across its gradings: every probe of
 every submission is still a fresh fork of it, walled in as a pool user of its own, so nothing of
 one student's run reaches another's, and a grading costs no torch import. A worker replaced
 after a crash or a timeout starts a fresh zygote with its fresh Sandbox.
