@@ -3,7 +3,7 @@ The untrusted side: code that runs INSIDE the sandbox, next to the student's mod
 
 The harness (autograder/sandbox/) starts `zygote.py` once, which imports this package, the shared
 contract (autograder/contract/) and torch, and forks one process per probe; each walls itself in
-and runs `runner.run` for one probe. Nothing here imports `autograder` beyond `autograder.contract`
+and runs `runner.run_probe` for one probe. Nothing here imports `autograder` beyond `autograder.contract`
 (the import-contract test enforces it); the wall arrives in the zygote as an argument.
 
     zygote.py                 the warm interpreter that forks probe processes (never runs student code)

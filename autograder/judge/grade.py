@@ -47,14 +47,14 @@ def _probe_ids(specs):
     return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
-def _submission_verdict(located, problems, run, import_hang, static):
+def _submission_verdict(located, problems, run_result, import_hang, static):
     """Test 1.1. `static`: static_findings of model.py, computed once by Judging (the verdict is judged for the
     partial results.json and again at the end); None only where `located` or `problems` already refuse it."""
     lines = [located.note] if located.note else []
     if located.problem or problems:
         return Verdict(0.0, lines + (problems or [located.problem]))
     warnings, lacks = static
-    imp = run.import_result
+    imp = run_result.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
         where = ['%s: code at the top level of model.py runs when it is imported (a loop, a sleep, a training '
@@ -67,7 +67,7 @@ def _submission_verdict(located, problems, run, import_hang, static):
                                      '"__main__":` or remove it.' % (import_hang[0].upper() + import_hang[1:])]
                        + warnings)
     notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
-    for r in run.probes.values():
+    for r in run_result.probes.values():
         notes.update(dict.fromkeys(r.info.get('notes', [])))
     lines += ['Note: ' + n for n in list(notes)[:report_schema.MAX_NOTES]]
     lines += warnings
@@ -113,8 +113,8 @@ def top_output(located, problems, judging=None):
     the profile is in extra_data)."""
     if located.problem or problems:
         return 'Not graded: %s.' % first_line(located.problem or problems[0]).rstrip('.')
-    run = judging.run if judging is not None else None
-    if run is not None and run.import_result is not None and run.import_result.status != 'ok':
+    run_result = judging.run_result if judging is not None else None
+    if run_result is not None and run_result.import_result is not None and run_result.import_result.status != 'ok':
         hang = judging.cascade.import_hang if judging.cascade is not None else None
         return 'Not graded: %s (see test 1.1).' % (hang or 'your model.py could not be imported')
     return ('%s.' % (located.note[0].upper() + located.note[1:])) if located.note else ''
@@ -169,7 +169,7 @@ class Judging:
         self.sandbox, self.private, self.progress = sandbox, private, progress
         self.specs = graded_specs(grading, skip)
         self.verdicts = {}
-        self.run = None
+        self.run_result = None
         # model.py read and parsed once: every check below takes this value (submission.Upload)
         self.upload = submission.read_upload(located.path) if located.path else None
         self.problems = upload_problems(self.upload) if self.upload is not None else []
@@ -214,7 +214,7 @@ class Judging:
             self.cascade.settle_parts(second)
             second.update(self._second(self.cascade.plan_later(), options))
         probes, self.fx = self.cascade.merge(first.probes, second)
-        self.run = dataclasses.replace(first, probes=probes)
+        self.run_result = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in first.probes.items()},
                      'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
@@ -242,9 +242,9 @@ class Judging:
         for pid in plans:
             other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
         shapes = expected_outputs(self.fx, list(other.values()), self.profile)
-        run = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
+        run_result = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
                         **dict(options, expected={pid: shapes[alt] for pid, alt in other.items()}))
-        return run.probes
+        return run_result.probes
 
     def _run(self, probe_ids, second=False, skip=None, on_result=None, **options):
         """One run of `probe_ids` in the sandbox (probe_job.execute), every text its processes wrote
@@ -253,11 +253,11 @@ class Judging:
         timeouts = {pid: self.grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         run_plan = probe_job.plan(self.located.path, self.profile, probe_ids, timeouts,
                                   self.grading.test('submission').timeout, second=second, **options)
-        run = probe_job.execute(self.sandbox, run_plan, skip=skip, on_result=on_result)
+        run_result = probe_job.execute(self.sandbox, run_plan, skip=skip, on_result=on_result)
         if second:
-            return dataclasses.replace(run, probes={k: self._student_text(k + ' (second run)', v)
-                                                    for k, v in run.probes.items()})
-        return self._clipped(run)
+            return dataclasses.replace(run_result, probes={k: self._student_text(k + ' (second run)', v)
+                                                           for k, v in run_result.probes.items()})
+        return self._clipped(run_result)
 
     def _on_result(self, progress):
         """
@@ -277,7 +277,7 @@ class Judging:
             self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             if progress is None:
                 return
-            self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            self.run_result = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
@@ -299,11 +299,12 @@ class Judging:
             self.taken[probe_id] = (result, taken)
         return taken
 
-    def _clipped(self, run):
+    def _clipped(self, run_result):
         """The run as the judges read it: every probe's result through _student_text, in test order (those the
         judge's loop told on_result of were taken as they ended)."""
-        return dataclasses.replace(run, import_result=self._student_text(report_schema.IMPORT, run.import_result),
-                                   probes={k: self._student_text(k, v) for k, v in run.probes.items()})
+        imported = self._student_text(report_schema.IMPORT, run_result.import_result)
+        return dataclasses.replace(run_result, import_result=imported,
+                                   probes={k: self._student_text(k, v) for k, v in run_result.probes.items()})
 
     def verdict(self, spec):
         """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the
@@ -313,18 +314,18 @@ class Judging:
         return self.verdicts[spec.id]
 
     def _verdict(self, spec):
-        located, run = self.located, self.run
+        located, run_result = self.located, self.run_result
         if spec.id == 'submission':
-            return _submission_verdict(located, self.problems, run,
+            return _submission_verdict(located, self.problems, run_result,
                                        self.cascade.import_hang if self.cascade is not None else None, self.static)
         if located.problem or self.problems:
             return Verdict(0.0, ['not graded: %s (see test 1.1)' % first_line(located.problem or self.problems[0])])
-        if run.import_result.status != 'ok':
+        if run_result.import_result.status != 'ok':
             if self.cascade is not None and self.cascade.import_hang:
                 return Verdict(0.0, ['not run: %s (see test 1.1)' % self.cascade.import_hang])
             return Verdict(0.0, ['not graded: your model.py could not be imported (see test 1.1): %s'
-                                 % run.import_result.message])
-        result = run.probes[spec.id]
+                                 % run_result.import_result.message])
+        result = run_result.probes[spec.id]
         if spec.optional_part:
             return self._optional_verdict(spec, result)
         if result.status == 'skipped':
@@ -332,7 +333,7 @@ class Judging:
         nothing = self.cascade.nothing_left(spec.id)
         if nothing:
             return Verdict(0.0, [nothing])
-        verdict = verdicts.judge(spec, result, self.fx, self.grading, run.probes)
+        verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
         return verdict
 
@@ -342,7 +343,7 @@ class Judging:
         written elsewhere); an attempted one is judged by the cascade's optional rules."""
         untouched = spec.optional_part in self.untouched
         try:
-            verdict = self.cascade.optional_verdict(spec, result, self.run.probes, self.specs, self.fx)
+            verdict = self.cascade.optional_verdict(spec, result, self.run_result.probes, self.specs, self.fx)
         except Exception:  # noqa: BLE001  judged in full below, where it is not the handout's TODO
             if not untouched:
                 raise
@@ -438,7 +439,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
                           progress_writer(grading, skip, started, results_path)).run_probes()
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
-        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
+        out = Results.from_verdicts(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
         out.output = top_output(located, judging.problems, judging)
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:

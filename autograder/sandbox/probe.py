@@ -242,7 +242,7 @@ class _Watch:
                 self.meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
 
 
-def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
+def watch(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
         dump_path=None, idle_seconds=None):
     """
     Fork the probe process and watch it to its end. Returns the harness dict:

@@ -263,7 +263,7 @@ class Sandbox:
         wall_limit = cpu_limit * self.cfg.wall_factor + 10
         meter = self._cpu_meter()
         try:
-            h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
+            h = probe.watch(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
                           meter=meter, kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
                           budget_end=self.budget_end,
                           dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP),
