@@ -120,7 +120,7 @@ def top_output(located, problems, judging=None):
     return ('%s.' % (located.note[0].upper() + located.note[1:])) if located.note else ''
 
 
-def expected_outputs(fx, probe_ids, prof):
+def expected_outputs(fx, probe_ids, profile):
     """{probe id: {key: shape}} of the arrays each probe may return: the reference's, from the fixtures."""
     spec = {}
     for pid in probe_ids:
@@ -128,7 +128,7 @@ def expected_outputs(fx, probe_ids, prof):
         if pid.split('~')[0] == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
             # every array of one reference seed ('seed1' or 'seed1/<name>'), renamed for the student's seed
             # (the fixtures' own arrays for the student's seed when regenerate ran it, e.g. held-out logits)
-            student = 'seed%d' % prof.loss_curve.student_seed
+            student = 'seed%d' % profile.loss_curve.student_seed
             own = {k: v for k, v in arrays.items() if k.split('/')[0] == student}
             first = sorted(arrays)[0].split('/')[0]
             arrays = own or {student + k[len(first):]: v for k, v in arrays.items() if k.split('/')[0] == first}
@@ -164,7 +164,7 @@ class Judging:
     that part; the judges read the two merged.
     """
 
-    def __init__(self, grading, profile, located, fx, sandbox, skip=(), private=(), progress=None):
+    def __init__(self, grading, profile_name, located, fx, sandbox, skip=(), private=(), progress=None):
         self.grading, self.fx, self.located = grading, fx, located
         self.sandbox, self.private, self.progress = sandbox, private, progress
         self.specs = graded_specs(grading, skip)
@@ -182,11 +182,11 @@ class Judging:
         if located.problem or self.problems:
             return
         self.static = static_findings(self.upload)
-        prof = self.profile = grading.profiles[profile]
+        profile = self.profile = grading.profiles[profile_name]
         self.untouched = interface_check.untouched_optional(self.upload.tree)
         self.probe_ids = _probe_ids(self.specs)
         # the input set drawn for these bytes (inputs.for_submission)
-        self.drawn = inputs.for_submission(fx, prof, self.probe_ids, self.upload.raw)
+        self.drawn = inputs.for_submission(fx, profile, self.probe_ids, self.upload.raw)
         self.fx = self.drawn.fixtures
         self.cascade = cascade.Cascade(grading, self.fx, self.upload.tree, self.specs)
 
@@ -198,12 +198,12 @@ class Judging:
         """
         if self.cascade is None:
             return self
-        sandbox, prof, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
+        sandbox, profile, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
         probe_ids, started = self.probe_ids, time.time()
-        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, prof),
+        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, profile),
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
-                       loss_curve_seeds=[prof.loss_curve.student_seed])
+                       loss_curve_seeds=[profile.loss_curve.student_seed])
         first = self._run(probe_ids, on_result=self._on_result(self.progress),
                           skip=self.cascade.skip, **options)
         second = {}
@@ -226,7 +226,7 @@ class Judging:
                                                  rope_calls=len((r.harness or {}).get('link') or []))
                                        for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
-        curve = first.probes['loss-curve'].arrays.get('seed%d' % prof.loss_curve.student_seed) \
+        curve = first.probes['loss-curve'].arrays.get('seed%d' % profile.loss_curve.student_seed) \
             if 'loss-curve' in first.probes else None
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
@@ -407,7 +407,7 @@ def lockdown(sandbox, results_path, autograder_root=None):
     return locked
 
 
-def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
+def grade_results(path, profile_name='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
                   sandbox=None, autograder_root=None, observe=None):
     """
     Grade and write results.json. Returns the Results. Never raises for a bad submission.
@@ -427,15 +427,15 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     UPLOAD_SCRATCH.add(upload_scratch)
     try:
         grading = config.load(grading_path)
-        if profile not in grading.profiles:
-            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
+        if profile_name not in grading.profiles:
+            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(grading.profiles)))
         os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
         if sandbox is None:
             sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
         lockdown(sandbox, results_path, autograder_root)
-        fx = fixtures.load_for_grading(grading, profile)
+        fx = fixtures.load_for_grading(grading, profile_name)
         located = submission.locate(path, upload_scratch)
-        judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
+        judging = Judging(grading, profile_name, located, fx, sandbox, skip, private_paths(path, autograder_root),
                           progress_writer(grading, skip, started, results_path)).run_probes()
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
@@ -444,7 +444,7 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:
             out.output += ' ' + summary.summary + '.'
-        out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
+        out.extra_data.update(judging.info, profile=profile_name, fixtures_torch=fx.manifest.get('torch'),
                               grader_peak_rss_mb=_peak_rss_mb())
         add_points(out, extra_credit)
         if observe is not None:
@@ -472,9 +472,9 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     return out
 
 
-def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(), sandbox=None):
+def grade(path, profile_name='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(), sandbox=None):
     """grade_results as the results.json dict (what Gradescope reads)."""
-    return grade_results(path, profile, results_path, grading_path, skip, sandbox).to_json()
+    return grade_results(path, profile_name, results_path, grading_path, skip, sandbox).to_json()
 
 
 def table(out):

@@ -238,7 +238,7 @@ def test_the_child_clips_its_own_report_to_the_caps():
 # ----------------------------------------------------------------------------- the judges' guard
 
 class FakeFixtures:
-    profile = 'cpu'
+    profile_name = 'cpu'
 
     def __init__(self, expected):
         self.expected = expected

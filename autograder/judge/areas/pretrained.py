@@ -31,7 +31,7 @@ def _about_shapes(message, facts):
 
 def judge_load_pretrained(test, result, fixtures, grading):
     tol = test.tolerance
-    wf = grading.profiles[fixtures.profile].workflow
+    wf = grading.profiles[fixtures.profile_name].workflow
     short, long_ = wf.block_from, wf.block_to
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})
