@@ -76,10 +76,11 @@ def grade_once(path, box, recorder, profiler):
     harness = (u.user - t.user) + (u.system - t.system)
     zygote_pid = box.zygote.proc.pid if box.zygote.proc is not None else None
     zygote = _proc_cpu(zygote_pid) - before_zygote if zygote_pid else float('nan')
-    run = recorder.runs[-1] if recorder.runs else None
-    per_probe = {k: (v.harness or {}).get('cpu_seconds') or 0.0 for k, v in (run.probes.items() if run else [])}
-    if run is not None and run.import_result is not None:
-        per_probe['(import check)'] = (run.import_result.harness or {}).get('cpu_seconds') or 0.0
+    run_result = recorder.runs[-1] if recorder.runs else None
+    probes = run_result.probes.items() if run_result else []
+    per_probe = {k: (v.harness or {}).get('cpu_seconds') or 0.0 for k, v in probes}
+    if run_result is not None and run_result.import_result is not None:
+        per_probe['(import check)'] = (run_result.import_result.harness or {}).get('cpu_seconds') or 0.0
     cg = recorder.cgroup_cpu[-1] if recorder.cgroup_cpu else float('nan')
     return out, harness, zygote, cg, per_probe, time.time() - wall
 

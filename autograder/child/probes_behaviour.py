@@ -1,5 +1,5 @@
 """
-Probes of the attention's behaviour (judges/behaviour.py): dropout where the handout puts it,
+Probes of the attention's behaviour (judge/areas/behaviour.py): dropout where the handout puts it,
 and causality (outputs for inputs whose future half changed). They record plain arrays and
 judge nothing.
 """

@@ -1,5 +1,5 @@
 """
-Probe of the handout's train-then-extend workflow (judges/pretrained.py): a block-16 model saved
+Probe of the handout's train-then-extend workflow (judge/areas/pretrained.py): a block-16 model saved
 the way chargpt.py saves it (model.pt and config.json), loaded into a block-256 model by the
 student's own GPT.load_pretrained, then a forward at T=256; in words (`facts`), the tensors whose
 shapes or values tell why it failed. It records plain arrays and judges nothing.

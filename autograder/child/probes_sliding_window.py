@@ -1,5 +1,5 @@
 """
-Probes of the optional sliding-window part (judges/sliding_window.py): both attention modules
+Probes of the optional sliding-window part (judge/areas/sliding_window.py): both attention modules
 with config.sliding_window, and banded_attention on its own. They record plain arrays and judge
 nothing.
 """

@@ -1,5 +1,5 @@
 """
-Probes of the training path (judges/training.py), run inside the sandbox like every probe: they
+Probes of the training path (judge/areas/training.py), run inside the sandbox like every probe: they
 record plain arrays and judge nothing.
 
 - gradients: forward + a loss the probe computes itself (cross-entropy of the student's logits,

@@ -1,5 +1,5 @@
 """
-Probes of the graded values (judges/values.py): RoPE, its cache, the attention modules with and
+Probes of the graded values (judge/areas/values.py): RoPE, its cache, the attention modules with and
 without RoPE, and the whole model's logits and loss. Like every probe, one function per graded
 test, named `probe_<id>` (dashes become underscores), run inside the sandbox by runner.py, which
 collects them from every `probes*.py` module of this package; each runs the student's code on

@@ -9,7 +9,7 @@ JOB_DIR/job.json holds the paths as this process sees them: `code` (the handout'
 mingpt/, the student's mingpt/model.py, input.txt), `inputs` (this probe's inputs.npz, nothing
 else), `out` (its results) and `home` (its TMPDIR), and what the harness decided for this process:
 `set_aside` (parts built without the student's code: child/set_aside.py) and `skip_cases` (cases
-not to run). It does not name the probe: the zygote hands the probe's id to run() in memory, so no
+not to run). It does not name the probe: the zygote hands the probe's id to run_probe() in memory, so no
 file tells student code which test it is in beyond what its inputs do.
 """
 
@@ -27,7 +27,7 @@ from . import adapter
 from autograder.contract import report_schema
 from autograder.contract.configs import MODEL_CONFIGS
 
-JOB_DIR = OUT = None   # set by run(): the job folder and the probe's out/
+JOB_DIR = OUT = None   # set by run_probe(): the job folder and the probe's out/
 _PROBES = {}            # test id -> probe function (load_probes)
 
 
@@ -242,7 +242,7 @@ def tell_imported():
             pass
 
 
-def run(job_dir, probe_id=None):
+def run_probe(job_dir, probe_id=None):
     """One probe (`probe_id`, from the zygote; job['probe'] only where a test runs a probe in-process; 'import'
     only imports model.py). Returns the exit code."""
     global JOB_DIR, OUT
@@ -302,4 +302,4 @@ def run(job_dir, probe_id=None):
 
 def main(job_dir=None, probe_id=None):
     """Run the probe of JOB_DIR (sys.argv[1]) in this process: what a zygote's fork does after the wall."""
-    return run(job_dir or sys.argv[1], probe_id)
+    return run_probe(job_dir or sys.argv[1], probe_id)

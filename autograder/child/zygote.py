@@ -35,7 +35,7 @@ def preload():
     import numpy  # noqa: F401
     import torch
     torch.set_num_threads(1)   # a setting, not an op: no thread pool exists yet
-    # what every probe sets first (runner.run): here it costs once the ~1 CPU-s import of torch._dynamo it
+    # what every probe sets first (runner.run_probe): here it costs once the ~1 CPU-s import of torch._dynamo it
     # triggers, instead of in every fork; it starts no thread (the zygote checks it runs one)
     torch.use_deterministic_algorithms(True, warn_only=True)
     from autograder.contract import configs, report_schema  # noqa: F401
@@ -89,7 +89,7 @@ def _child(wall, spec, log_fd, link_fd):
         if spec.get('kind') == 'selftest':
             code = selftest.main(spec['selftest'])
         else:
-            code = runner.run(spec['job_dir'], spec['probe'])
+            code = runner.run_probe(spec['job_dir'], spec['probe'])
     except BaseException:
         import traceback
         try:

@@ -11,7 +11,7 @@ at least `floor` bytes, what a region containing the core must leave allocated (
 (B, nh, T, T) tensor: the attention weights autograd keeps for backward). Every other figure
 fails with one sentence that names what it is, in the student's terms.
 
-Standard library only: the harness's judge (judges/memory.py) calls it, and build-template
+Standard library only: the harness's judge (areas/memory.py) calls it, and build-template
 copies its code into the students' memory_check.py so that the public tests apply the same rules.
 """
 

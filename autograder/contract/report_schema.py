@@ -46,7 +46,7 @@ MAX_NDIM = 8
 MAX_ITEMSIZE = 8                    # bytes per element (float64, int64)
 
 # the memory probe's figure arrays hold [code, value]: the code is the index of the figure's type here
-# (contract/memory_readings.describe_figure names the type; judges/memory.figure_of reads it back)
+# (contract/memory_readings.describe_figure names the type; areas/memory.figure_of reads it back)
 FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')
 
 

@@ -31,8 +31,8 @@ from typing import Dict, Tuple
 import numpy as np
 
 from autograder.judge import messages, registry
-from autograder.judge.judges import Verdict, case_of, compare
-from autograder.judge.verdicts import judge
+from autograder.judge.areas import Verdict, case_of, compare
+from autograder.judge.verdicts import verdict_for
 from autograder.sandbox.readback import ProbeResult
 
 # where a probe was stopped at its deadline, as its own process said (the public tests say the same)
@@ -167,7 +167,7 @@ class Cascade:
 
     def _passes(self, probe_id, result, results):
         try:
-            return judge(self.grading.test(probe_id), result, self.fx, self.grading, results).passed
+            return verdict_for(self.grading.test(probe_id), result, self.fx, self.grading, results).passed
         except Exception:  # noqa: BLE001  a judge's failure here only means: nothing decided from it
             return True
 
@@ -349,7 +349,7 @@ class Cascade:
 
     def _passes_merged(self, probe_id, merged, view):
         try:
-            return judge(self.grading.test(probe_id), merged[probe_id], view, self.grading, merged).passed
+            return verdict_for(self.grading.test(probe_id), merged[probe_id], view, self.grading, merged).passed
         except Exception:  # noqa: BLE001
             return True
 
@@ -438,7 +438,7 @@ class Cascade:
         or a required test did not finish either; otherwise its verdict."""
         if result.status == 'not_implemented':
             return Verdict(0.0, [messages.optional_not_implemented(result.message)], not_implemented=True)
-        verdict = None if result.status in ('skipped', 'timeout') else judge(spec, result, fixtures, self.grading, probes)
+        verdict = None if result.status in ('skipped', 'timeout') else verdict_for(spec, result, fixtures, self.grading, probes)
         if verdict is not None and (verdict.passed or verdict.not_implemented):
             if not verdict.not_implemented:
                 verdict.lines[:0] = self.lines(spec.id, result)
@@ -452,7 +452,7 @@ class Cascade:
                 reason = messages.did_not_finish_either(late[0].number)
         if reason:
             return Verdict(0.0, [messages.not_judged_line(reason)], not_judged=True)
-        return verdict if verdict is not None else judge(spec, result, fixtures, self.grading, probes)
+        return verdict if verdict is not None else verdict_for(spec, result, fixtures, self.grading, probes)
 
 
 def _unit_of(probe_id, name):

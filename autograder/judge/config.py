@@ -77,9 +77,9 @@ class Grading:
         parts = self.handout.get('optional_parts', {})
         return [t for t in self.tests if t.optional_part is None or parts.get(t.optional_part, False)]
 
-    def profile_hash(self, profile):
+    def profile_hash(self, profile_name):
         """What the fixtures of `profile` depend on: its sizes and seeds, not weights or tolerances."""
-        blob = json.dumps(self.profiles[profile].as_json(), sort_keys=True).encode()
+        blob = json.dumps(self.profiles[profile_name].as_json(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
 

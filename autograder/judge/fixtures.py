@@ -86,7 +86,7 @@ SET_PREFIX = re.compile(r'^set(\d+):')
 
 @dataclass
 class Fixtures:
-    profile: str
+    profile_name: str
     expected: Dict[str, np.ndarray]                  # of one input set (set_index), shared arrays included
     known_bugs: Dict[str, Dict[str, np.ndarray]]   # known bug id -> {key: array}, of the same set
     manifest: dict
@@ -130,14 +130,14 @@ def root():
     return COURSE_DIR if os.path.isfile(os.path.join(COURSE_DIR, KEY_FILE)) else FIXTURES_DIR
 
 
-def folder(profile, base=None):
-    return os.path.join(base or root(), profile)
+def folder(profile_name, base=None):
+    return os.path.join(base or root(), profile_name)
 
 
-def regenerate_command(profile, base=None):
+def regenerate_command(profile_name, base=None):
     """The command that remakes the fixtures of `profile` in `base` (default: root())."""
     course = os.path.realpath(base or root()) == os.path.realpath(COURSE_DIR)
-    return 'python -m autograder regenerate%s%s' % (' --device cuda' if profile == 'gpu' else '',
+    return 'python -m autograder regenerate%s%s' % (' --device cuda' if profile_name == 'gpu' else '',
                                                     ' --course' if course else '')
 
 
@@ -195,20 +195,20 @@ def split_sets(flat, count):
     return sets
 
 
-def load(grading, profile, check=True, base=None):
+def load(grading, profile_name, check=True, base=None):
     """The fixtures of `profile` in the root `base` (default root()), checked against the code unless `check` is False."""
     base = base or root()
-    where = folder(profile, base)
+    where = folder(profile_name, base)
     manifest_path = os.path.join(where, 'manifest.json')
     if not os.path.isfile(manifest_path):
-        raise StaleFixtures("no fixtures for profile %r in %s: run `%s`" % (profile, where, regenerate_command(profile, base)))
+        raise StaleFixtures("no fixtures for profile %r in %s: run `%s`" % (profile_name, where, regenerate_command(profile_name, base)))
     with open(manifest_path) as f:
         manifest = json.load(f)
     if check:
-        problems = staleness(grading, profile, manifest, base)
+        problems = staleness(grading, profile_name, manifest, base)
         if problems:
             raise StaleFixtures("fixtures for profile %r are stale: %s. Run `%s`."
-                                % (profile, '; '.join(problems), regenerate_command(profile, base)))
+                                % (profile_name, '; '.join(problems), regenerate_command(profile_name, base)))
     count = int(manifest.get('input_sets', 1))
     key = read_key(base)
     by_fp = {}
@@ -217,21 +217,21 @@ def load(grading, profile, check=True, base=None):
         by_fp.setdefault(fp, {})[rest] = value
     fp_sets = {fp: split_sets(arrays, count) for fp, arrays in by_fp.items()}
     expected_sets = split_sets(_load_npz(os.path.join(where, 'expected.npz')), count)
-    prof = grading.profiles.get(profile) if hasattr(grading, 'profiles') else None
+    prof = grading.profiles.get(profile_name) if hasattr(grading, 'profiles') else None
     seeds = [inputs.set_seed(prof, key, i) if prof is not None else None for i in range(count)]
     shared = inputs.shared_seed(prof, key) if prof is not None else None
     sets = tuple((expected_sets[i], {fp: s[i] for fp, s in fp_sets.items()}, seeds[i]) for i in range(count))
-    return Fixtures(profile, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, shared, sets)
+    return Fixtures(profile_name, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, shared, sets)
 
 
 _LOADED = {}   # one entry per profile: (signature, Fixtures), see load_for_grading
 
 
-def _signature(grading, profile):
+def _signature(grading, profile_name):
     """What a loaded copy depends on: the profile, and the stat of every file load() and staleness() read."""
     base = root()
     stats = [base]
-    paths = [os.path.join(base, profile, n) for n in ('manifest.json', 'expected.npz', 'known_bugs.npz')]
+    paths = [os.path.join(base, profile_name, n) for n in ('manifest.json', 'expected.npz', 'known_bugs.npz')]
     paths.append(os.path.join(base, KEY_FILE))
     for path in paths + [DATA_FILE] + PROBE_CODE + REFERENCE_CODE + HANDOUT_CODE:   # what staleness() reads
         try:
@@ -239,32 +239,32 @@ def _signature(grading, profile):
             stats.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
         except OSError:
             stats.append((path, None))
-    return grading.profile_hash(profile), tuple(stats)
+    return grading.profile_hash(profile_name), tuple(stats)
 
 
-def load_for_grading(grading, profile):
+def load_for_grading(grading, profile_name):
     """
     load(grading, profile) kept for the next grading of this process while neither grading.yaml's
     profile nor any fixture file changes: a batch worker grades many submissions, and reading and
     checking ~9 MB of npz took ~0.2 CPU-s of every grading. The arrays are made read-only, so that no
     judge can change what the next grading compares against (it would raise instead).
     """
-    signature = _signature(grading, profile)
-    kept = _LOADED.get(profile)
+    signature = _signature(grading, profile_name)
+    kept = _LOADED.get(profile_name)
     if kept is not None and kept[0] == signature:
         return kept[1]
-    fx = load(grading, profile)
+    fx = load(grading, profile_name)
     for expected, by_bug, _seed in fx.sets or ((fx.expected, fx.known_bugs, None),):
         for array in list(expected.values()) + [a for arrays in by_bug.values() for a in arrays.values()]:
             array.setflags(write=False)
-    _LOADED[profile] = (signature, fx)
+    _LOADED[profile_name] = (signature, fx)
     return fx
 
 
-def staleness(grading, profile, manifest, base=None):
+def staleness(grading, profile_name, manifest, base=None):
     problems = []
-    if manifest.get('profile_hash') != grading.profile_hash(profile):
-        problems.append("grading.yaml's profiles.%s changed" % profile)
+    if manifest.get('profile_hash') != grading.profile_hash(profile_name):
+        problems.append("grading.yaml's profiles.%s changed" % profile_name)
     if manifest.get('probe_code_sha256') != probe_code_sha256():
         problems.append("the probe code (child/, contract/, judge/inputs.py, judge/known_bugs.py, "
                         "judge/source_patches.py) or a probe's declared inputs (registry.py) changed")
@@ -295,9 +295,9 @@ def stored_keys(sets, shared_probes):
     return out
 
 
-def write(profile, sets, manifest, base=None):
+def write(profile_name, sets, manifest, base=None):
     """sets: [(expected, known bugs)] per input set, each under plain keys (a view's); into the root `base`."""
-    base = folder(profile, base)
+    base = folder(profile_name, base)
     os.makedirs(base, exist_ok=True)
     shared = inputs.SHARED_PROBES
     expected = stored_keys([e for e, _ in sets], shared)

@@ -25,7 +25,7 @@ from autograder import GRADING_YAML
 from autograder.contract import report_schema
 from autograder.judge import (cascade, config, fixtures, inputs, interface_check, messages, probe_job, registry,
                               student_text, submission, verdicts)
-from autograder.judge.judges import Verdict
+from autograder.judge.areas import Verdict
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import GradingStopped, Sandbox, SandboxRefused, protect_source
@@ -47,14 +47,14 @@ def _probe_ids(specs):
     return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
-def _submission_verdict(located, problems, run, import_hang, static):
+def _submission_verdict(located, problems, run_result, import_hang, static):
     """Test 1.1. `static`: static_findings of model.py, computed once by Judging (the verdict is judged for the
     partial results.json and again at the end); None only where `located` or `problems` already refuse it."""
     lines = [located.note] if located.note else []
     if located.problem or problems:
         return Verdict(0.0, lines + (problems or [located.problem]))
     warnings, lacks = static
-    imp = run.import_result
+    imp = run_result.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
         where = [messages.import_hang_hint(import_hang)] if import_hang else []
@@ -62,7 +62,7 @@ def _submission_verdict(located, problems, run, import_hang, static):
     if import_hang:   # imported in the import check, then stalled importing in a test's process: named once, here
         return Verdict(0.0, lines + [messages.import_hang_in_tests(import_hang)] + warnings)
     notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
-    for r in run.probes.values():
+    for r in run_result.probes.values():
         notes.update(dict.fromkeys(r.info.get('notes', [])))
     lines += [messages.note(n) for n in list(notes)[:report_schema.MAX_NOTES]]
     lines += warnings
@@ -104,14 +104,14 @@ def top_output(located, problems, judging=None):
     the profile is in extra_data)."""
     if located.problem or problems:
         return messages.not_graded_top(first_line(located.problem or problems[0]))
-    run = judging.run if judging is not None else None
-    if run is not None and run.import_result is not None and run.import_result.status != 'ok':
+    run_result = judging.run_result if judging is not None else None
+    if run_result is not None and run_result.import_result is not None and run_result.import_result.status != 'ok':
         hang = judging.cascade.import_hang if judging.cascade is not None else None
         return messages.not_graded_import_top(hang)
     return messages.located_top(located.note) if located.note else ''
 
 
-def expected_outputs(fx, probe_ids, prof):
+def expected_outputs(fx, probe_ids, profile):
     """{probe id: {key: shape}} of the arrays each probe may return: the reference's, from the fixtures."""
     spec = {}
     for pid in probe_ids:
@@ -119,7 +119,7 @@ def expected_outputs(fx, probe_ids, prof):
         if pid.split('~')[0] == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
             # every array of one reference seed ('seed1' or 'seed1/<name>'), renamed for the student's seed
             # (the fixtures' own arrays for the student's seed when regenerate ran it, e.g. held-out logits)
-            student = 'seed%d' % prof.loss_curve.student_seed
+            student = 'seed%d' % profile.loss_curve.student_seed
             own = {k: v for k, v in arrays.items() if k.split('/')[0] == student}
             first = sorted(arrays)[0].split('/')[0]
             arrays = own or {student + k[len(first):]: v for k, v in arrays.items() if k.split('/')[0] == first}
@@ -155,12 +155,12 @@ class Judging:
     that part; the judges read the two merged.
     """
 
-    def __init__(self, grading, profile, located, fx, sandbox, skip=(), private=(), progress=None):
+    def __init__(self, grading, profile_name, located, fx, sandbox, skip=(), private=(), progress=None):
         self.grading, self.fx, self.located = grading, fx, located
         self.sandbox, self.private, self.progress = sandbox, private, progress
         self.specs = graded_specs(grading, skip)
         self.verdicts = {}
-        self.run = None
+        self.run_result = None
         # model.py read and parsed once: every check below takes this value (submission.Upload)
         self.upload = submission.read_upload(located.path) if located.path else None
         self.problems = upload_problems(self.upload) if self.upload is not None else []
@@ -173,11 +173,11 @@ class Judging:
         if located.problem or self.problems:
             return
         self.static = static_findings(self.upload)
-        prof = self.profile = grading.profiles[profile]
+        profile = self.profile = grading.profiles[profile_name]
         self.untouched = interface_check.untouched_optional(self.upload.tree)
         self.probe_ids = _probe_ids(self.specs)
         # the input set drawn for these bytes (inputs.for_submission)
-        self.drawn = inputs.for_submission(fx, prof, self.probe_ids, self.upload.raw)
+        self.drawn = inputs.for_submission(fx, profile, self.probe_ids, self.upload.raw)
         self.fx = self.drawn.fixtures
         self.cascade = cascade.Cascade(grading, self.fx, self.upload.tree, self.specs)
 
@@ -189,12 +189,12 @@ class Judging:
         """
         if self.cascade is None:
             return self
-        sandbox, prof, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
+        sandbox, profile, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
         probe_ids, started = self.probe_ids, time.time()
-        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, prof),
+        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, profile),
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
-                       loss_curve_seeds=[prof.loss_curve.student_seed])
+                       loss_curve_seeds=[profile.loss_curve.student_seed])
         first = self._run(probe_ids, on_result=self._on_result(self.progress),
                           skip=self.cascade.skip, **options)
         second = {}
@@ -205,7 +205,7 @@ class Judging:
             self.cascade.settle_parts(second)
             second.update(self._second(self.cascade.plan_later(), options))
         probes, self.fx = self.cascade.merge(first.probes, second)
-        self.run = dataclasses.replace(first, probes=probes)
+        self.run_result = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in first.probes.items()},
                      'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
@@ -217,7 +217,7 @@ class Judging:
                                                  rope_calls=len((r.harness or {}).get('link') or []))
                                        for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
-        curve = first.probes['loss-curve'].arrays.get('seed%d' % prof.loss_curve.student_seed) \
+        curve = first.probes['loss-curve'].arrays.get('seed%d' % profile.loss_curve.student_seed) \
             if 'loss-curve' in first.probes else None
         if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
             self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
@@ -233,9 +233,9 @@ class Judging:
         for pid in plans:
             other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
         shapes = expected_outputs(self.fx, list(other.values()), self.profile)
-        run = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
+        run_result = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
                         **dict(options, expected={pid: shapes[alt] for pid, alt in other.items()}))
-        return run.probes
+        return run_result.probes
 
     def _run(self, probe_ids, second=False, skip=None, on_result=None, **options):
         """One run of `probe_ids` in the sandbox (probe_job.execute), every text its processes wrote
@@ -244,11 +244,11 @@ class Judging:
         timeouts = {pid: self.grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
         run_plan = probe_job.plan(self.located.path, self.profile, probe_ids, timeouts,
                                   self.grading.test('submission').timeout, second=second, **options)
-        run = probe_job.execute(self.sandbox, run_plan, skip=skip, on_result=on_result)
+        run_result = probe_job.execute(self.sandbox, run_plan, skip=skip, on_result=on_result)
         if second:
-            return dataclasses.replace(run, probes={k: self._student_text(k + ' (second run)', v)
-                                                    for k, v in run.probes.items()})
-        return self._clipped(run)
+            return dataclasses.replace(run_result, probes={k: self._student_text(k + ' (second run)', v)
+                                                           for k, v in run_result.probes.items()})
+        return self._clipped(run_result)
 
     def _on_result(self, progress):
         """
@@ -268,7 +268,7 @@ class Judging:
             self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             if progress is None:
                 return
-            self.run = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            self.run_result = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
@@ -290,11 +290,12 @@ class Judging:
             self.taken[probe_id] = (result, taken)
         return taken
 
-    def _clipped(self, run):
+    def _clipped(self, run_result):
         """The run as the judges read it: every probe's result through _student_text, in test order (those the
         judge's loop told on_result of were taken as they ended)."""
-        return dataclasses.replace(run, import_result=self._student_text(report_schema.IMPORT, run.import_result),
-                                   probes={k: self._student_text(k, v) for k, v in run.probes.items()})
+        imported = self._student_text(report_schema.IMPORT, run_result.import_result)
+        return dataclasses.replace(run_result, import_result=imported,
+                                   probes={k: self._student_text(k, v) for k, v in run_result.probes.items()})
 
     def verdict(self, spec):
         """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the
@@ -304,17 +305,17 @@ class Judging:
         return self.verdicts[spec.id]
 
     def _verdict(self, spec):
-        located, run = self.located, self.run
+        located, run_result = self.located, self.run_result
         if spec.id == 'submission':
-            return _submission_verdict(located, self.problems, run,
+            return _submission_verdict(located, self.problems, run_result,
                                        self.cascade.import_hang if self.cascade is not None else None, self.static)
         if located.problem or self.problems:
             return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]))])
-        if run.import_result.status != 'ok':
+        if run_result.import_result.status != 'ok':
             if self.cascade is not None and self.cascade.import_hang:
                 return Verdict(0.0, [messages.not_run_import(self.cascade.import_hang)])
-            return Verdict(0.0, [messages.not_graded_import_test(run.import_result.message)])
-        result = run.probes[spec.id]
+            return Verdict(0.0, [messages.not_graded_import_test(run_result.import_result.message)])
+        result = run_result.probes[spec.id]
         if spec.optional_part:
             return self._optional_verdict(spec, result)
         if result.status == 'skipped':
@@ -322,7 +323,7 @@ class Judging:
         nothing = self.cascade.nothing_left(spec.id)
         if nothing:
             return Verdict(0.0, [nothing])
-        verdict = verdicts.judge(spec, result, self.fx, self.grading, run.probes)
+        verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
         return verdict
 
@@ -332,7 +333,7 @@ class Judging:
         written elsewhere); an attempted one is judged by the cascade's optional rules."""
         untouched = spec.optional_part in self.untouched
         try:
-            verdict = self.cascade.optional_verdict(spec, result, self.run.probes, self.specs, self.fx)
+            verdict = self.cascade.optional_verdict(spec, result, self.run_result.probes, self.specs, self.fx)
         except Exception:  # noqa: BLE001  judged in full below, where it is not the handout's TODO
             if not untouched:
                 raise
@@ -395,7 +396,7 @@ def lockdown(sandbox, results_path, autograder_root=None):
     return locked
 
 
-def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
+def grade_results(path, profile_name='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(),
                   sandbox=None, autograder_root=None, observe=None):
     """
     Grade and write results.json. Returns the Results. Never raises for a bad submission.
@@ -415,24 +416,24 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     UPLOAD_SCRATCH.add(upload_scratch)
     try:
         grading = config.load(grading_path)
-        if profile not in grading.profiles:
-            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
+        if profile_name not in grading.profiles:
+            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(grading.profiles)))
         os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
         if sandbox is None:
             sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
         lockdown(sandbox, results_path, autograder_root)
-        fx = fixtures.load_for_grading(grading, profile)
+        fx = fixtures.load_for_grading(grading, profile_name)
         located = submission.locate(path, upload_scratch)
-        judging = Judging(grading, profile, located, fx, sandbox, skip, private_paths(path, autograder_root),
+        judging = Judging(grading, profile_name, located, fx, sandbox, skip, private_paths(path, autograder_root),
                           progress_writer(grading, skip, started, results_path)).run_probes()
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
-        out = Results.run(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
+        out = Results.from_verdicts(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
         out.output = top_output(located, judging.problems, judging)
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:
             out.output += ' ' + summary.summary + '.'
-        out.extra_data.update(judging.info, profile=profile, fixtures_torch=fx.manifest.get('torch'),
+        out.extra_data.update(judging.info, profile=profile_name, fixtures_torch=fx.manifest.get('torch'),
                               grader_peak_rss_mb=_peak_rss_mb())
         add_points(out, extra_credit)
         if observe is not None:
@@ -459,9 +460,9 @@ def grade_results(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_pat
     return out
 
 
-def grade(path, profile='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(), sandbox=None):
+def grade(path, profile_name='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(), sandbox=None):
     """grade_results as the results.json dict (what Gradescope reads)."""
-    return grade_results(path, profile, results_path, grading_path, skip, sandbox).to_json()
+    return grade_results(path, profile_name, results_path, grading_path, skip, sandbox).to_json()
 
 
 def table(out):

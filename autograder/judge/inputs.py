@@ -108,7 +108,7 @@ def draw(key, submission_bytes, set_count):
 @dataclass
 class Drawn:
     set_index: int      # which input set the grading runs on
-    inputs: dict        # {probe id: the inputs of its process}, for Sandbox.run
+    inputs: dict        # {probe id: the inputs of its process}, for their ProbeJobs
     fixtures: object    # fixtures.Fixtures of that set (the shared arrays included)
 
 
@@ -272,7 +272,7 @@ def wanted(key, patterns):
 
 
 def per_probe(profile, probe_ids, arrays=None):
-    """{probe id: the inputs of its process} for Sandbox.run, from `arrays` (default: build(profile))."""
+    """{probe id: the inputs of its process} for the probes' ProbeJobs, from `arrays` (default: build(profile))."""
     arrays = build(profile) if arrays is None else arrays
     return {p: for_probe(profile, p, arrays) for p in probe_ids}
 

@@ -4,7 +4,7 @@ lines the student reads, unchanged, in a code block (so nothing in them is ever 
 whatever the student's own error messages hold), then one small table of expected against got,
 one row per failing output, where a row reads better than the line it comes from.
 
-The rows are the judges' own data (Verdict.rows: judges.compare's cells, judges/generate.py's
+The rows are the judges' own data (Verdict.rows: areas.compare's cells, areas/generate.py's
 tokens), handed over beside the lines, never read back from the lines: those hold the student's
 own texts (error messages, traceback lines), which therefore can never form a row, a heading or
 a table. A test without rows stays plain text. `plain(md)` gives the lines back, so that staff

@@ -9,7 +9,7 @@ worded here, by the judge.
 Sections, in the order a student meets them:
 - the status of a probe or a case (STATUS_WORDS) and the lines of a probe that did not finish;
 - the student's own text: what replaces it past the grading's budget, and a cut text's tail;
-- comparisons of an output with the reference's (judges.compare), and shape guards;
+- comparisons of an output with the reference's (areas.compare), and shape guards;
 - each area's verdict lines: values (2.1-5.1, 8.1), dropout (6.1), causality (7.1), generation
   (8.2) and the KV cache (12.1), memory (9.1, 11.2), training (10.1, 10.2), the pretrained
   workflow, sliding-window attention (11.1);

@@ -13,7 +13,7 @@ from typing import Dict, Optional, Tuple
 
 from autograder.contract import report_schema
 from autograder.judge import inputs, messages, set_aside
-from autograder.judge.judges import memory
+from autograder.judge.areas import memory
 from autograder.sandbox import ProbeJob, ProbeResult
 
 

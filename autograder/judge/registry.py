@@ -1,6 +1,6 @@
 """
 The one registry of graded tests. Each test id is spelled here once, with what it is made of:
-its judge (`judge='<area>:<function>'`, a function of judges/<area>.py; verdicts.JUDGES is
+its judge (`judge='<area>:<function>'`, a function of areas/<area>.py; verdicts.JUDGES is
 derived from these names), its inputs (`inputs`, below), its probe (the function `probe_<id>`,
 dashes as underscores, in child/probes_<area>.py, the same area), and its flags. Its weight,
 visibility, timeout and tolerance are its entry in grading.yaml. Standard library only, and the
@@ -28,7 +28,7 @@ values are wrong in the case, and skips a probe that would run a part that alrea
 
 Adding a graded test (docs/ARCHITECTURE.md, "Adding a graded test"): an entry here naming its
 judge and its inputs, its probe in child/probes_<area>.py, its entry in grading.yaml (and a judge
-in judges/<area>.py only where no existing one fits; new input arrays, where the existing ones do
+in areas/<area>.py only where no existing one fits; new input arrays, where the existing ones do
 not serve, in inputs.build), then `python -m autograder regenerate`.
 """
 
@@ -39,7 +39,7 @@ from typing import Tuple
 @dataclass(frozen=True)
 class GradedTest:
     id: str
-    # '<area>:<function>': its judge, a function of judges/<area>.py (verdicts.py resolves it); its
+    # '<area>:<function>': its judge, a function of areas/<area>.py (verdicts.py resolves it); its
     # probe is then probe_<id> in child/probes_<area>.py. None only where no probe runs.
     judge: str = None
     # the inputs its probe's process receives: keys of inputs.build's arrays, or prefixes ending in
@@ -61,7 +61,7 @@ class GradedTest:
 
     @property
     def area(self):
-        """Its area: judges/<area>.py holds its judge, child/probes_<area>.py its probe."""
+        """Its area: areas/<area>.py holds its judge, child/probes_<area>.py its probe."""
         return self.judge.split(':')[0] if self.judge else None
 
 

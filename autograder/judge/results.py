@@ -123,15 +123,15 @@ class Results:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def run(cls, specs, judge, max_output_chars=MAX_OUTPUT_CHARS, extra_credit=()):
+    def from_verdicts(cls, specs, verdict_of, max_output_chars=MAX_OUTPUT_CHARS, extra_credit=()):
         """
-        Run one gradescope-utils test per spec; `judge(spec)` returns its Verdict (called inside the test).
+        Run one gradescope-utils test per spec; `verdict_of(spec)` returns its Verdict (called inside the test).
         Tests whose id is in `extra_credit` carry max_score 0 (see build_suite).
         """
         failures, rows = {}, {}
         by_number = {str(s.number): s for s in specs}
         tests = {}
-        for t in run_suite(build_suite(specs, judge, failures, extra_credit, rows)):
+        for t in run_suite(build_suite(specs, verdict_of, failures, extra_credit, rows)):
             spec = by_number[str(t['number'])]
             tests[spec.id] = TestResult(spec.id, t['name'], float(t['score']), float(t['max_score']), t['status'],
                                         str(t['number']), t.get('output', '').rstrip('\n'),
@@ -229,7 +229,7 @@ def _rows(data):
     return [tuple(r) for r in data] if ok else []
 
 
-def build_suite(specs, judge, failures=None, extra_credit=(), rows=None):
+def build_suite(specs, verdict_of, failures=None, extra_credit=(), rows=None):
     """
     A TestCase class with one test per spec, decorated from grading.yaml; each body judges its test.
     A bug of the grader while judging one test costs that test only: the student reads that it was
@@ -247,7 +247,7 @@ def build_suite(specs, judge, failures=None, extra_credit=(), rows=None):
     for i, spec in enumerate(specs):
         def test(self, set_score=None, spec=spec):
             try:
-                verdict = judge(spec)
+                verdict = verdict_of(spec)
             except Exception as e:
                 if failures is not None:
                     failures[spec.id] = traceback.format_exc()[-5000:]

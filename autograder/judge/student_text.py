@@ -24,8 +24,8 @@ from autograder.judge import messages
 CHILD_STATUSES = ('ok', 'error', 'not_implemented')   # statuses (and messages) the child reports itself (wire.STATUSES)
 WITHHELD = messages.WITHHELD   # what replaces a text past the budget (its %d: the budget)
 MAX_FACT_LINES = 6      # facts (tensor names and shapes) shown per case: the loader's few mismatches fit
-WHERE_SHOWN = 3         # traceback lines of a probe shown (judges.probe_failure, test 1.1): the rest is never read
-CASE_WHERE_SHOWN = 1    # traceback lines of a case error shown (judges.case_error_line)
+WHERE_SHOWN = 3         # traceback lines of a probe shown (areas.probe_failure, test 1.1): the rest is never read
+CASE_WHERE_SHOWN = 1    # traceback lines of a case error shown (areas.case_error_line)
 DTYPE_CHARS = 24        # a dtype's name ('torch.complex128' is 16): judged, so never withheld, only cut
 IMPORT_PRINTED_CHARS = 1000   # what model.py printed at import, shown in test 1.1
 _UNSAFE = re.compile('[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]')   # line breaks and control characters (not tab)

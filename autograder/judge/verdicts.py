@@ -1,20 +1,20 @@
 """
 The verdict of each graded test: the judge function that judges it (JUDGES, one per probed test,
-derived from the `judge` each registry.py entry names) and `judge`, which hands a judge its
+derived from the `judge` each registry.py entry names) and `verdict_for`, which hands a judge its
 probe's result, shape-guarded, and the results of the other probes it reads as evidence.
 """
 
 import importlib
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, guard_shapes, probe_failure
+from autograder.judge.areas import Verdict, guard_shapes, probe_failure
 from autograder.judge.registry import BY_ID, TESTS
 
-JUDGES_PACKAGE = 'autograder.judge.judges'
+JUDGES_PACKAGE = 'autograder.judge.areas'
 
 
 def resolve(name):
-    """The judge function a registry entry names ('<area>:<function>' of judges/<area>.py)."""
+    """The judge function a registry entry names ('<area>:<function>' of areas/<area>.py)."""
     area, _, function = name.partition(':')
     try:
         return getattr(importlib.import_module('%s.%s' % (JUDGES_PACKAGE, area)), function)
@@ -33,7 +33,7 @@ def _judges():
 JUDGES = _judges()   # test id -> (spec, probe result, fixtures, grading[, evidence]) -> Verdict
 
 
-def judge(test, result, fixtures, grading, probes=None):
+def verdict_for(test, result, fixtures, grading, probes=None):
     """
     Verdict of one graded test from the probe result of the same id (its judge is in JUDGES).
     `probes` ({probe id: result}) holds the grading's other results; a judge that declares

@@ -3,12 +3,13 @@ The OS wall between the student's code (autograder/child/, run in a probe proces
 judge (the rest of autograder/). Standard library and ctypes only; nothing here imports torch or
 student code, and nothing of autograder/child/ imports this package.
 
-    grading.py    Sandbox.grading: one grading as a session the judge drives (GradingSession:
-                  the import check and each probe it asks for, a ProbeJob value each), one
-                  fresh process per call, facts back (how a process ended: the judge words
-                  it); nothing here calls judge code
+    session.py    Sandbox, and Sandbox.grading: one grading as a session the judge drives
+                  (GradingSession: the import check and each probe it asks for, a ProbeJob value
+                  each), one fresh process per call, facts back (how a process ended: the judge
+                  words it); nothing here calls judge code
     settings.py   Settings: the sandbox's typed settings, given by the caller (never read from grading.yaml here)
-    zygote.py     the harness's side of the zygote (child/zygote.py is the other): forks probe processes
+    zygote_handle.py  the harness's handle on the zygote (child/zygote.py is the zygote process
+                  itself): starts it, asks it to fork probe processes, reads their exits
     wall.py       what a probe process does to itself before the probe runs (namespaces, allow-listed
                   root, limits, user, seccomp); loaded by path into the zygote
     probe.py      one probe process watched to its end, never waited on: the link (non-blocking, the probe's
@@ -24,13 +25,13 @@ student code, and nothing of autograder/child/ imports this package.
     copies.py     the copies of the grader on the machine (for the self-test), and what of its own is locked
 
 Order within the package (no circle): copies, wall, seccomp, cgroups, readback, users, settings <- defences
-<- leftovers, zygote, scratch <- probe <- grading <- cli.
+<- leftovers, zygote_handle, scratch <- probe <- session <- cli.
 """
 
 from autograder.sandbox.copies import lock_own_copy, protect_source  # noqa: F401
-from autograder.sandbox.grading import GradingSession, GradingStopped, ProbeJob  # noqa: F401
-from autograder.sandbox.grading import Sandbox, SessionReport  # noqa: F401
+from autograder.sandbox.session import GradingSession, GradingStopped, ProbeJob  # noqa: F401
+from autograder.sandbox.session import Sandbox, SessionReport  # noqa: F401
 from autograder.sandbox.defences import SandboxRefused  # noqa: F401
 from autograder.sandbox.readback import ProbeResult  # noqa: F401
 from autograder.sandbox.settings import Settings  # noqa: F401
-from autograder.sandbox.zygote import Zygote  # noqa: F401
+from autograder.sandbox.zygote_handle import Zygote  # noqa: F401

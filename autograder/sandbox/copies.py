@@ -1,6 +1,6 @@
 """
 Copies of the grader on this machine, found as root before any student code runs, so that the
-sandbox's self-test can prove the sandbox user reads none of them, in either mode (grading.py
+sandbox's self-test can prove the sandbox user reads none of them, in either mode (session.py
 _selftest); and what of the grader's own copy is locked, for good (lock_paths).
 
 A copy is a folder holding autograder/judge/ or autograder/fixtures/ (a checkout, an unpacked

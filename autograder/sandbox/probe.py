@@ -35,7 +35,7 @@ from collections import deque
 
 from autograder.contract import report_schema
 from autograder.sandbox import wall
-from autograder.sandbox.zygote import ZygoteFailed
+from autograder.sandbox.zygote_handle import ZygoteFailed
 
 MAX_MESSAGE = 1 << 16            # bytes of one link message (child/socket_link.py's cap)
 MAX_LINK_MESSAGES = 100_000      # per probe: the memory probe asks a few hundred; past this the probe is stopped
@@ -242,7 +242,7 @@ class _Watch:
                 self.meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
 
 
-def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
+def watch(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
         dump_path=None, idle_seconds=None):
     """
     Fork the probe process and watch it to its end. Returns the harness dict:
@@ -253,7 +253,7 @@ def run(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
-    reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in grading.py).
+    reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in session.py).
     `dump_path`: the harness's path of the process's out/<report_schema.HANG_DUMP>; None: killed at once.
     `idle_seconds`: a process that used less than IDLE_CPU of CPU over this much wall time sleeps or waits
     forever: it is stopped like one past its wall cap (ended 'wall', harness['idle_seconds'] says why).

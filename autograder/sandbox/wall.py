@@ -13,7 +13,7 @@ line of the probe, in this order (each step needs the privilege the next one giv
      parent-death signal; no_new_privs and the seccomp filter (seccomp.py).
 
 Standard library and ctypes only, and it imports nothing of `autograder`: the zygote loads this
-file by its path before it forks (autograder/sandbox/zygote.py), and the harness imports it for
+file by its path before it forks (autograder/sandbox/zygote_handle.py), and the harness imports it for
 the same few system calls (mount, umount, capabilities).
 """
 

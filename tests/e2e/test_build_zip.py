@@ -76,7 +76,7 @@ def test_zip_matches_golden_listing_and_gradescope_layout(built):
     for needed in ('autograder/fixtures/cpu/manifest.json', 'autograder/fixtures/cpu/expected.npz',
                    'autograder/fixtures/cpu/known_bugs.npz', 'autograder/child/probes_values.py', 'autograder/child/runner.py',
                    'autograder/child/adapter.py', 'autograder/contract/report_schema.py', 'autograder/judge/registry.py',
-                   'autograder/judge/judges/values.py', 'data/build_corpus.py', 'requirements.txt',
+                   'autograder/judge/areas/values.py', 'data/build_corpus.py', 'requirements.txt',
                    'student_template/hw1/chargpt.py', 'student_template/hw1/mingpt/__init__.py',
                    'student_template/hw1/mingpt/trainer.py', 'student_template/hw1/mingpt/utils.py'):
         assert needed in names

@@ -170,7 +170,7 @@ def test_each_known_bug_fails_its_test_and_is_named(outcomes, known_bug):
     outcome = outcomes['bug/' + known_bug]
     kind, message = outcome[BELONGS[known_bug]]
     assert kind == 'FAIL', (BELONGS[known_bug], kind, message)
-    # in the grader's words (judges/values.py)
+    # in the grader's words (areas/values.py)
     assert 'Likely bug: %s (your outputs match a known wrong variant: %s).' % (
         known_bugs.BY_ID[known_bug].description, known_bug) in message, message
     # every failing comparison of this bug's output names it (or a bug with the same output)

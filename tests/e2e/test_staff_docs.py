@@ -56,7 +56,7 @@ def test_every_quoted_command_and_flag_exists():
 def test_the_words_students_read_are_the_graders():
     # STAFF.md quotes what an untouched test and an untouched optional part read
     from autograder.judge import results
-    from autograder.judge.judges import STATUS_WORDS
+    from autograder.judge.areas import STATUS_WORDS
     assert '"not implemented yet"' in TEXT and STATUS_WORDS['not_implemented'] == 'not implemented yet'
     assert 'reads "Not attempted"' in TEXT and results.NOT_ATTEMPTED.startswith('Not attempted:')
 

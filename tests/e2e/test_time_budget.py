@@ -114,7 +114,7 @@ def test_a_grader_killed_before_the_budget_is_not_called_a_timeout(tmp_path):
     # the real interpreter for everything but the grading, which writes one finished test and is SIGKILLed
     fake.write_text('#!/bin/bash\nif [[ "$*" == *"autograder grade"* ]]; then\n'
                     '  %s -c "import sys; sys.path.insert(0, \'%s\'); from autograder.judge import config; '
-                    'from autograder.judge.judges import Verdict; from autograder.judge.results import partial; '
+                    'from autograder.judge.areas import Verdict; from autograder.judge.results import partial; '
                     'g = config.load(\'%s\'); partial(g.enabled_tests(), {\'rope\': Verdict(1.0, [\'ok\'])}, 0)'
                     '.write(\'%s\')"\n  kill -9 $$\nfi\nexec %s "$@"\n'
                     % (sys.executable, REPO, GRADING_YAML, root.results_path, sys.executable))

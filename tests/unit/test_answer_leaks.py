@@ -18,7 +18,7 @@ import pytest
 
 from autograder.judge import config, fixtures, inputs, registry
 from autograder.judge.student_text import Budget
-from autograder.judge.verdicts import judge
+from autograder.judge.verdicts import verdict_for
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
@@ -50,7 +50,7 @@ def judged_text(view, results):
     for spec in GRADING.enabled_tests():
         if spec.id == 'submission':
             continue
-        verdict = judge(spec, results[spec.id], view, GRADING, results)
+        verdict = verdict_for(spec, results[spec.id], view, GRADING, results)
         texts[spec.id] = '\n'.join(verdict.lines)
     return texts
 
@@ -139,7 +139,7 @@ def test_text_of_the_students_process_is_cut():
     assert len(clipped.info['facts']['a']) < 12
     harness = ProbeResult('timeout', message='x' * 1000)   # the harness's own words stay whole
     assert Budget(limit, 10 ** 6).result(harness).message == 'x' * 1000
-    verdict = judge(GRADING.test('rope'), Budget(limit, 10 ** 6).result(ProbeResult('ok', info=result.info)),
+    verdict = verdict_for(GRADING.test('rope'), Budget(limit, 10 ** 6).result(ProbeResult('ok', info=result.info)),
                     fixtures.load(GRADING, 'cpu'), GRADING)
     assert max(len(line) for line in '\n'.join(verdict.lines).splitlines()) < limit + 100
 

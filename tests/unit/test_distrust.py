@@ -18,8 +18,8 @@ import pytest
 
 from grader_runs import REPO
 from autograder.judge import submission
-from autograder.judge.judges import guard_shapes
-from autograder.judge.verdicts import judge
+from autograder.judge.areas import guard_shapes
+from autograder.judge.verdicts import verdict_for
 from autograder.contract import report_schema
 from autograder.sandbox import readback
 from autograder.sandbox.readback import ProbeResult
@@ -238,7 +238,7 @@ def test_the_child_clips_its_own_report_to_the_caps():
 # ----------------------------------------------------------------------------- the judges' guard
 
 class FakeFixtures:
-    profile = 'cpu'
+    profile_name = 'cpu'
 
     def __init__(self, expected):
         self.expected = expected
@@ -275,7 +275,7 @@ def test_judging_a_huge_generate_output_is_fast():
                                        'top_k=5/tokens': np.zeros((2, n + 1), np.int8),
                                        'top_k=5/logits': np.zeros((2, n, 1), np.float16)})
     started = time.time()
-    verdict = judge(grading.test('generate'), result, fx, grading)
+    verdict = verdict_for(grading.test('generate'), result, fx, grading)
     assert time.time() - started < 2
     assert verdict.fraction == 0 and 'shape (2, 5000001), expected (2, 17)' in '\n'.join(verdict.lines)
 

@@ -124,7 +124,7 @@ def named(doc):
                 (token.split('/')[0] in tops or token.rsplit('.', 1)[-1] in FILE_EXTENSIONS):
             paths.add(token)
         m = CALL.match(s)
-        if m and m.group(1) in PACKAGES:   # a package path: autograder.contract, autograder.judge.judges
+        if m and m.group(1) in PACKAGES:   # a package path: autograder.contract, autograder.judge.areas
             paths.add(s.split('(')[0].replace('.', '/'))
         elif m and m.group(1) in module_names() and m.group(2).split('.')[-1] not in FILE_EXTENSIONS \
                 and s.split('(')[0] not in NOT_CALLS and not grading_yaml_key(s.split('(')[0]):

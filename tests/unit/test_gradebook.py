@@ -17,7 +17,7 @@ import pytest
 
 from autograder import REPO_ROOT
 from autograder.judge import config, fixtures
-from autograder.judge.judges import values
+from autograder.judge.areas import values
 from autograder.sandbox import ProbeResult
 from autograder.judge import results
 from autograder.staff.regrade import gradebook, regrade_diff
@@ -206,7 +206,7 @@ def test_diff_refuses_a_gradebook_of_another_assignment(tmp_path):
 
 
 def test_the_loss_curve_picture_reads_the_number_10_1_grades():
-    from autograder.judge.judges import training
+    from autograder.judge.areas import training
     from autograder.staff.regrade import plots
     fx = fixtures.load(GRADING, 'cpu')
     spec, seed = GRADING.test('loss-curve'), 'seed%d' % GRADING.profiles['cpu'].loss_curve.student_seed

@@ -166,7 +166,7 @@ def test_the_contract_modules_stand_alone():
 def test_loading_grading_yaml_loads_no_judge_and_the_judge_loads_no_torch():
     code = ('import sys; from autograder.judge import config; config.load(); a = set(sys.modules); '
             'from autograder.judge import grade; b = set(sys.modules); '
-            'print(sorted(m for m in a if m.startswith("autograder.judge.judges"))); '
+            'print(sorted(m for m in a if m.startswith("autograder.judge.areas"))); '
             'print(sorted(m for m in b if m == "torch" or m.startswith(("autograder.staff", "autograder.child"))))')
     proc = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -2,7 +2,7 @@
 The judges that rest on the same model's answers in other processes (registry `evidence`) or on
 exact tokens, on synthetic probe results: dropout (6.1) against 4.1's output, causality (7.1)
 against 3.1/5.1/8.1's outputs, generation (8.2) and the KV cache (12.1) on tokens. Also the
-plumbing: judge() hands a judge the results it names, and each probe's process gets only the
+plumbing: verdict_for() hands a judge the results it names, and each probe's process gets only the
 inputs inputs.probe_inputs declares. Fast: no sandbox, no torch; the sizes are grading.yaml's.
 """
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from autograder.judge import config, inputs, registry
-from autograder.judge.verdicts import judge
-from autograder.judge.judges.behaviour import judge_causality, judge_dropout
-from autograder.judge.judges.generate import judge_generate, judge_kv_cache
+from autograder.judge.verdicts import verdict_for
+from autograder.judge.areas.behaviour import judge_causality, judge_dropout
+from autograder.judge.areas.generate import judge_generate, judge_kv_cache
 from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 
@@ -48,7 +48,7 @@ def test_judge_hands_over_the_named_results_shape_guarded():
     wrong_shape = ok({'n_kv_head=2': base[:, :3]})
     arrays = {'gqa/' + c: base for c in ('attn_p1_train', 'resid_p1_train', 'both_p1_eval')}
     fx = fixtures({'dropout/' + k: v for k, v in arrays.items()} | {'gqa/n_kv_head=2': base})
-    v = judge(GRADING.test('dropout'), ok(arrays), fx, GRADING, {'gqa': wrong_shape, 'rope': ok({})})
+    v = verdict_for(GRADING.test('dropout'), ok(arrays), fx, GRADING, {'gqa': wrong_shape, 'rope': ok({})})
     # 4.1's array of the wrong shape is taken out before the dropout judge sees it
     assert v.fraction == 0.0 and 'has shape (2, 3, 48), expected (2, 13, 48)' in '\n'.join(v.lines), v.lines
 

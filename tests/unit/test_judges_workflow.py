@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from autograder.judge import config, grade, results
-from autograder.judge.judges import sliding_window, memory
+from autograder.judge.areas import sliding_window, memory
 from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 

@@ -1,6 +1,6 @@
 """
 A failed test's output as Gradescope Markdown (autograder/judge/markdown.py): the rows of the table
-of expected against got are the judges' own data (Verdict.rows: judges.compare's cells, generate's
+of expected against got are the judges' own data (Verdict.rows: areas.compare's cells, generate's
 tokens), never read back from the lines; the lines stay literal whatever they hold, and the staff
 tools read the plain lines (and the rows) back.
 """
@@ -8,10 +8,10 @@ tools read the plain lines (and the rows) back.
 import numpy as np
 
 from autograder.judge import config, fixtures, markdown, results
-from autograder.judge.judges import compare, row
-from autograder.judge.judges.generate import judge_generate
+from autograder.judge.areas import compare, row
+from autograder.judge.areas.generate import judge_generate
 from autograder.judge.student_text import Budget
-from autograder.judge.verdicts import judge
+from autograder.judge.verdicts import verdict_for
 from autograder.sandbox import ProbeResult
 
 GRADING = config.load()
@@ -59,7 +59,7 @@ def test_a_students_text_never_makes_a_row_a_heading_or_a_table():
     raw = ProbeResult('ok', arrays=wrong, info={'case_errors': {case: {'status': 'error', 'message': FORGED,
                                                                        'where': ['model.py line 9\n| x | y |']}}})
     taken = Budget(240, 2000).result(raw)
-    verdict = judge(GRADING.test('rope'), taken, fx, GRADING)
+    verdict = verdict_for(GRADING.test('rope'), taken, fx, GRADING)
     assert [r[0] for r in verdict.rows] == [sorted(arrays)[1]]   # the one real comparison; not the forged line
     data = results.Results({'rope': results.TestResult('rope', 'RoPE', 0.0, 10.0, 'failed', '2.1',
                                                        '\n'.join(verdict.lines), rows=verdict.rows)}).to_json()
@@ -70,7 +70,7 @@ def test_a_students_text_never_makes_a_row_a_heading_or_a_table():
     assert any('\\nFAIL rope: max abs error 9' in l and l.startswith('FAIL %s: your code raised an error' % case)
                for l in lines), lines
     # even unflattened (a judge given the raw text), lines never make rows: the table is Verdict.rows alone
-    raw_verdict = judge(GRADING.test('rope'), raw, fx, GRADING)
+    raw_verdict = verdict_for(GRADING.test('rope'), raw, fx, GRADING)
     assert raw_verdict.rows == verdict.rows
 
 

@@ -11,11 +11,11 @@ import os
 import re
 
 from autograder import PACKAGE_DIR
-from autograder.judge import judges, markdown, messages, student_text
+from autograder.judge import areas, markdown, messages, student_text
 
 # the modules whose sentences moved to messages.py (known_bugs.py keeps each bug's description beside its
 # patches: the handout build copies them, and the file is in the fixtures' probe-code hash)
-MOVED = ['judge/judges/%s' % f for f in sorted(os.listdir(os.path.join(PACKAGE_DIR, 'judge', 'judges')))
+MOVED = ['judge/areas/%s' % f for f in sorted(os.listdir(os.path.join(PACKAGE_DIR, 'judge', 'areas')))
          if f.endswith('.py')] + ['judge/verdicts.py', 'judge/markdown.py', 'judge/student_text.py',
                                   'judge/set_aside.py', 'judge/cascade.py', 'judge/grade.py',
                                   'judge/probe_job.py', 'judge/results.py', 'judge/submission.py',
@@ -107,7 +107,7 @@ def test_messages_imports_nothing_of_the_package():
 
 
 def test_the_modules_read_their_words_from_messages():
-    assert judges.STATUS_WORDS is messages.STATUS_WORDS and student_text.WITHHELD is messages.WITHHELD
+    assert areas.STATUS_WORDS is messages.STATUS_WORDS and student_text.WITHHELD is messages.WITHHELD
     assert markdown.TABLE_TITLE is messages.TABLE_TITLE and markdown.HEADER is messages.TABLE_HEADER
 
 

@@ -21,7 +21,7 @@ from autograder.judge import config, fixtures, inputs, registry, verdicts
 from autograder.contract import report_schema
 
 CHILD_DIR = os.path.join(PACKAGE_DIR, 'child')
-JUDGES_DIR = os.path.join(PACKAGE_DIR, 'judge', 'judges')
+JUDGES_DIR = os.path.join(PACKAGE_DIR, 'judge', 'areas')
 JUDGE_PARAMETERS = ['test', 'result', 'fixtures', 'grading']   # then `evidence` where it reads some
 
 
@@ -48,10 +48,10 @@ def test_every_probed_test_has_its_probe_and_no_probe_is_orphaned():
         sorted(probes - wanted), sorted(wanted - probes))
 
 
-def test_every_probed_test_has_one_judge_function_of_judges():
+def test_every_probed_test_has_one_judge_function_of_areas():
     assert set(verdicts.JUDGES) == {t.id for t in registry.TESTS if t.probed}
     for tid, judge in verdicts.JUDGES.items():
-        assert judge.__module__.startswith('autograder.judge.judges.'), tid
+        assert judge.__module__.startswith('autograder.judge.areas.'), tid
 
 
 def test_each_probe_is_in_the_child_module_of_its_area():
@@ -83,7 +83,7 @@ def test_a_missing_judge_is_refused_by_name():
 
 
 def test_every_judge_function_is_named_by_a_registry_entry():
-    # a judge: a top-level function of judges/<area>.py taking (test, result, fixtures, grading[,
+    # a judge: a top-level function of areas/<area>.py taking (test, result, fixtures, grading[,
     # evidence]); judge_cases and the other helpers take other arguments
     named = {t.judge for t in registry.TESTS if t.judge}
     found = set()

@@ -13,14 +13,14 @@ import pytest
 
 from autograder import GRADING_YAML, REPO_ROOT
 from autograder.judge import config, results
-from autograder.judge.judges import Verdict
+from autograder.judge.areas import Verdict
 from autograder.judge.results import Results, points
 
 SPECS = config.load(GRADING_YAML).enabled_tests()
 
 
 def _run(fractions, lines=None, limit=results.MAX_OUTPUT_CHARS):
-    return Results.run(SPECS, lambda spec: Verdict(fractions.get(spec.id, 1.0), (lines or {}).get(spec.id, ['ok'])), limit)
+    return Results.from_verdicts(SPECS, lambda spec: Verdict(fractions.get(spec.id, 1.0), (lines or {}).get(spec.id, ['ok'])), limit)
 
 
 def test_scores_are_keyed_by_id_and_totals_add_up():
@@ -73,7 +73,7 @@ def test_a_judge_bug_costs_one_test_and_tells_staff():
         if spec.id == 'gqa':
             raise KeyError('boom')
         return Verdict(1.0, ['ok'])
-    out = Results.run(SPECS, judge)
+    out = Results.from_verdicts(SPECS, judge)
     assert out['gqa'].score == 0 and 'not your fault' in out['gqa'].output and 'KeyError' in out['gqa'].output
     assert 'boom' not in out['gqa'].output and "KeyError: 'boom'" in out.extra_data['judge_errors']['gqa']
     assert out['rope'].score == out['rope'].max_score
@@ -124,7 +124,7 @@ def _extra_credit_run():
         if spec.id == untouched:
             return Verdict(0.0, ['not implemented (optional): NotImplementedError: TODO (optional)'], not_implemented=True)
         return Verdict(1.0, ['ok'])
-    out = Results.run(SPECS, judge, extra_credit=extra)
+    out = Results.from_verdicts(SPECS, judge, extra_credit=extra)
     results.add_points(out, extra)
     return out, {t['extra_data']['id']: t for t in out.to_json()['tests']}, extra, (done, wrong, untouched)
 
@@ -163,7 +163,7 @@ def test_readme_staff_md_and_grading_yaml_say_what_results_json_holds_on_extra_c
 
 def test_a_failure_worth_no_points_ends_with_its_own_lines():
     # 1.1 is worth no points: no "0%" and no "see the lines above" under the one line that says what was found
-    out = Results.run(SPECS, lambda spec: Verdict(0.0 if spec.id == 'submission' else 1.0,
+    out = Results.from_verdicts(SPECS, lambda spec: Verdict(0.0 if spec.id == 'submission' else 1.0,
                                                   ['no model.py in the submission: upload your mingpt/model.py '
                                                    '(the upload holds notes.txt)']))
     assert out['submission'].status == 'failed'
@@ -205,6 +205,6 @@ def test_the_tests_are_gradescope_utils_entries_as_its_runner_writes_them():
     JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(
         results.build_suite(SPECS, judge, {}, extra, {}))
     entries = results.run_suite(results.build_suite(SPECS, judge, {}, extra, {}))
-    # tags are the decorator's tuple (Results.run lists them)
+    # tags are the decorator's tuple (Results.from_verdicts lists them)
     assert [dict(e, tags=list(e['tags'])) if 'tags' in e else e for e in entries] == \
         json.loads(stream.getvalue())['tests']

@@ -93,14 +93,14 @@ def test_the_harness_spends_the_budget_in_test_order_in_one_place(tmp_path):
     charge = dataclasses.replace(GRADING, cascade='charge')
     judging = grade.Judging(charge, 'cpu', located, fixtures.load(GRADING, 'cpu'),
                             FakeSandbox()).run_probes()
-    probes = list(judging.run.probes)
+    probes = list(judging.run_result.probes)
     assert probes == registry.probes_for([s.id for s in judging.specs if s.id != 'submission'])
-    shown = [pid for pid in probes for e in judging.run.probes[pid].info['case_errors'].values()
+    shown = [pid for pid in probes for e in judging.run_result.probes[pid].info['case_errors'].values()
              if e['message'] != WITHHELD % BUDGET]
     order = [probes.index(pid) for pid in shown]
     assert shown and order == sorted(order) and set(shown) != set(probes)   # the first tests keep their text
     assert set(shown) == set(probes[:len(set(shown))])
     report = judging.info['student_text']
     assert report['budget'] == BUDGET and report['shown_chars'] <= BUDGET and report['withheld_texts'] > 0
-    where = judging.run.probes[probes[0]].info['case_errors']['case0']['where']
+    where = judging.run_result.probes[probes[0]].info['case_errors']['case0']['where']
     assert where == ['model.py line 1, in forward: x\\ny']

@@ -1,6 +1,6 @@
 """
-The judges of the training path (judges/training.py: gradients, loss-curve) and of the
-block-16 -> block-256 workflow (judges/pretrained.py), on synthetic probe results: no sandbox,
+The judges of the training path (areas/training.py: gradients, loss-curve) and of the
+block-16 -> block-256 workflow (areas/pretrained.py), on synthetic probe results: no sandbox,
 no torch, no fixtures on disk.
 """
 
@@ -9,8 +9,8 @@ import pytest
 
 from autograder import GRADING_YAML
 from autograder.judge import config
-from autograder.judge.judges import training as training_judges
-from autograder.judge.judges import pretrained
+from autograder.judge.areas import training as training_judges
+from autograder.judge.areas import pretrained
 from autograder.judge.fixtures import Fixtures
 from autograder.sandbox import ProbeResult
 

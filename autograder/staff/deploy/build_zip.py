@@ -66,9 +66,9 @@ def collect():
                 files[os.path.relpath(path, REPO_ROOT).replace(os.sep, '/')] = path
     base = fixtures.root()
     files['autograder/fixtures/' + fixtures.KEY_FILE] = os.path.join(base, fixtures.KEY_FILE)
-    for profile in profiles_present():
+    for profile_name in profiles_present():
         for name in FIXTURE_FILES:
-            files['autograder/fixtures/%s/%s' % (profile, name)] = os.path.join(base, profile, name)
+            files['autograder/fixtures/%s/%s' % (profile_name, name)] = os.path.join(base, profile_name, name)
     missing = sorted(arc for arc, path in files.items() if not os.path.isfile(path))
     if missing:
         raise BuildError('files the zip needs are missing: %s' % ', '.join(missing))
@@ -101,9 +101,9 @@ def check_fixtures(grading):
     present = profiles_present()
     if 'cpu' not in present:
         raise BuildError('no cpu fixtures in %s: run `python -m autograder regenerate --course`' % fixtures.root())
-    for profile in present:
+    for profile_name in present:
         try:
-            fixtures.load(grading, profile)
+            fixtures.load(grading, profile_name)
         except fixtures.StaleFixtures as e:
             raise BuildError(str(e))
     return present

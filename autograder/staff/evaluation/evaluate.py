@@ -250,11 +250,11 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
     return '\n'.join(md) + '\n'
 
 
-def evaluate(root, jobs=2, profile='cpu', progress=True, timeout=None):
+def evaluate(root, jobs=2, profile_name='cpu', progress=True, timeout=None):
     """Grade the corpus on the regrade engine; returns (rows, summary, test_ids, tests_meta, seconds)."""
     grading = config.load()
-    if profile not in grading.profiles:
-        raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(grading.profiles)))
+    if profile_name not in grading.profiles:
+        raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(grading.profiles)))
     tests_meta = [t for t in grading.enabled_tests()]
     test_ids = [t.id for t in tests_meta]
     subs = load_corpus(root)
@@ -269,7 +269,7 @@ def evaluate(root, jobs=2, profile='cpu', progress=True, timeout=None):
             base = os.path.join(scratch, '%03d' % i)
             jobs_todo.append(worker_pool.Job('%s/%s' % (sub['kind'], sub['name']), sub['path'],
                                         base + '-results.json', skip=skipped_tests(sub), course_path=base + '-course.json'))
-        eng = worker_pool.Engine(profile, jobs, timeout or worker_pool.default_timeout(grading),
+        eng = worker_pool.Engine(profile_name, jobs, timeout or worker_pool.default_timeout(grading),
                             lambda msg: print('evaluate: ' + msg, file=sys.stderr, flush=True), progress=progress)
         outcomes = eng.grade(jobs_todo)
         if outcomes is None:

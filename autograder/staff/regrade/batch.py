@@ -55,10 +55,10 @@ def grader_sha256():
     return fixtures.sha256_files(sorted(paths))
 
 
-def stamp_for(profile, grading_path=GRADING_YAML):
+def stamp_for(profile_name, grading_path=GRADING_YAML):
     """What a results.json must carry to count as graded by this grader (the submission's hash is added per job)."""
-    return {'profile': profile,
-            'fixtures_sha256': fixtures.sha256_file(os.path.join(fixtures.folder(profile), 'manifest.json')),
+    return {'profile': profile_name,
+            'fixtures_sha256': fixtures.sha256_file(os.path.join(fixtures.folder(profile_name), 'manifest.json')),
             'grading_yaml_sha256': fixtures.sha256_file(grading_path),
             'grader_sha256': grader_sha256()}
 
@@ -81,20 +81,20 @@ def inside_checkout(path):
 
 
 class Batch:
-    def __init__(self, export_path, jobs=1, profile='cpu', png=False, force=False, timeout=None, log=None, shard=None):
+    def __init__(self, export_path, jobs=1, profile_name='cpu', png=False, force=False, timeout=None, log=None, shard=None):
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.grading = config.load()
-        if profile not in self.grading.profiles:
-            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile, ', '.join(self.grading.profiles)))
-        fixtures.load(self.grading, profile)  # refuse stale fixtures before grading anything
+        if profile_name not in self.grading.profiles:
+            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(self.grading.profiles)))
+        fixtures.load(self.grading, profile_name)  # refuse stale fixtures before grading anything
         self.export = gradescope_export.read(export_path)
         self.folder = self.export.folder
         self.shard = shard   # (K, N): grade shard K of N only (shards.py); None: the whole export
         self.submissions, self.missing = ((shards.share(self.export.submissions, *shard), shards.share(self.export.missing, *shard))
                                           if shard else (self.export.submissions, self.export.missing))
-        self.profile, self.png, self.force = profile, png, force
-        self.stamp = stamp_for(profile)
-        self.engine = worker_pool.Engine(profile, jobs, timeout or worker_pool.default_timeout(self.grading),
+        self.profile_name, self.png, self.force = profile_name, png, force
+        self.stamp = stamp_for(profile_name)
+        self.engine = worker_pool.Engine(profile_name, jobs, timeout or worker_pool.default_timeout(self.grading),
                                     lambda msg: self.log('batch: ' + msg))
         self.outcomes = {}           # submission -> ('graded' | 'skipped' | 'error' | 'missing', message)
 
@@ -163,7 +163,7 @@ class Batch:
                 continue
             meta = self.export.metadata.get(sub)
             names = ', '.join(p.name for p in meta.submitters) if meta else ''
-            plots.loss_curve_png(out.to_json(), path, self.profile, title='%s %s' % (sub, names), grading=self.grading)
+            plots.loss_curve_png(out.to_json(), path, self.profile_name, title='%s %s' % (sub, names), grading=self.grading)
 
     def rows(self):
         """(header, rows, meta) of the gradebook (gradebook.py): one row per student, sorted by name."""

@@ -70,7 +70,7 @@ def array_print(got, expected, tolerance):
 def test_prints(judging, out):
     """{test id: {array key: print}} of the failing tests that name no known bug."""
     prints = {}
-    probes = judging.run.probes if judging.run is not None else {}
+    probes = judging.run_result.probes if judging.run_result is not None else {}
     for tid in COMPARED:
         result = probes.get(tid)
         if tid not in out or not out[tid].lost or result is None or gradebook.NAMED_BUG.search(out[tid].output or ''):

@@ -33,7 +33,7 @@ STATUSES = ('graded', 'not graded', 'error', 'missing')
 META_SUFFIX = '.meta.json'
 RESULTS_SUFFIX = '.results'   # grades.<date>.results/<submission>/results.json: the feedback of a kept regrade
 INPUT_KEYS = ('profile', 'grading_yaml_sha256', 'fixtures_sha256', 'grader_sha256')
-# the judges' wording when a failing case matches a known bug (autograder/judge/judges/values.py); a unit test
+# the judges' wording when a failing case matches a known bug (autograder/judge/areas/values.py); a unit test
 # runs that judge on a known bug's own outputs and holds this pattern to what it prints
 NAMED_BUG = re.compile(r'known wrong variant: ([a-z0-9][a-z0-9-]*)\)')
 TEST_COLUMN = re.compile(r'^(\d+(?:\.\d+)*) (\S+)$')

@@ -1,6 +1,6 @@
 """
 `python -m autograder plot RESULTS_JSON PNG [--profile cpu|gpu]`, and batch --png: staff
-pictures of test 10.1, drawn from what the judge grades (autograder/judge/judges/training.py):
+pictures of test 10.1, drawn from what the judge grades (autograder/judge/areas/training.py):
 the held-out loss, the cross-entropy the grader computes from the trained model's logits on
 held-out text, against the band [reference - atol, reference + atol], where the reference is
 the same computation on the reference's logits after training from the same start at the
@@ -28,24 +28,24 @@ MISSING = 'loss-curve PNG skipped: matplotlib is not installed (pip install matp
 HELDOUT = re.compile(r'held-out loss (-?\d+\.\d+|nan|inf)')
 
 
-def heldout_band(profile, grading=None):
+def heldout_band(profile_name, grading=None):
     """(reference held-out loss, lo, hi): exactly what judge_loss_curve accepts, from the fixtures and grading.yaml."""
     from autograder.judge import config, fixtures
-    from autograder.judge.judges.training import cross_entropy, heldout_targets
+    from autograder.judge.areas.training import cross_entropy, heldout_targets
     grading = grading or config.load()
-    fx = fixtures.load(grading, profile, check=False)
-    lc = grading.profiles[profile].loss_curve
+    fx = fixtures.load(grading, profile_name, check=False)
+    lc = grading.profiles[profile_name].loss_curve
     logits = fx.probe('loss-curve')['seed%d/heldout_logits' % lc.student_seed]
-    expected = cross_entropy(logits, heldout_targets(profile, grading, fx.shared_seed))
+    expected = cross_entropy(logits, heldout_targets(profile_name, grading, fx.shared_seed))
     atol = grading.test('loss-curve').tolerance.atol
     return expected, expected - atol, expected + atol
 
 
-def reference_curves(profile, grading=None):
+def reference_curves(profile_name, grading=None):
     """The reference seeds' training curves (seeds x iterations), for context."""
     from autograder.judge import config, fixtures
     grading = grading or config.load()
-    refs = {k: v for k, v in fixtures.load(grading, profile, check=False).probe('loss-curve').items() if '/' not in k}
+    refs = {k: v for k, v in fixtures.load(grading, profile_name, check=False).probe('loss-curve').items() if '/' not in k}
     return np.stack([refs[k] for k in sorted(refs)])
 
 
@@ -115,11 +115,11 @@ def figure(plt, losses, curves, band, heldout=None, title=''):
     return fig
 
 
-def loss_curve_png(results, path, profile='cpu', title='', grading=None):
+def loss_curve_png(results, path, profile_name='cpu', title='', grading=None):
     """Draw the PNG for one graded submission (a results.json dict). Never raises; returns True if written."""
     try:
-        band = heldout_band(profile, grading)
-        curves = reference_curves(profile, grading)
+        band = heldout_band(profile_name, grading)
+        curves = reference_curves(profile_name, grading)
         losses = (results.get('extra_data') or {}).get('loss_curve')
         ok = draw(path, losses, curves, band, graded_heldout_loss(results), title)
         if ok:

@@ -20,7 +20,7 @@ them atomically to the job's results path; for evaluate it also runs the course'
 so that nothing a long run accumulates (memory, open files) grows without bound.
 
 One Sandbox, and so one zygote (an interpreter with torch imported that never runs student
-code, autograder/sandbox/zygote.py), lives in each worker across its gradings: every probe of
+code, autograder/sandbox/zygote_handle.py), lives in each worker across its gradings: every probe of
 every submission is still a fresh fork of it, walled in as a pool user of its own, so nothing of
 one student's run reaches another's, and a grading costs no torch import. A worker replaced
 after a crash or a timeout starts a fresh zygote with its fresh Sandbox.
@@ -84,13 +84,13 @@ def _kill_children():
 MAX_JOBS_PER_WORKER = 200
 
 
-def grade_job(profile, job, scratch, sandbox=None):
+def grade_job(profile_name, job, scratch, sandbox=None):
     """Grade one Job in this process: the stamped results.json (and the course tests' JSON); returns its summary."""
     from autograder.judge import grade
     from autograder.staff.regrade import behaviour_prints
     kept = {}
     observe = behaviour_prints.observer(kept.update) if job.behaviour_path else None
-    out = grade.grade_results(job.path, profile, os.path.join(scratch, 'results', 'results.json'), skip=tuple(job.skip),
+    out = grade.grade_results(job.path, profile_name, os.path.join(scratch, 'results', 'results.json'), skip=tuple(job.skip),
                               sandbox=sandbox, observe=observe)
     if job.stamp and not out.is_error:
         out.extra_data['batch'] = dict(job.stamp, graded_at=datetime.datetime.now().isoformat(timespec='seconds'))
@@ -106,7 +106,7 @@ def grade_job(profile, job, scratch, sandbox=None):
     return out.summary()
 
 
-def serve(profile):
+def serve(profile_name):
     """The worker's main loop: one JSON Job per line on stdin, one JSON answer per job on the original stdout."""
     from autograder.judge import grade
     answers = os.fdopen(os.dup(1), 'w', buffering=1)
@@ -131,7 +131,7 @@ def serve(profile):
                 from autograder.judge import config
                 from autograder.sandbox import Sandbox
                 box[0] = Sandbox(config.load().sandbox)
-            answer = {'key': job.key, 'summary': grade_job(profile, job, scratch[0], box[0])}
+            answer = {'key': job.key, 'summary': grade_job(profile_name, job, scratch[0], box[0])}
         except Exception as e:   # this submission's error; the engine replaces a worker that raised
             answer = {'key': job.key, 'error': '%s: %s' % (type(e).__name__, e)}
         finally:
@@ -148,9 +148,9 @@ def serve(profile):
 class Worker:
     """One long-lived worker process and its pipes; `grade(job, timeout)` -> (status, message)."""
 
-    def __init__(self, profile):
+    def __init__(self, profile_name):
         cmd = [sys.executable, '-c', 'import sys; from autograder.staff.regrade.worker_pool import serve; sys.exit(serve(sys.argv[1]))',
-               profile]
+               profile_name]
         self.stderr = tempfile.TemporaryFile(mode='w+')   # read only after a crash: no pipe to fill up
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, text=True, bufsize=1)
@@ -272,8 +272,8 @@ class Progress:
 class Engine:
     """Runs Jobs in worker processes, `jobs` at a time. outcomes: {key: (status, message)}."""
 
-    def __init__(self, profile, jobs=1, timeout=600, log=None, progress=True):
-        self.profile, self.jobs, self.timeout, self.progress = profile, max(1, int(jobs)), timeout, progress
+    def __init__(self, profile_name, jobs=1, timeout=600, log=None, progress=True):
+        self.profile_name, self.jobs, self.timeout, self.progress = profile_name, max(1, int(jobs)), timeout, progress
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.workers = set()         # every live Worker
         self.local = threading.local()   # each pool thread's own Worker
@@ -291,7 +291,7 @@ class Engine:
             with self.running_lock:
                 if self.stopping:
                     return None
-                w = self.local.worker = Worker(self.profile)
+                w = self.local.worker = Worker(self.profile_name)
                 self.workers.add(w)
         return w
 

@@ -7,7 +7,7 @@ case names the known bug whose outputs it matches.
 from collections import Counter
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, case_of, close, compare, row
+from autograder.judge.areas import Verdict, case_error_line, case_of, close, compare, row
 from autograder.judge.known_bugs import BY_ID
 
 KNOWN_BUG_SLACK = 10.0  # a known bug matches at 10x the test's tolerance: styles add float noise

@@ -30,7 +30,7 @@ from autograder.sandbox import cgroups, copies, defences, leftovers, probe, read
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
 from autograder.sandbox.settings import Settings
-from autograder.sandbox.zygote import Zygote
+from autograder.sandbox.zygote_handle import Zygote
 
 LOG_TAIL = 1000              # characters of each process's stdout/stderr kept for staff
 
@@ -263,7 +263,7 @@ class Sandbox:
         wall_limit = cpu_limit * self.cfg.wall_factor + 10
         meter = self._cpu_meter()
         try:
-            h = probe.run(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
+            h = probe.watch(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
                           meter=meter, kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
                           budget_end=self.budget_end,
                           dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP),

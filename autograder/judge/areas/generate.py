@@ -13,7 +13,7 @@ logits, which its code could shape to fit the tokens):
 import numpy as np
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, compare, evidence_output
+from autograder.judge.areas import Verdict, case_error_line, compare, evidence_output
 from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
 from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 
@@ -53,7 +53,7 @@ def _likely(fixtures, probe_id, key, got):
 def judge_generate(test, result, fixtures, grading, evidence):
     expected = fixtures.probe('generate')
     errors = result.info.get('case_errors', {})
-    block = grading.profiles[fixtures.profile].model.block_size
+    block = grading.profiles[fixtures.profile_name].model.block_size
     prompt_len = expected['greedy'].shape[1] - GENERATE_NEW
     lines, rows, passed, likely = [], [], 0, []
     for key, what in GENERATE_CASES:
@@ -139,7 +139,7 @@ def _generate_check(label, result, expected, block):
 def judge_kv_cache(test, result, fixtures, grading):
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})
-    block = grading.profiles[fixtures.profile].model.block_size
+    block = grading.profiles[fixtures.profile_name].model.block_size
     labels = [label for label, _, _ in KV_CACHE_CONFIGS if label + '/step/lengths' in expected]   # not set aside
     if not labels:
         return Verdict(0.0, [messages.KV_NONE_JUDGED])

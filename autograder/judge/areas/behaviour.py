@@ -13,7 +13,7 @@ processes of the grading (registry `evidence`), never on the reference's values:
 import numpy as np
 
 from autograder.judge import inputs, messages
-from autograder.judge.judges import Verdict, case_error_line, close, compare, evidence_output
+from autograder.judge.areas import Verdict, case_error_line, close, compare, evidence_output
 
 DROPOUT_KV = inputs.DROPOUT_KV   # the dropout probe's module: GroupedQueryAttention with n_kv_head = 2
 # three checks, each of a p = 1 case on weights 'gqa-kv2' and a 0 < p < 1 case on weights 'dropout'
@@ -29,11 +29,11 @@ MIN_JUDGED = 100   # elements whose dropped and kept values differ clearly, need
 def _input_seed(grading, fixtures):
     """The seed of the drawn input set (fixtures view), else the profile's."""
     seed = getattr(fixtures, 'input_seed', None)
-    return grading.profiles[fixtures.profile].seed if seed is None else seed
+    return grading.profiles[fixtures.profile_name].seed if seed is None else seed
 
 
 def _out_proj_bias(grading, fixtures, label='gqa-kv%d' % DROPOUT_KV):
-    prof = grading.profiles[fixtures.profile]
+    prof = grading.profiles[fixtures.profile_name]
     seed = _input_seed(grading, fixtures)
     if label == 'dropout':
         return inputs.dropout_inputs(seed, prof.module, DROPOUT_KV, prof.dropout.seq)[1]['out_proj.bias']
@@ -109,7 +109,7 @@ def _mid_train(what, got, base, offset, p, tol):
 
 def judge_dropout(test, result, fixtures, grading, evidence):
     tol = test.tolerance
-    p = grading.profiles[fixtures.profile].dropout.p
+    p = grading.profiles[fixtures.profile_name].dropout.p
     errors = result.info.get('case_errors', {})
     p0, missing = evidence_output(evidence, 'gqa', 'n_kv_head=%d' % DROPOUT_KV)
     bias = _out_proj_bias(grading, fixtures)
@@ -193,7 +193,7 @@ def judge_causality(test, result, fixtures, grading, evidence):
     """
     tol = test.tolerance
     errors = result.info.get('case_errors', {})
-    prof = grading.profiles[fixtures.profile]
+    prof = grading.profiles[fixtures.profile_name]
     lines, passed = [], 0
     cases = [c for c in CAUSALITY_BASES if not fixtures.excluded('causality', c)]   # set aside: not judged
     for case in cases:

@@ -7,8 +7,8 @@ the part is extra credit (handout.extra_credit).
 """
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, close
-from autograder.judge.judges.values import judge_cases
+from autograder.judge.areas import Verdict, close
+from autograder.judge.areas.values import judge_cases
 
 NO_WINDOW = '/no_window'   # reference-only cases of the sliding-window probe: the same module without a window
 

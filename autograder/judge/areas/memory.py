@@ -19,7 +19,7 @@ import numpy as np
 
 from autograder.contract import memory_rules
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line
+from autograder.judge.areas import Verdict, case_error_line
 from autograder.contract.report_schema import FIGURE_TYPES
 
 VIEW = messages.MEMORY_VIEW
@@ -66,7 +66,7 @@ def figure_of(a):
 
 
 def judge_memory(test, result, fixtures, grading):
-    profile = grading.profiles[fixtures.profile]
+    profile = grading.profiles[fixtures.profile_name]
     labels = memory_labels(profile)
     log = readings_log(result)
     errors = result.info.get('case_errors', {})
@@ -146,7 +146,7 @@ def judged_rows(kept):
 
 
 def judge_window_memory(test, result, fixtures, grading):
-    profile = grading.profiles[fixtures.profile]
+    profile = grading.profiles[fixtures.profile_name]
     sw = profile.sliding_window
     key = window_key(profile)
     kept = fixtures.probe(test.id)[key + '/out']

@@ -11,7 +11,7 @@ Judges of the training path:
 import numpy as np
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, compare, row
+from autograder.judge.areas import Verdict, case_error_line, compare, row
 
 MAX_LINES_PER_CASE = 6
 
@@ -70,7 +70,7 @@ def _gradient_lines(what, names, observed, expected, tol, rows):
 
 def _training_gradients(evidence, fixtures, grading, tol, rows):
     """(ok, lines) of the gradients at step 0 of 10.1's training run against the reference's run at the same seed."""
-    lc = grading.profiles[fixtures.profile].loss_curve
+    lc = grading.profiles[fixtures.profile_name].loss_curve
     case = 'seed%d' % lc.student_seed
     prefix = case + '/step0/'
     expected = {k[len(prefix):]: v for k, v in fixtures.probe('loss-curve').items() if k.startswith(prefix)}
@@ -156,13 +156,13 @@ def judge_loss_curve(test, result, fixtures, grading):
     patched trainer or one step more or less all land outside. The loss is computed here from
     the logits, for the summary and the message.
     """
-    lc = grading.profiles[fixtures.profile].loss_curve
+    lc = grading.profiles[fixtures.profile_name].loss_curve
     tol = test.tolerance
     key = 'seed%d' % lc.student_seed
     ref = fixtures.probe('loss-curve')
     if key + '/heldout_logits' not in ref:
         return Verdict(0.0, [messages.no_heldout_fixtures(lc.student_seed)])
-    targets = heldout_targets(fixtures.profile, grading, getattr(fixtures, 'shared_seed', None))
+    targets = heldout_targets(fixtures.profile_name, grading, getattr(fixtures, 'shared_seed', None))
     ref_logits = ref[key + '/heldout_logits']
     expected = cross_entropy(ref_logits, targets)
     errors = result.info.get('case_errors', {})

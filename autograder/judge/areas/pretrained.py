@@ -9,7 +9,7 @@ the loader left unlike model.pt, so that the message holds for any loader.
 """
 
 from autograder.judge import messages
-from autograder.judge.judges import Verdict, case_error_line, compare, row
+from autograder.judge.areas import Verdict, case_error_line, compare, row
 
 STAGE_WORDS = messages.STAGE_WORDS   # stage the probe reached -> what it was doing
 MAX_FACTS = 6
@@ -31,7 +31,7 @@ def _about_shapes(message, facts):
 
 def judge_load_pretrained(test, result, fixtures, grading):
     tol = test.tolerance
-    wf = grading.profiles[fixtures.profile].workflow
+    wf = grading.profiles[fixtures.profile_name].workflow
     short, long_ = wf.block_from, wf.block_to
     expected = fixtures.probe(test.id)
     errors = result.info.get('case_errors', {})

@@ -1,0 +1,96 @@
+"""
+Names say what things are, one name per idea (issue 34): the module names of the sandbox say
+what they hold, `run` names no function of the package (each says what it runs), and a
+profile's name (the string 'cpu' or 'gpu') is `profile_name` where a `profile` is the Profile.
+Read from the source (ast) and the signatures, so that a later change keeps them.
+"""
+
+import ast
+import inspect
+import os
+
+import pytest
+
+from autograder import PACKAGE_DIR
+
+# functions or methods of autograder/ that may be named exactly `run`, each with the outside API
+# that demands the name; none does today (minGPT's Trainer.run and subprocess.run are not ours)
+RUN_ALLOWED = {}
+
+
+def _sources():
+    """{path relative to the package: parsed module} of every module of autograder/."""
+    out = {}
+    for root, dirs, files in os.walk(PACKAGE_DIR):
+        dirs[:] = sorted(d for d in dirs if d != '__pycache__')
+        for f in sorted(files):
+            if f.endswith('.py'):
+                path = os.path.join(root, f)
+                with open(path, encoding='utf-8') as fh:
+                    out[os.path.relpath(path, PACKAGE_DIR)] = ast.parse(fh.read(), path)
+    return out
+
+
+SOURCES = _sources()
+
+
+def _functions():
+    """(module, function name, node) of every function and method of the package."""
+    for rel, tree in SOURCES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield rel, node.name, node
+
+
+@pytest.mark.parametrize('old', ['sandbox/grading.py', 'sandbox/zygote.py', 'judge/judges'])
+def test_the_renamed_modules_stay_renamed(old):
+    # sandbox/session.py holds Sandbox and its GradingSession; sandbox/zygote_handle.py is the
+    # harness's handle on the zygote (child/zygote.py is the zygote itself); judge/areas/ holds
+    # one module of verdict functions per area
+    assert not os.path.exists(os.path.join(PACKAGE_DIR, *old.split('/'))), old
+
+
+def test_no_function_is_named_run_where_no_outside_api_demands_it():
+    found = sorted('%s:%d' % (rel, node.lineno) for rel, name, node in _functions()
+                   if name == 'run')
+    assert found == sorted(RUN_ALLOWED), 'functions named `run` (say what they run): %s' % found
+
+
+def test_no_parameter_named_profile_holds_a_profile_name():
+    # a `profile` parameter with a string default ('cpu') is a profile's name: call it profile_name
+    found = []
+    for rel, name, node in _functions():
+        args = node.args.posonlyargs + node.args.args
+        names = [a.arg for a in args][len(args) - len(node.args.defaults):]
+        defaults = dict(zip(names, node.args.defaults))
+        defaults.update((a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)
+                        if d)
+        d = defaults.get('profile')
+        if isinstance(d, ast.Constant) and isinstance(d.value, str):
+            found.append('%s:%s' % (rel, name))
+    assert found == []
+
+
+def test_the_grading_entry_points_take_a_profile_name():
+    from autograder.judge import fixtures, grade
+    from autograder.staff.evaluation import evaluate
+    from autograder.staff.regrade import batch, plots, worker_pool
+    takers = [grade.grade_results, grade.grade, grade.Judging.__init__, fixtures.load,
+              fixtures.load_for_grading, fixtures.folder, evaluate.evaluate, batch.Batch.__init__,
+              plots.loss_curve_png, worker_pool.grade_job, worker_pool.Engine.__init__]
+    for f in takers:
+        params = inspect.signature(f).parameters
+        assert 'profile_name' in params and 'profile' not in params, f.__qualname__
+
+
+def test_one_name_each_for_what_was_called_run_and_judge():
+    from autograder.child import runner
+    from autograder.judge import grade, results, verdicts
+    from autograder.sandbox import probe
+    assert callable(probe.watch) and callable(runner.run_probe)
+    assert callable(results.Results.from_verdicts) and callable(verdicts.verdict_for)
+    assert not hasattr(verdicts, 'judge') and not hasattr(results.Results, 'run')
+    assert 'verdict_of' in inspect.signature(results.Results.from_verdicts).parameters
+    # Judging's RunResult is `run_result`; `run_probes` is the method that makes it
+    source = inspect.getsource(grade.Judging)
+    assert 'self.run_result = ' in source and 'self.run = ' not in source
