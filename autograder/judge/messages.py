@@ -853,7 +853,7 @@ def second_import_failed(message):
     return 'not run in the second run: model.py\'s import check in that run failed: %s' % message
 
 
-# ----------------------------------------------------------------------------- hangs, the second run
+# ------------------------------------------------------------------------- hangs, the second run
 # cascade.py: where a probe was stopped, the tests a hang or an unfinished import leaves unrun, the
 # words of a test judged with a failed part set aside, and an optional test not judged.
 
@@ -880,7 +880,8 @@ def case_head(unit):
 
 
 def said_at(line, where):
-    """Where a stopped process said it was (`where`: a function, or 'model.py' for the top level)."""
+    """Where a stopped process said it was (`where`: a function, or 'model.py' for the top
+    level)."""
     return ' (your process said it was at model.py line %d%s)' % (
         line, ', in ' + where if where != 'model.py' else '')
 
@@ -907,8 +908,8 @@ def part_fails(part, number):
 
 def works_here(parts, numbers):
     """A failed part whose values in this case are the reference's: judged as it is."""
-    return ('Your %s fails %s, but in this case your model\'s own values are the reference\'s, so it '
-            'was judged as it is: a part is set aside only where its own values are wrong.'
+    return ('Your %s fails %s, but in this case your model\'s own values are the '
+            'reference\'s, so it was judged as it is: a part is set aside only where its own values are wrong.'
             % (' and '.join(SHORT.get(p, p) for p in parts), ', '.join(numbers)))
 
 
@@ -969,7 +970,7 @@ def not_judged_line(reason):
     return reason[0].upper() + reason[1:] + '.'
 
 
-# ----------------------------------------------------------------------------- test 1.1, the top line
+# ---------------------------------------------------------------------- test 1.1, the top line
 # grade.py: the submission's test (1.1), the line a test shows when nothing of it could run, and
 # results.json's top-level output.
 
@@ -1049,7 +1050,8 @@ def not_graded_import_test(message):
 
 def optional_todo(names):
     """An optional part the student left as the handout's TODO (`names`: its code names)."""
-    return 'model.py leaves %s as the handout\'s TODO (or does not define it).' % ' and '.join(names)
+    return ('model.py leaves %s as the handout\'s TODO (or does not define it).'
+            % ' and '.join(names))
 
 
 def could_not_run(error):
@@ -1119,15 +1121,18 @@ def not_regular(rel):
 
 
 def hard_link(rel, links):
-    return '%s is a hard link (one file with %d names); upload a plain copy of the file' % (rel, links)
+    return ('%s is a hard link (one file with %d names); upload a plain copy of the file'
+            % (rel, links))
 
 
 # why the best-ranked candidate won, by its class (submission._rank's first two fields)
 WHY_GRADED = {(False, False): 'mingpt/model.py is where the handout keeps it',
               (True, False): 'it is named exactly model.py',
-              (False, True): 'it is in a mingpt folder', (True, True): 'it is the least deeply nested'}
+              (False, True): 'it is in a mingpt folder',
+              (True, True): 'it is the least deeply nested'}
 ALSO_SAME = '; also found, with the same content: %s'
-ALSO_DIFFERENT = '; NOT graded, with other content: %s. To have one of these graded, upload it alone'
+ALSO_DIFFERENT = ('; NOT graded, with other content: %s. To have one of these graded, upload it '
+                  'alone')
 
 
 def and_others(more):
@@ -1203,7 +1208,8 @@ NOT_A_ZIP = 'it could not be read as a zip'
 
 
 def holds(what, names, shown, more):
-    """'the upload holds a, b ...' (`shown`: the first few names, `more`: whether there are others)."""
+    """'the upload holds a, b ...' (`shown`: the first few names, `more`: whether there are
+    others)."""
     if not names:
         return '%s holds no file' % what
     return '%s holds %s%s' % (what, ', '.join(shown), ' ...' if more else '')

@@ -119,7 +119,8 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
     value. skip(probe id, {probe id: ProbeResult} so far) -> str | None, asked before each probe: a
     string, and the probe is not run (status 'skipped', that message). on_result(probe id,
     ProbeResult): called as each ends (results.json written as it goes); its failure never stops the
-    grading. Every message a student reads of how a process ended is worded here (messages' "how a process ended").
+    grading. Every message a student reads of how a process ended is worded here (with messages'
+    section "how a process ended").
     Returns a RunResult; never raises for anything the student's code does (SandboxRefused: no
     student code ran).
     """

@@ -114,8 +114,9 @@ def choose(names, same_as_best):
     tied = [n for n in differing if _rank(n)[:3] == _rank(best)[:3]]
     if tied:
         listed = [best] + tied[:MAX_LISTED - 1]
-        return None, None, '', messages.several_models(
-            len(tied) + 1, listed, messages.and_others(len(tied) + 1 - len(listed)) if len(tied) + 1 > len(listed) else '')
+        more = len(tied) + 1 - len(listed)
+        return None, None, '', messages.several_models(len(tied) + 1, listed,
+                                                       messages.and_others(more) if more > 0 else '')
     also = ''
     for group, words in (([n for n in others if n not in differing], messages.ALSO_SAME),
                          (differing, messages.ALSO_DIFFERENT)):

@@ -1,7 +1,7 @@
 """
 The judge's loop over a grading session (judge/probe_job.execute) and the words it gives a process
-whose outputs the sandbox did not read (judge/probe_job.py's ending_message, in messages.py's words): the sandbox reports facts, the
-judge words them; a probe is told its job as a value of its own.
+whose outputs the sandbox did not read (probe_job.ending_message, in messages.py's words): the
+sandbox reports facts, the judge words them; a probe is told its job as a value of its own.
 """
 
 import contextlib
