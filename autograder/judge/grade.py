@@ -233,8 +233,9 @@ class Judging:
         for pid in plans:
             other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
         shapes = expected_outputs(self.fx, list(other.values()), self.profile)
+        expected = {pid: shapes[alt] for pid, alt in other.items()}
         run_result = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
-                        **dict(options, expected={pid: shapes[alt] for pid, alt in other.items()}))
+                               **dict(options, expected=expected))
         return run_result.probes
 
     def _run(self, probe_ids, second=False, skip=None, on_result=None, **options):

@@ -32,7 +32,8 @@ def rotate(x, first, base, backward=False):
 
 
 def rope_handler():
-    """handler(payload, pid) -> (reply, log entry) for Sandbox.run's `handlers` of a probe with RoPE set aside."""
+    """handler(payload, pid) -> (reply, log entry): the link handler (probe_job.RunPlan.handlers)
+    of a probe whose RoPE is set aside."""
     def handler(payload, pid):
         request = rope_link.decode(payload)
         if request is None:
