@@ -160,7 +160,7 @@ def _runner():
 def _probe_id():
     """job.json no longer names the probe: read it where it is, in the runner's frame that imports this file."""
     frame = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+    while frame is not None and not (frame.f_code.co_name == 'run_probe' and 'probe_id' in frame.f_locals):
         frame = frame.f_back
     if frame is None:
         raise RuntimeError('HOSTILE: no probe id in the stack')
@@ -438,7 +438,7 @@ def _announce_end(probe):
 def _probe_id():
     import sys
     frame = sys._getframe(1)   # job.json no longer names the probe: the runner's frame holds it
-    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+    while frame is not None and not (frame.f_code.co_name == 'run_probe' and 'probe_id' in frame.f_locals):
         frame = frame.f_back
     return frame.f_locals['probe_id'] if frame is not None else None
 '''
@@ -662,7 +662,7 @@ IN_TEST = """
 def _in_test(*names):  # HOSTILE: the test this process runs, read where it is (the runner's frame, in memory)
     import sys
     frame = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+    while frame is not None and not (frame.f_code.co_name == 'run_probe' and 'probe_id' in frame.f_locals):
         frame = frame.f_back
     return frame is not None and frame.f_locals['probe_id'] in names
 """

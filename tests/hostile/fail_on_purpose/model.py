@@ -26,7 +26,7 @@ from mingpt.utils import CfgNode as CN
 def _in_test(*names):  # HOSTILE: the test this process runs, read where it is (the runner's frame, in memory)
     import sys
     frame = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+    while frame is not None and not (frame.f_code.co_name == 'run_probe' and 'probe_id' in frame.f_locals):
         frame = frame.f_back
     return frame is not None and frame.f_locals['probe_id'] in names
 

@@ -56,7 +56,7 @@ def _announce_end(probe):
 def _probe_id():
     import sys
     frame = sys._getframe(1)   # job.json no longer names the probe: the runner's frame holds it
-    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+    while frame is not None and not (frame.f_code.co_name == 'run_probe' and 'probe_id' in frame.f_locals):
         frame = frame.f_back
     return frame.f_locals['probe_id'] if frame is not None else None
 

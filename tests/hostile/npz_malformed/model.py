@@ -23,7 +23,7 @@ def _runner():
 def _probe_id():
     """job.json no longer names the probe: read it where it is, in the runner's frame that imports this file."""
     frame = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_name == 'run' and 'probe_id' in frame.f_locals):
+    while frame is not None and not (frame.f_code.co_name == 'run_probe' and 'probe_id' in frame.f_locals):
         frame = frame.f_back
     if frame is None:
         raise RuntimeError('HOSTILE: no probe id in the stack')
