@@ -777,6 +777,65 @@ def not_judgeable(kind, text):
             '%s: %s' % (kind, text))
 
 
+# ------------------------------------------------------------------ a probe's outputs refused
+# The sandbox refuses a probe's outputs as facts (sandbox/readback.py: ProbeResult.refusal, an
+# Unreadable's reason and figures; ProbeResult.refused for an array too large to read); the
+# judge's loop (probe_job.worded) and the shape guard (areas.guard_shapes) word them with these.
+
+ARRAYS_FILE = 'the arrays file'
+UNREADABLE = {
+    'link': lambda f: '%s cannot be opened safely (a link?): %s' % (f['name'], f['strerror']),
+    'not_regular': lambda f: '%s is not a regular file' % f['name'],
+    'too_large': lambda f: '%s is %d bytes, more than the %d allowed' % (
+        f['name'], f['size'], f['limit']),
+    'grew': lambda f: '%s grew past %d bytes while being read' % (f['name'], f['limit']),
+    'constant': lambda f: 'the report contains %s, which is not a number JSON allows' % f['name'],
+    'out_of_range': lambda f: 'the report contains the number %s, which is out of range'
+                              % f['number'],
+    'not_zip': lambda f: '%s is not a zip archive' % (f['what'] or ARRAYS_FILE),
+    'zip_directory': lambda f: '%s holds %d files (%d bytes of directory); at most %d are allowed'
+                               % (f['what'] or ARRAYS_FILE, f['count'], f['directory_bytes'],
+                                  f['most']),
+    'zip64': lambda f: '%s is a zip64 archive (too large)' % (f['what'] or ARRAYS_FILE),
+    'npy_version': lambda f: 'unsupported .npy version %s' % (f['version'],),
+    'members': lambda f: 'the arrays file has %d members; at most %d are allowed' % (
+        f['count'], f['most']),
+    'member': lambda f: 'unexpected member %r in the arrays file' % f['name'],
+    'twice': lambda f: 'the arrays file holds %r twice' % f['key'],
+    'unexpected_array': lambda f: 'unexpected array %r (this test returns %s)' % (
+        f['key'], ', '.join(f['keys']) or 'no arrays'),
+    'compressed': lambda f: 'array %r is compressed or encrypted; arrays must be stored (np.savez)'
+                            % f['key'],
+    'dtype': lambda f: 'array %r has dtype %s; only numbers are accepted' % (f['key'], f['dtype']),
+    'rank': lambda f: 'array %r has shape %s' % (f['key'], f['shape']),
+    'stored': lambda f: 'array %r declares shape %s (%d bytes) but stores %d bytes' % (
+        f['key'], f['shape'], f['nbytes'], f['stored']),
+    'truncated': lambda f: 'array %r is truncated' % f['key'],
+}
+
+
+def unreadable(reason, figures):
+    """Why a file of the child's (or an upload's zip) was refused: an Unreadable's code and figures."""
+    return UNREADABLE[reason](figures)
+
+
+def output_refused(fact):
+    """The message of a probe whose outputs were refused (a ProbeResult.refusal)."""
+    if fact['reason'] == 'folder':
+        return "the probe's output folder could not be opened: %s" % fact['strerror']
+    if fact['reason'] == 'status':
+        return 'the probe reported the unknown status %r' % fact['status']
+    text = fact['text'] if fact['reason'] == 'error' else unreadable(fact['reason'], fact)
+    return "the probe's output could not be read safely: %s: %s" % (fact['error'], text[:300])
+
+
+def array_not_read(fact):
+    """Why an array far larger than its key's reference was not read (a ProbeResult.refused entry)."""
+    return 'has shape %s (%d values)%s: far too large, not read' % (
+        fact['shape'], fact['count'],
+        '' if fact['expected'] is None else ', expected %s' % (fact['expected'],))
+
+
 # ----------------------------------------------------------------------------- how a process ended
 # The sandbox reports how a process ended as facts (ProbeResult.harness: ended, cpu_limit,
 # cpu_seconds, idle_seconds, wall_seconds, signal, exit_code, link_errors); the judge's loop

@@ -168,7 +168,10 @@ def ending_message(probe_id, h, settings):
 
 
 def worded(probe_id, result, settings):
-    """`result` as the judges read it: an unread process's ending put into words."""
+    """`result` as the judges read it: outputs refused (readback's fact), or an unread process's
+    ending, put into words."""
+    if result.refusal:
+        return dataclasses.replace(result, message=messages.output_refused(result.refusal))
     if not result.unread:
         return result
     return dataclasses.replace(result, message=ending_message(probe_id, result.harness, settings))

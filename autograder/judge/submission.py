@@ -206,6 +206,9 @@ def _from_zips(zips, folder, scratch):
             return Located(None, '', problem)
         try:
             names, bad, crcs, zips_inside = _zip_members(z)
+        except readback.Unreadable as e:   # its directory refused: a fact, worded here
+            return Located(None, '', messages.could_not_read(os.path.basename(z),
+                                                             messages.unreadable(e.reason, e.figures)))
         except (zipfile.BadZipFile, ValueError, OSError) as e:
             return Located(None, '', messages.could_not_read(os.path.basename(z), e))
         for n in names:

@@ -16,6 +16,9 @@ belong).
   not read at all: it is reported as a wrong shape of that case, not loaded.
 - Any exception while reading one probe (MemoryError, RecursionError, zip/struct/Value/OS
   errors...) makes that probe 'invalid'; it never reaches the grading.
+- Nothing here is worded for the student: a refusal is a fact (ProbeResult.refusal, an array's
+  in ProbeResult.refused: a reason code and its figures) that the judge words
+  (judge/messages.py, section "a probe's outputs refused").
 """
 
 import io
@@ -48,7 +51,8 @@ class ProbeResult:
     arrays: Dict[str, np.ndarray] = field(default_factory=dict)
     info: dict = field(default_factory=dict)
     seconds: float = 0.0
-    refused: Dict[str, str] = field(default_factory=dict)   # key -> why its array was not read (too large)
+    # key -> why its array was not read (too large): {'shape', 'count', 'expected' (None: no bound given)}
+    refused: Dict[str, dict] = field(default_factory=dict)
     # facts the harness measured from outside the probe's process (trusted): cpu_seconds, wall_seconds,
     # max_rss_bytes, ended (exit | signal | timeout | oom | budget | link), exit_code, signal, link (the handler's log),
     # hang ({'frames': [...]}: where model.py was when a deadline or wall cap stopped it; absent without a dump)
@@ -57,10 +61,23 @@ class ProbeResult:
     # `harness` says how it ended and the judge words it (judge/messages.py), `message` is
     # empty until then
     unread: bool = False
+    # why the outputs the process left were refused, as facts ({} when they were read): 'reason' (a
+    # code of Unreadable, 'folder', 'status', or 'error' for any other exception) and its figures;
+    # `message` is empty until the judge words it (judge/messages.py)
+    refusal: dict = field(default_factory=dict)
 
 
 class Unreadable(ValueError):
-    """A file of the child's that the harness refuses to read."""
+    """A file of the child's that the harness refuses to read: `reason` (a code) and its `figures`, which
+    the judge words (judge/messages.py); `error`: the exception name the wording gives (default its own)."""
+
+    def __init__(self, reason, error=None, **figures):
+        super().__init__(reason)
+        self.reason, self.error, self.figures = reason, error or type(self).__name__, figures
+
+    def fact(self):
+        """The refusal as ProbeResult.refusal holds it."""
+        return dict(self.figures, reason=self.reason, error=self.error)
 
 
 # ----------------------------------------------------------------------------- files
@@ -77,13 +94,13 @@ def open_regular(dir_fd, name, limit):
     except FileNotFoundError:
         return None
     except OSError as e:  # ELOOP: a symbolic link; EACCES, ENXIO...
-        raise Unreadable('%s cannot be opened safely (a link?): %s' % (name, e.strerror))
+        raise Unreadable('link', name=name, strerror=e.strerror)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Unreadable('%s is not a regular file' % name)
+            raise Unreadable('not_regular', name=name)
         if st.st_size > limit:
-            raise Unreadable('%s is %d bytes, more than the %d allowed' % (name, st.st_size, limit))
+            raise Unreadable('too_large', name=name, size=st.st_size, limit=limit)
         f = os.fdopen(fd, 'rb')
     except BaseException:
         os.close(fd)
@@ -98,20 +115,20 @@ def read_bytes(dir_fd, name, limit):
     with f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise Unreadable('%s grew past %d bytes while being read' % (name, limit))
+        raise Unreadable('grew', name=name, limit=limit)
     return data
 
 
 # ----------------------------------------------------------------------------- reports
 
 def _refuse_constant(name):
-    raise ValueError('the report contains %s, which is not a number JSON allows' % name)
+    raise Unreadable('constant', 'ValueError', name=name)
 
 
 def _finite_float(text):
     x = float(text)
     if not math.isfinite(x):
-        raise ValueError('the report contains the number %s, which is out of range' % text[:40])
+        raise Unreadable('out_of_range', 'ValueError', number=text[:40])
     return x
 
 
@@ -126,13 +143,14 @@ EOCD = struct.Struct('<4s4H2LH')       # end of central directory record
 EOCD_SIG, ZIP64_LOCATOR_SIG = b'PK\x05\x06', b'PK\x06\x07'
 
 
-def check_zip_directory(f, size, max_members, what='the arrays file'):
+def check_zip_directory(f, size, max_members, what=None):
     """
     Refuse a zip before zipfile parses it (which holds its whole central directory in memory):
     more than `max_members` members, more than 1 KB of directory per member, or a zip64 archive.
+    `what`: the file's name in a refusal (None: the probe's arrays file).
     """
     if size < EOCD.size:
-        raise Unreadable('%s is not a zip archive' % what)
+        raise Unreadable('not_zip', what=what)
     # the same search as zipfile._EndRecData: the record at the very end, else the last signature
     f.seek(size - EOCD.size)
     last = f.read(EOCD.size)
@@ -144,16 +162,16 @@ def check_zip_directory(f, size, max_members, what='the arrays file'):
         tail = f.read(size - start)
         i = tail.rfind(EOCD_SIG)
         if i < 0 or len(tail) - i < EOCD.size:
-            raise Unreadable('%s is not a zip archive' % what)
+            raise Unreadable('not_zip', what=what)
         pos, record = start + i, tail[i:i + EOCD.size]
     _, _, _, _, count, cd_size, _, _ = EOCD.unpack(record)
     if count > max_members or cd_size > max_members * 1024:
-        raise Unreadable('%s holds %d files (%d bytes of directory); at most %d are allowed'
-                         % (what, count, cd_size, max_members))
+        raise Unreadable('zip_directory', what=what, count=count, directory_bytes=cd_size,
+                         most=max_members)
     if pos >= 20:
         f.seek(pos - 20)
         if f.read(4) == ZIP64_LOCATOR_SIG:
-            raise Unreadable('%s is a zip64 archive (too large)' % what)
+            raise Unreadable('zip64', what=what)
     f.seek(0)
 
 
@@ -163,7 +181,7 @@ def _header(member):
         return np.lib.format.read_array_header_1_0(member)
     if version == (2, 0):
         return np.lib.format.read_array_header_2_0(member)
-    raise Unreadable('unsupported .npy version %s' % (version,))
+    raise Unreadable('npy_version', version=version)
 
 
 def read_npz(f, size, expected=None):
@@ -177,37 +195,37 @@ def read_npz(f, size, expected=None):
     with zipfile.ZipFile(f) as z:
         infos = z.infolist()
         if len(infos) > report_schema.MAX_ARRAYS:
-            raise Unreadable('the arrays file has %d members; at most %d are allowed' % (len(infos), report_schema.MAX_ARRAYS))
+            raise Unreadable('members', count=len(infos), most=report_schema.MAX_ARRAYS)
         for info in infos:
             if not info.filename.endswith('.npy'):
-                raise Unreadable('unexpected member %r in the arrays file' % info.filename[:100])
+                raise Unreadable('member', name=info.filename[:100])
             key = info.filename[:-len('.npy')]
             if key in arrays or key in refused:
-                raise Unreadable('the arrays file holds %r twice' % key[:100])
+                raise Unreadable('twice', key=key[:100])
             if expected is not None and key not in expected:
-                raise Unreadable('unexpected array %r (this test returns %s)' % (key[:100], ', '.join(sorted(expected)) or 'no arrays'))
+                raise Unreadable('unexpected_array', key=key[:100], keys=sorted(expected))
             if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size or info.flag_bits & 0x1:
-                raise Unreadable('array %r is compressed or encrypted; arrays must be stored (np.savez)' % key[:100])
+                raise Unreadable('compressed', key=key[:100])
             with z.open(info) as member:
                 shape, fortran, dtype = _header(member)
                 if dtype.kind not in report_schema.NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None \
                         or dtype.itemsize > report_schema.MAX_ITEMSIZE:
-                    raise Unreadable('array %r has dtype %s; only numbers are accepted' % (key[:100], dtype))
+                    raise Unreadable('dtype', key=key[:100], dtype=str(dtype))
                 if len(shape) > report_schema.MAX_NDIM or not all(isinstance(n, int) and n >= 0 for n in shape):
-                    raise Unreadable('array %r has shape %s' % (key[:100], str(shape)[:100]))
+                    raise Unreadable('rank', key=key[:100], shape=str(shape)[:100])
                 count = math.prod(shape)
                 nbytes = count * dtype.itemsize
                 if nbytes != info.file_size - member.tell():
-                    raise Unreadable('array %r declares shape %s (%d bytes) but stores %d bytes' % (
-                        key[:100], tuple(shape), nbytes, info.file_size - member.tell()))
+                    raise Unreadable('stored', key=key[:100], shape=tuple(shape), nbytes=nbytes,
+                                     stored=info.file_size - member.tell())
                 bound = UNCHECKED_MAX_ELEMENTS if expected is None else element_bound(math.prod(expected[key]))
                 if count > bound:
-                    refused[key] = 'has shape %s (%d values)%s: far too large, not read' % (
-                        tuple(shape), count, '' if expected is None else ', expected %s' % (tuple(expected[key]),))
+                    refused[key] = {'shape': tuple(shape), 'count': count,
+                                    'expected': None if expected is None else tuple(expected[key])}
                     continue
                 data = member.read(nbytes)
                 if len(data) != nbytes:
-                    raise Unreadable('array %r is truncated' % key[:100])
+                    raise Unreadable('truncated', key=key[:100])
                 flat = np.frombuffer(data, dtype=dtype, count=count)
                 arrays[key] = np.array(flat.reshape(shape, order='F' if fortran else 'C'), order='C')
     return arrays, refused
@@ -270,7 +288,7 @@ def read_probe(out_dir, probe_id, expected=None, max_report_bytes=256 * 1024, ma
     try:
         dir_fd = open_out(out_dir)
     except OSError as e:
-        return ProbeResult('invalid', "the probe's output folder could not be opened: %s" % e.strerror)
+        return ProbeResult('invalid', refusal={'reason': 'folder', 'strerror': e.strerror})
     try:
         raw = read_bytes(dir_fd, report_schema.report_name(probe_id), max_report_bytes)
         if raw is None:
@@ -281,12 +299,20 @@ def read_probe(out_dir, probe_id, expected=None, max_report_bytes=256 * 1024, ma
         if data is not None:
             arrays, refused = read_npz(io.BytesIO(data), len(data), expected)
     except Exception as e:  # noqa: BLE001  whatever the child's files do, only this probe is lost
-        return ProbeResult('invalid', "the probe's output could not be read safely: %s: %s"
-                           % (type(e).__name__, str(e)[:300]))
+        return ProbeResult('invalid', refusal=refusal(e))
     finally:
         os.close(dir_fd)
     status = info.get('status', 'invalid')
-    message = info.get('message', '')
     if status not in report_schema.STATUSES:
-        status, message = 'invalid', 'the probe reported the unknown status %r' % status[:50]
-    return ProbeResult(status, message, arrays, info, float(info.get('seconds', 0.0)), refused)
+        return ProbeResult('invalid', '', arrays, info, float(info.get('seconds', 0.0)), refused,
+                           refusal={'reason': 'status', 'status': status[:50]})
+    return ProbeResult(status, info.get('message', ''), arrays, info,
+                       float(info.get('seconds', 0.0)), refused)
+
+
+def refusal(error):
+    """An exception met while reading a probe's outputs, as a fact (ProbeResult.refusal): an
+    Unreadable's code and figures, else the exception's name and text (cut: it may be the child's)."""
+    if isinstance(error, Unreadable):
+        return error.fact()
+    return {'reason': 'error', 'error': type(error).__name__, 'text': str(error)[:300]}

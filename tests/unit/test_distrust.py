@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from grader_runs import REPO
-from autograder.judge import submission
+from autograder.judge import messages, probe_job, submission
 from autograder.judge.areas import guard_shapes
 from autograder.judge.verdicts import verdict_for
 from autograder.contract import report_schema
@@ -54,8 +54,14 @@ def write_probe(out, pid='p', report=None, raw_report=None):
         f.write(raw_report if raw_report is not None else json.dumps(report or {'status': 'ok', 'seconds': 0.5}))
 
 
+def read_probe(*args, **kw):
+    """readback's result as the judges read it: readback reports a refusal as a fact, the judge's
+    loop words it (messages.py)."""
+    return probe_job.worded('p', readback.read_probe(*args, **kw), None)
+
+
 def read(job, pid='p', spec=SPEC):
-    return readback.read_probe(job, pid, spec)
+    return read_probe(job, pid, spec)
 
 
 # ----------------------------------------------------------------------------- reading files
@@ -93,20 +99,20 @@ def test_a_link_is_not_followed(tmp_path):
 def test_a_file_is_read_once_and_never_past_its_cap_whatever_fstat_says(tmp_path, monkeypatch):
     job, out = out_dir(tmp_path)
     write_probe(out, raw_report='{"status": "ok", "message": "%s"}' % ('x' * 5000))
-    r = readback.read_probe(job, 'p', SPEC, max_report_bytes=1024)
+    r = read_probe(job, 'p', SPEC, max_report_bytes=1024)
     assert r.status == 'invalid' and 'more than the 1024 allowed' in r.message
     # a size check that lies (a file grown after it, as an inotify-timed append would): the read stops at the cap
     real_fstat = os.fstat
     monkeypatch.setattr(readback.os, 'fstat', lambda fd: os.stat_result((stat.S_IFREG | 0o600,) + tuple(real_fstat(fd))[1:6]
                                                                          + (10,) + tuple(real_fstat(fd))[7:]))
-    r = readback.read_probe(job, 'p', SPEC, max_report_bytes=1024)
+    r = read_probe(job, 'p', SPEC, max_report_bytes=1024)
     assert r.status == 'invalid' and 'grew past 1024 bytes' in r.message
     reads = []
     monkeypatch.setattr(readback, 'read_npz', lambda f, size, expected: reads.append(size) or ({}, {}))
     write_probe(out)
     with open(os.path.join(out, 'p.npz'), 'wb') as f:
         f.write(b'z' * 3000)
-    assert readback.read_probe(job, 'p', SPEC).status == 'ok' and reads == [3000]   # the parser sees the copy's size
+    assert read_probe(job, 'p', SPEC).status == 'ok' and reads == [3000]   # the parser sees the copy's size
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -189,7 +195,9 @@ def test_an_oversized_array_of_a_known_key_is_not_read_but_named(tmp_path):
         np.savez(f, a=np.zeros((2, 3), np.float32), **{'b/logits': np.zeros(100_000, np.int8)})
     r = read(job)
     assert r.status == 'ok' and list(r.arrays) == ['a']
-    assert r.refused == {'b/logits': 'has shape (100000,) (100000 values), expected (4,): far too large, not read'}
+    assert r.refused == {'b/logits': {'shape': (100000,), 'count': 100000, 'expected': (4,)}}
+    assert messages.array_not_read(r.refused['b/logits']) == \
+        'has shape (100000,) (100000 values), expected (4,): far too large, not read'
 
 
 # ----------------------------------------------------------------------------- reports
@@ -213,7 +221,7 @@ def test_an_oversized_array_of_a_known_key_is_not_read_but_named(tmp_path):
 def test_reports_outside_the_schema_are_invalid(tmp_path, raw, words):
     job, out = out_dir(tmp_path)
     write_probe(out, raw_report=raw)
-    r = readback.read_probe(job, 'p', SPEC, max_report_bytes=1 << 20)
+    r = read_probe(job, 'p', SPEC, max_report_bytes=1 << 20)
     assert r.status == 'invalid' and words in r.message, r.message
 
 
@@ -254,7 +262,7 @@ def test_guard_turns_wrong_and_oversized_shapes_into_case_failures():
     fx = FakeFixtures({'mha/base': np.zeros((2, 3)), 'mha/future': np.zeros((2, 3)), 'gqa/base': np.zeros((2, 3))})
     result = ProbeResult('ok', arrays={'mha/base': np.zeros((2, 3)), 'mha/future': np.zeros((2, 4)),
                                        'extra': np.zeros(1000)},
-                         refused={'gqa/base': 'has shape (9999999,) (9999999 values), expected (2, 3): not read'})
+                         refused={'gqa/base': {'shape': (9999999,), 'count': 9999999, 'expected': (2, 3)}})
     guarded = guard_shapes('causality', result, fx)
     assert list(guarded.arrays) == ['mha/base']
     errors = guarded.info['case_errors']

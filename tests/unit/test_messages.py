@@ -19,7 +19,9 @@ MOVED = ['judge/areas/%s' % f for f in sorted(os.listdir(os.path.join(PACKAGE_DI
          if f.endswith('.py')] + ['judge/verdicts.py', 'judge/markdown.py', 'judge/student_text.py',
                                   'judge/set_aside.py', 'judge/cascade.py', 'judge/grade.py',
                                   'judge/probe_job.py', 'judge/results.py', 'judge/submission.py',
-                                  'judge/interface_check.py']
+                                  'judge/interface_check.py',
+                                  # the sandbox reports facts: readback's refusals are worded by the judge
+                                  'sandbox/readback.py']
 # text in these functions is not the student's: results.json's validation errors go to extra_data
 # (staff), grade.py's staff_problem and main speak to the person at the command line (stderr, --help)
 STAFF_ONLY = {'judge/results.py': {'validate'}, 'judge/grade.py': {'staff_problem', 'main'}}
@@ -121,6 +123,31 @@ def test_a_few_sentences_word_for_word():
                                                          'rope-sign).'
     assert messages.memory_call(True, 'n_kv_head=2', 's') == 'ok   n_kv_head=2: s'
     assert messages.memory_call(False, 'n_kv_head=2', 's') == 'FAIL n_kv_head=2: s'
+
+
+def test_readback_refusals_word_for_word():
+    # sandbox/readback.py's facts, worded as it used to word them itself
+    from autograder.sandbox import readback
+    fact = readback.Unreadable('compressed', key='a').fact()
+    assert messages.output_refused(fact) == ("the probe's output could not be read safely: Unreadable: "
+                                             "array 'a' is compressed or encrypted; arrays must be stored "
+                                             "(np.savez)")
+    fact = readback.refusal(readback.Unreadable('constant', 'ValueError', name='NaN'))
+    assert messages.output_refused(fact) == ("the probe's output could not be read safely: ValueError: "
+                                             "the report contains NaN, which is not a number JSON allows")
+    long = readback.refusal(readback.Unreadable('member', name='m' * 400))
+    assert messages.output_refused(long) == ("the probe's output could not be read safely: "
+                                             "Unreadable: unexpected member '" + 'm' * 281)   # cut at 300
+    assert messages.output_refused(readback.refusal(KeyError('x'))) == (
+        "the probe's output could not be read safely: KeyError: 'x'")
+    assert messages.output_refused({'reason': 'folder', 'strerror': 'Permission denied'}) == (
+        "the probe's output folder could not be opened: Permission denied")
+    assert messages.output_refused({'reason': 'status', 'status': 'passed'}) == (
+        "the probe reported the unknown status 'passed'")
+    assert messages.unreadable('zip_directory', {'what': 'up.zip', 'count': 9, 'directory_bytes': 99,
+                                                 'most': 5}) == (
+        'up.zip holds 9 files (99 bytes of directory); at most 5 are allowed')
+    assert messages.unreadable('not_zip', {'what': None}) == 'the arrays file is not a zip archive'
 
 
 # ----------------------------------------------------------------------------- the child reports facts

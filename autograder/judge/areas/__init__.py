@@ -134,7 +134,8 @@ def guard_shapes(test_id, result, fixtures):
     expected = fixtures.probe(test_id)
     largest = max([a.size for a in expected.values()] + [1])
     errors = dict(result.info.get('case_errors', {}))
-    arrays, problems = {}, dict(result.refused)
+    arrays = {}
+    problems = {key: messages.array_not_read(fact) for key, fact in result.refused.items()}
     for key, a in result.arrays.items():
         exp = expected.get(key)
         if exp is not None and a.shape != exp.shape:
