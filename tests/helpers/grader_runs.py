@@ -23,6 +23,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import yaml
@@ -241,6 +242,21 @@ def sandbox_processes():
     grading is in flight for it; a user that another grading holds right now is not checked. Probe
     processes change user without exec (their /proc folder stays root's): their status is read.
     """
+    pids = _sandbox_processes_now()
+    if pids:
+        # One more look a moment later: a Sandbox being built beside this test (another xdist
+        # worker's grading) forks a process as the pool's first user for a few milliseconds, without
+        # its lock, to ask whether that user can run the interpreter (users.child_python). A
+        # process that survived a grading is still there; that one is gone.
+        time.sleep(SETTLE_SECONDS)
+        pids = sorted(set(pids) & set(_sandbox_processes_now()))
+    return pids
+
+
+SETTLE_SECONDS = 0.5
+
+
+def _sandbox_processes_now():
     pids = []
     for uid in sandbox_uids():
         lock = users.try_lock(uid, blocking=False)
