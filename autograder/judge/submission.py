@@ -95,10 +95,6 @@ def _rank(rel):
     return (not in_mingpt, not exact, len(parts), rel)
 
 
-# why the best-ranked candidate won, by its class (_rank's first two fields)
-_WHY = messages.WHY_GRADED
-
-
 def choose(names, same_as_best):
     """
     (best name, why, also, problem) among the candidate names (relative paths), given
@@ -123,7 +119,9 @@ def choose(names, same_as_best):
         if group:
             more = len(group) - MAX_LISTED
             also += words % (', '.join(group[:MAX_LISTED]) + (messages.and_others(more) if more > 0 else ''))
-    return best, (_WHY[_rank(best)[:2]] if differing else None), also, None
+    # why it won, by its class (_rank's first two fields)
+    why = messages.WHY_GRADED[_rank(best)[:2]] if differing else None
+    return best, why, also, None
 
 
 def _same_file_content(paths):

@@ -22,8 +22,6 @@ from autograder.judge import messages
 from autograder.judge.areas import Verdict, case_error_line
 from autograder.contract.report_schema import FIGURE_TYPES
 
-VIEW = messages.MEMORY_VIEW
-
 
 # ----------------------------------------------------------------------------- 9.1
 

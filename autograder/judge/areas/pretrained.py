@@ -11,7 +11,6 @@ the loader left unlike model.pt, so that the message holds for any loader.
 from autograder.judge import messages
 from autograder.judge.areas import Verdict, case_error_line, compare, row
 
-STAGE_WORDS = messages.STAGE_WORDS   # stage the probe reached -> what it was doing
 MAX_FACTS = 6
 
 
@@ -41,7 +40,7 @@ def judge_load_pretrained(test, result, fixtures, grading):
         stage = result.arrays.get(label + '/stage')
         stage = int(stage) if stage is not None and stage.shape == () and stage.dtype.kind in 'iu' else 0
         if label in errors:
-            what = STAGE_WORDS.get(stage, STAGE_WORDS[0]) % (short if stage == 0 else long_)
+            what = messages.STAGE_WORDS.get(stage, messages.STAGE_WORDS[0]) % (short if stage == 0 else long_)
             lines.append(messages.FAIL + case_error_line(messages.stage_case(label, what),
                                                          errors[label]))
             facts = _facts(result, label)

@@ -15,11 +15,10 @@ from autograder.judge.areas import Verdict, case_error_line, compare, row
 
 MAX_LINES_PER_CASE = 6
 
-GRAD_HINTS = messages.GRAD_HINTS   # attention layer -> the question a missing gradient of it asks
 
 
 def _hint(name):
-    for key, hint in GRAD_HINTS.items():
+    for key, hint in messages.GRAD_HINTS.items():   # attention layer -> its question
         if '.attn.%s.' % key in name:
             return hint
     return messages.GRAD_HINT_OTHER
