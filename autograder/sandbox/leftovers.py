@@ -237,7 +237,7 @@ def remove_user_files(uid, gid, folders=None, max_seconds=60.0):
                 continue   # a folder the user cannot open holds nothing it could reach
             try:
                 with os.scandir(top) as it:
-                    mine = [e.name for e in it if e.stat(follow_symlinks=False).st_uid == uid]
+                    mine = [e.name for e in it if _owner(e) == uid]
                 for name in mine:
                     r, f, unfinished = remove_entry(top, name, end)
                     removed, failed = removed + r, failed + f
@@ -254,13 +254,23 @@ def remove_user_files(uid, gid, folders=None, max_seconds=60.0):
     return removed
 
 
+def _owner(entry):
+    """The uid owning a scandir entry, or None when it is gone: another process's file removed between
+    the listing and the stat (a grading beside this one sweeping its own user) is no entry of this user's.
+    What the sweep leaves is checked afterwards as root (owned_in), whatever this skipped."""
+    try:
+        return entry.stat(follow_symlinks=False).st_uid
+    except FileNotFoundError:
+        return None
+
+
 def owned_in(uid, folders):
     """Entries owned by `uid` directly in `folders` (what a complete sweep leaves: none)."""
     left = []
     for folder in folders:
         try:
             with os.scandir(folder) as it:
-                left += [e.path for e in it if e.stat(follow_symlinks=False).st_uid == uid]
+                left += [e.path for e in it if _owner(e) == uid]   # a vanished entry: no longer left
         except OSError:
             continue
     return left
