@@ -2,8 +2,9 @@
 One run in the sandbox, planned and driven here alone for the grading (grade.py) and for
 regenerate (the reference and every known bug): the job every probe process reads (its
 profile, the loss-curve seeds, the resource limits), the inputs of each probe's process, the
-handlers of the harness link (a RunPlan), and the loop over the probes (execute), which drives
-the sandbox's session one process at a time and decides what runs.
+services of the harness link (a RunPlan), and the loop over the probes (execute), which drives
+the sandbox's session one process at a time, answers what each process asks over its link, and
+decides what runs.
 """
 
 import dataclasses
@@ -14,7 +15,7 @@ from typing import Dict, Optional, Tuple
 from autograder.contract import report_schema
 from autograder.judge import inputs, messages, set_aside
 from autograder.judge.areas import memory
-from autograder.sandbox import ProbeJob, ProbeResult
+from autograder.sandbox import LinkAnswer, ProbeJob, ProbeResult
 
 
 def job(profile, loss_curve_seeds=None):
@@ -26,23 +27,25 @@ def job(profile, loss_curve_seeds=None):
     return out
 
 
-def link_handlers(profile, rope_for=()):
+def link_services(profile, rope_for=()):
     """
-    {probe id: handler of its harness link}: the memory probe's torch.cuda queries are answered
+    {probe id: service(payload, pid) -> (reply, log entries) answering what its process asks over
+    its harness link (execute calls it; the sandbox only hands the questions over)}: the memory
+    probe's torch.cuda queries are answered
     from the kernel's figures of the asking process and logged here (contract/memory_readings.py),
     the only readings 9.1 believes (ProbeResult.harness['link']); the probes of `rope_for` (the
     cascade set their RoPE aside) get the grader's RoPE (judge/set_aside.py), every call logged.
     """
     from autograder.contract.memory_readings import Readings
-    handler = Readings(forwarded=profile.device == 'cuda')
+    readings = Readings(forwarded=profile.device == 'cuda')
 
     def memory(payload, pid):
-        before = len(handler.log)
-        reply = handler(payload, pid)
-        return reply, handler.log[before:]   # the entries this query added (memory_stats adds two)
-    handlers = {'memory': memory}
-    handlers.update({pid: set_aside.rope_handler() for pid in rope_for})
-    return handlers
+        before = len(readings.log)
+        reply = readings(payload, pid)
+        return reply, readings.log[before:]   # the entries this query added (memory_stats adds two)
+    services = {'memory': memory}
+    services.update({pid: set_aside.rope_service() for pid in rope_for})
+    return services
 
 
 @dataclass
@@ -63,8 +66,8 @@ class RunPlan:
     One run in the sandbox, as values (execute runs it). job: what every probe process reads (job()
     below); its 'limits' ({probe id: limit}) are cut so that each process reads its own alone.
     inputs: {probe id: {key: array}} (inputs.per_probe); timeouts: {probe id: CPU seconds};
-    expected: {probe id: {key: reference shape}} (None: any); handlers: {probe id: handler of its
-    harness link}; probe_jobs: {probe id: what that probe alone is told} (e.g.
+    expected: {probe id: {key: reference shape}} (None: any); link_services: {probe id: what answers
+    its harness link (link_services())}; probe_jobs: {probe id: what that probe alone is told} (e.g.
     judge/cascade.Plan.job); private: paths student code must not read; budget_end: the time.time()
     past which no probe starts (a second run of one grading keeps the first's; None: the sandbox's
     total_seconds from now); second: a second run (its import check is a repeat: a failure of it is
@@ -77,7 +80,7 @@ class RunPlan:
     timeouts: dict = field(default_factory=dict)
     inputs: dict = field(default_factory=dict)
     expected: Optional[dict] = None
-    handlers: dict = field(default_factory=dict)
+    link_services: dict = field(default_factory=dict)
     probe_jobs: dict = field(default_factory=dict)
     private: tuple = ()
     need_data: bool = False
@@ -90,7 +93,7 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     """
     The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
-    link handlers; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts the cascade
+    link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts the cascade
     set aside: judge/cascade.Plan.job) go into each probe's job; `options`: RunPlan's other fields
     (expected, private, budget_end, second).
     """
@@ -99,7 +102,7 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     probe_jobs = probe_jobs or {}
     rope_for = [pid for pid, extra in probe_jobs.items() if 'rope' in extra.get('set_aside', ())]
     return RunPlan(model_py, job(profile, loss_curve_seeds), tuple(probe_ids), import_timeout,
-                   timeouts, probe_inputs, handlers=link_handlers(profile, rope_for),
+                   timeouts, probe_inputs, link_services=link_services(profile, rope_for),
                    need_data='loss-curve' in probe_ids, probe_jobs=probe_jobs, **options)
 
 
@@ -128,9 +131,10 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
     settings, results = sandbox.cfg, {}
     with sandbox.grading(run_plan.model_py, run_plan.private, run_plan.need_data,
                          run_plan.budget_end) as session:
-        imported = worded(report_schema.IMPORT, session.import_check(
-            process_job(run_plan.job, report_schema.IMPORT), run_plan.import_timeout,
-            run_plan.handlers.get(report_schema.IMPORT)), settings)
+        services = run_plan.link_services
+        check = session.import_check(process_job(run_plan.job, report_schema.IMPORT), run_plan.import_timeout,
+                                     report_schema.IMPORT in services)
+        imported = worded(report_schema.IMPORT, served(check, services.get(report_schema.IMPORT)), settings)
         _tell(on_result, report_schema.IMPORT, imported)
         for pid in run_plan.probe_ids if imported.status == 'ok' else ():
             skipped = skip(pid, dict(results)) if skip is not None else None
@@ -139,7 +143,7 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
             elif session.budget_spent():
                 results[pid] = ProbeResult('timeout', budget_spent(settings))
             else:
-                result = session.probe(_probe_job(run_plan, pid))
+                result = served(session.probe(_probe_job(run_plan, pid)), services.get(pid))
                 results[pid] = worded(pid, result, settings)
             _tell(on_result, pid, results[pid])
     missing = messages.second_import_failed(imported.message) if run_plan.second \
@@ -149,6 +153,27 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
     report = session.report
     return RunResult(imported, results, report.stdout_tail, report.sandboxed_as,
                      time.time() - started, report.isolation)
+
+
+def served(run, service):
+    """The ProbeRun `run` driven to its end, each question its process asks over the harness link
+    answered by `service` (link_services()); its ProbeResult. A service's failure costs that probe's
+    link (an empty reply, the error a fact in harness['link_errors']), never the grading."""
+    with run:
+        for request in run:
+            run.answer(_answer(service, request))
+    return run.result
+
+
+def _answer(service, request):
+    """`service`'s LinkAnswer to `request` (a sandbox LinkRequest)."""
+    try:
+        reply = service(request.payload, request.pid)
+    except Exception as e:  # noqa: BLE001  a service's bug costs this probe's link, not the grading
+        return LinkAnswer(error='%s: %s' % (type(e).__name__, str(e)[:300]))
+    reply, log = reply if isinstance(reply, tuple) else (reply, None)
+    entries = log if isinstance(log, list) else [] if log is None else [log]
+    return LinkAnswer(bytes(reply or b''), tuple(entries))
 
 
 def describe(h, settings):
@@ -187,7 +212,7 @@ def _probe_job(run_plan, probe_id):
     expected = None if run_plan.expected is None else run_plan.expected.get(probe_id, {})
     job_of = process_job(run_plan.job, probe_id, run_plan.probe_jobs.get(probe_id))
     return ProbeJob(probe_id, job_of, dict(run_plan.inputs.get(probe_id, {})),
-                    run_plan.timeouts.get(probe_id, 60), expected, run_plan.handlers.get(probe_id))
+                    run_plan.timeouts.get(probe_id, 60), expected, probe_id in run_plan.link_services)
 
 
 def _tell(on_result, probe_id, result):

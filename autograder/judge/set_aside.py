@@ -31,10 +31,10 @@ def rotate(x, first, base, backward=False):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def rope_handler():
-    """handler(payload, pid) -> (reply, log entry): the link handler (probe_job.RunPlan.handlers)
-    of a probe whose RoPE is set aside."""
-    def handler(payload, pid):
+def rope_service():
+    """service(payload, pid) -> (reply, log entry): what answers the harness link
+    (probe_job.RunPlan.link_services) of a probe whose RoPE is set aside."""
+    def service(payload, pid):
         request = rope_link.decode(payload)
         if request is None:
             return b'', {'kind': 'rope', 'refused': 'not a well-formed request', 'bytes': len(payload)}
@@ -44,4 +44,4 @@ def rope_handler():
         entry = {'kind': 'rope', 'op': 'backward' if op == b'b' else 'forward', 'rows': rows, 'positions':
                  [first + 1, first + length], 'd': d, 'base': base}
         return out.tobytes(), entry
-    return handler
+    return service

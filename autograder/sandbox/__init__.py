@@ -6,7 +6,8 @@ student code, and nothing of autograder/child/ imports this package.
     session.py    Sandbox, and Sandbox.grading: one grading as a session the judge drives
                   (GradingSession: the import check and each probe it asks for, a ProbeJob value
                   each), one fresh process per call, facts back (how a process ended: the judge
-                  words it); nothing here calls judge code
+                  words it); nothing here calls judge code: a probe's link questions are
+                  handed to the judge (ProbeRun yields LinkRequests, takes LinkAnswers)
     settings.py   Settings: the sandbox's typed settings, given by the caller (never read from grading.yaml here)
     zygote_handle.py  the harness's handle on the zygote (child/zygote.py is the zygote process
                   itself): starts it, asks it to fork probe processes, reads their exits
@@ -29,7 +30,8 @@ Order within the package (no circle): copies, wall, seccomp, cgroups, readback, 
 """
 
 from autograder.sandbox.copies import lock_own_copy, protect_source  # noqa: F401
-from autograder.sandbox.session import GradingSession, GradingStopped, ProbeJob  # noqa: F401
+from autograder.sandbox.session import GradingSession, GradingStopped, ProbeJob, ProbeRun  # noqa: F401
+from autograder.sandbox.probe import LinkAnswer, LinkRequest  # noqa: F401
 from autograder.sandbox.session import Sandbox, SessionReport  # noqa: F401
 from autograder.sandbox.defences import SandboxRefused  # noqa: F401
 from autograder.sandbox.readback import ProbeResult  # noqa: F401

@@ -72,7 +72,7 @@ def check(settings, job):
     from autograder.sandbox import Sandbox
     with Sandbox(settings) as sandbox:
         with sandbox.grading(os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py')) as session:
-            session.import_check(job, 120)
+            session.import_check(job, 120).finish()
     return session.report.isolation
 
 

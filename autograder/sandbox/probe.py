@@ -8,9 +8,10 @@ on it:
   ("wall up", before any probe code runs); the harness checks the process from outside (cgroup,
   user, seccomp) and answers "go". Every later message must come from the probe process itself
   (the pid the zygote forked): one from any other process (a forked helper, anything that
-  inherited descriptor 3) stops the probe. The others go to the caller's handler
-  `handler(payload, pid) -> reply` (or `-> (reply, log entry or list of them)`); the entries
-  become harness['link'].
+  inherited descriptor 3) stops the probe. The others are the caller's to answer, where the
+  caller serves the link: watch() is a generator that yields each as a LinkRequest and takes a
+  LinkAnswer back (its reply, and log entries that become harness['link']); the sandbox calls
+  nothing of the caller's. Where the caller does not serve it, every question gets an empty reply.
 - never blocking: the link is read and written with MSG_DONTWAIT, a bounded batch of messages per
   turn of the loop; replies wait in a queue of at most MAX_QUEUED_REPLIES (an honest probe asks one
   question at a time), and a process that floods the link or stops reading its replies is stopped
@@ -32,6 +33,8 @@ import socket
 import struct
 import time
 from collections import deque
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 from autograder.contract import report_schema
 from autograder.sandbox import wall
@@ -46,6 +49,22 @@ DUMP_WAIT = 1.0                  # seconds a stopped process has to write its st
 IDLE_CPU = 0.1                   # CPU seconds: a process that used less over its idle window is asleep (stopped)
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine
 UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
+
+
+@dataclass(frozen=True)
+class LinkRequest:
+    """A question a probe process asked over its harness link: its bytes, and its sender's pid (the kernel's)."""
+    payload: bytes
+    pid: int
+
+
+@dataclass(frozen=True)
+class LinkAnswer:
+    """The caller's answer to a LinkRequest: the reply's bytes (cut to MAX_MESSAGE), the log entries it adds to
+    harness['link'], or `error`: why the caller could not answer (a fact, harness['link_errors'], empty reply)."""
+    reply: bytes = b''
+    log: Tuple[dict, ...] = ()
+    error: Optional[str] = None
 
 
 def _sender(ancdata):
@@ -64,9 +83,9 @@ def _sender(ancdata):
 class _Watch:
     """The harness's side of one probe process while it runs (see the module's docstring)."""
 
-    def __init__(self, zygote, link, pid, handler, check_ready, kill, dump_path):
+    def __init__(self, zygote, link, pid, serve_link, check_ready, kill, dump_path):
         self.zygote, self.link, self.pid = zygote, link, pid
-        self.handler, self.check_ready, self.kill, self.dump_path = handler, check_ready, kill, dump_path
+        self.serve_link, self.check_ready, self.kill, self.dump_path = serve_link, check_ready, kill, dump_path
         self.out = {'pid': pid, 'ended': None, 'exit_code': None, 'signal': None, 'link': [], 'link_messages': 0}
         self.ready, self.link_open = False, True
         self.replies = deque()
@@ -170,6 +189,7 @@ class _Watch:
             self.stop('wall_failed')
 
     def _serve(self, data, sender, truncated):
+        """A generator: yields the question the caller answers (LinkRequest), if any, and takes its LinkAnswer."""
         self.out['link_messages'] += 1
         if sender != self.pid:
             self.stop('link', {'kind': 'foreign_sender', 'sender': sender, 'pid': self.pid})
@@ -183,25 +203,18 @@ class _Watch:
             self.out['imported_after'] = round(time.time() - self.started, 3)
             self._reply(b'\x01')
             return
-        if truncated or self.handler is None:
+        if truncated or not self.serve_link:
             self._reply(b'\x01')   # an empty answer: too long, or nobody to ask
             return
-        try:
-            answer = self.handler(data[1:], sender)
-        except Exception as e:  # noqa: BLE001  a handler's bug costs this probe's link, not the grading
-            error = '%s: %s' % (type(e).__name__, str(e)[:300])
-            self.out.setdefault('link_errors', []).append({'kind': 'handler_error', 'error': error})
-            answer = b''
-        if isinstance(answer, tuple):
-            answer, entry = answer
-            if isinstance(entry, list):
-                self.out['link'].extend(entry)
-            elif entry is not None:
-                self.out['link'].append(entry)
-        self._reply(b'\x01' + bytes(answer or b'')[:MAX_MESSAGE])
+        answer = yield LinkRequest(bytes(data[1:]), sender)
+        answer = answer if isinstance(answer, LinkAnswer) else LinkAnswer()   # none: an empty reply
+        if answer.error is not None:   # the caller's failure costs this probe's link, not the grading
+            self.out.setdefault('link_errors', []).append({'kind': 'handler_error', 'error': str(answer.error)})
+        self.out['link'].extend(answer.log)
+        self._reply(b'\x01' + bytes(answer.reply or b'')[:MAX_MESSAGE])
 
     def read_link(self):
-        """At most READ_BATCH messages, none waited for."""
+        """At most READ_BATCH messages, none waited for (a generator: _serve's questions pass through)."""
         for _ in range(READ_BATCH):
             if not self.link_open:
                 return
@@ -219,12 +232,12 @@ class _Watch:
             elif not self.ready:
                 self._first(data, sender)
             else:
-                self._serve(data, sender, flags & socket.MSG_TRUNC)
+                yield from self._serve(data, sender, flags & socket.MSG_TRUNC)
 
     # ------------------------------------------------------------------ one turn
 
     def turn(self):
-        """Wait at most TICK for the link or the zygote, and handle what came."""
+        """Wait at most TICK for the link or the zygote, and handle what came (a generator, as read_link)."""
         if self.zygote.pending():
             readable, writable = [self.zygote], []
         else:
@@ -233,7 +246,7 @@ class _Watch:
         if self.link in writable:
             self._send_queued()
         if self.link in readable:
-            self.read_link()
+            yield from self.read_link()
         if self.zygote in readable:
             event = self.zygote.next_event(0)
             if event and event['pid'] == self.pid:
@@ -242,14 +255,16 @@ class _Watch:
                 self.meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
 
 
-def watch(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
-        dump_path=None, idle_seconds=None):
+def watch(zygote, spec, log_path, *, serve_link, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
+          dump_path=None, idle_seconds=None):
     """
-    Fork the probe process and watch it to its end. Returns the harness dict:
+    Fork the probe process and watch it to its end: a generator that yields each question the process
+    asks over its harness link (a LinkRequest, where `serve_link`) and takes the caller's LinkAnswer
+    back through send(), and returns (StopIteration.value) the harness dict:
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
-    cpu_seconds, wall_seconds, max_rss_bytes, link (handler log), link_messages, link_errors (facts:
+    cpu_seconds, wall_seconds, max_rss_bytes, link (the answers' log), link_messages, link_errors (facts:
     {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
-    handler_error ('error')}, worded by the judge, judge/messages.py), wall_error,
+    handler_error ('error': the caller's LinkAnswer.error)}, worded by the judge, judge/messages.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
@@ -257,6 +272,7 @@ def watch(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limi
     `dump_path`: the harness's path of the process's out/<report_schema.HANG_DUMP>; None: killed at once.
     `idle_seconds`: a process that used less than IDLE_CPU of CPU over this much wall time sleeps or waits
     forever: it is stopped like one past its wall cap (ended 'wall', harness['idle_seconds'] says why).
+    Closing the generator before its end (the caller is stopping) kills the process.
     """
     link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     link.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -268,18 +284,18 @@ def watch(zygote, spec, log_path, *, handler, check_ready, meter, kill, cpu_limi
     finally:
         os.close(log_fd)
         theirs.close()
-    w = _Watch(zygote, link, pid, handler, check_ready, kill, dump_path)
+    w = _Watch(zygote, link, pid, serve_link, check_ready, kill, dump_path)
     w.meter, w.started = meter, started
     cpu = 0.0
     try:
         while w.status is None:
-            w.turn()
+            yield from w.turn()
             if w.status is not None:
                 break
             if w.stopped_at is None:
                 cpu = meter.sample()
             w.check_time(cpu, cpu_limit, wall_limit, started, budget_end, idle_seconds)
-    except BaseException:
+    except BaseException:   # GeneratorExit too: the caller closed the generator before the end
         kill(pid)   # the grader itself is stopping (SIGTERM): the probe must not outlive it
         raise
     finally:

@@ -22,11 +22,12 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from autograder import DATA_FILE, TEMPLATE_DIR
 from autograder.contract import report_schema
 from autograder.sandbox import cgroups, copies, defences, leftovers, probe, readback, scratch, seccomp, users, wall
+from autograder.sandbox.probe import LinkAnswer
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
 from autograder.sandbox.settings import Settings
@@ -43,7 +44,7 @@ class ProbeJob:
     inputs: dict                       # {key: array}: the inputs of its process
     cpu_limit: float                   # CPU seconds
     expected: Optional[dict] = None    # {key: reference shape} of what it may return (None: any)
-    handler: Optional[Callable] = None   # handler(payload, pid): serves its harness link
+    serves_link: bool = False          # the judge answers what it asks over its harness link (ProbeRun)
 
 
 @dataclass(frozen=True)
@@ -248,8 +249,9 @@ class Sandbox:
             return users.CpuMeter(self.user[0])
         return cgroups.Meter(None)
 
-    def _process(self, kind, folder, job, cpu_limit, handler):
-        """Fork, watch and end one process; every process of it is dead when this returns. The harness dict.
+    def _process(self, kind, folder, job, cpu_limit, serve_link):
+        """Fork, watch and end one process; every process of it is dead when this returns. A generator
+        (probe.watch's questions pass through, where `serve_link`) returning the harness dict.
         `kind` (the probe's id) reaches the process through the zygote, in memory: no file it can read names it."""
         paths = scratch.inside_paths(folder, self.on['namespaces'], os.path.join(self.scratch, 'code'))
         folder.write_job(dict(job, link_fd=wall.LINK_FD, paths=paths))
@@ -263,11 +265,11 @@ class Sandbox:
         wall_limit = cpu_limit * self.cfg.wall_factor + 10
         meter = self._cpu_meter()
         try:
-            h = probe.watch(self.zygote, spec, folder.log, handler=handler, check_ready=self._check_ready,
-                          meter=meter, kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit,
-                          budget_end=self.budget_end,
-                          dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP),
-                          idle_seconds=self.cfg.idle_seconds)
+            h = yield from probe.watch(
+                self.zygote, spec, folder.log, serve_link=serve_link, check_ready=self._check_ready, meter=meter,
+                kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit, budget_end=self.budget_end,
+                dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP),
+                idle_seconds=self.cfg.idle_seconds)
         finally:
             self._clean(meter=meter)   # nothing of the process is alive, nothing left, before anything of it is read
         h['cpu_seconds'] = round(max(h['cpu_seconds'], meter.sample()), 3)   # with what its orphans did to the end
@@ -295,15 +297,16 @@ class Sandbox:
             self.logs.append('[%s] %s' % (kind, text))
 
     def _probe(self, work, import_check=False):
-        """One process of `work` (a ProbeJob) to its end: its outputs read when it exited by itself,
-        else a ProbeResult whose status and harness say how it ended (`unread`: the judge words it).
+        """One process of `work` (a ProbeJob) to its end, a generator (its link's questions pass through,
+        where work.serves_link) returning its outputs read when it exited by itself, else a ProbeResult
+        whose status and harness say how it ended (`unread`: the judge words it).
         """
         tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
         self.folders += 1   # a folder name that says nothing of the test (without namespaces its path is visible)
         folder = scratch.ProbeFolder(self.scratch, 'p%d' % self.folders, dict(work.inputs),
                                      self.user, tmpfs)
         try:
-            h = self._process(work.probe_id, folder, dict(work.job), work.cpu_limit, work.handler)
+            h = yield from self._process(work.probe_id, folder, dict(work.job), work.cpu_limit, work.serves_link)
             result = None
             if h['ended'] == 'exit':   # exited by itself: its outputs are final, and nothing can change them now
                 result = readback.read_probe(folder.out, work.probe_id, work.expected,
@@ -352,10 +355,10 @@ class Sandbox:
                                      (1, 64) if self.on['namespaces'] else None)
         got = {}
 
-        def handler(payload, pid):
-            if payload.startswith(b'selftest '):
-                got.update(json.loads(payload[len(b'selftest '):].decode()))
-            return b'ok'
+        def answer(request):
+            if request.payload.startswith(b'selftest '):
+                got.update(json.loads(request.payload[len(b'selftest '):].decode()))
+            return LinkAnswer(b'ok')
         try:
             paths = scratch.inside_paths(folder, self.on['namespaces'], os.path.join(self.scratch, 'code'))
             hidden = [p for p in private if p] + [p for secrets in found.values() for p in secrets]
@@ -367,7 +370,7 @@ class Sandbox:
                       'seccomp': self.on['seccomp'], 'namespaces': self.on['namespaces'], 'hidden': hidden,
                       'writable': [paths['out'], paths['home']], 'readonly': readonly,
                       'rlimits': self._spec('selftest', folder, paths, 30)['rlimits']}
-            h = self._process('selftest', folder, {'selftest': expect}, 30, handler)
+            h = _to_end(self._process('selftest', folder, {'selftest': expect}, 30, True), answer)
         finally:
             folder.remove()
         failed = {k: v for k, v in got.items() if v is not True}
@@ -395,6 +398,63 @@ class Sandbox:
         return ''
 
 
+def _to_end(steps, answer=None):
+    """Drive a process's steps (a generator of _process or _probe) to their end, answering each
+    question of its link with answer(LinkRequest) -> LinkAnswer (the sandbox's own: the self-test's);
+    its return value. Closed on the way out, so that a stop (SIGTERM) kills the process."""
+    reply = None
+    try:
+        while True:
+            request = steps.send(reply)
+            reply = answer(request) if answer is not None else None
+    except StopIteration as end:
+        return end.value
+    finally:
+        steps.close()
+
+
+class ProbeRun:
+    """
+    One probe process while it runs (GradingSession.probe). Iterate it: each item is a question the
+    process asked over its harness link (a LinkRequest), answered with answer(LinkAnswer) before the
+    next is asked for (an unanswered one gets an empty reply); a probe whose job does not serve its
+    link asks none. Once the iteration ends, `result` is its ProbeResult. Use it in a `with`: leaving
+    early (the grading is stopping) kills the process and cleans up before anything else runs.
+    """
+
+    def __init__(self, steps):
+        self._steps, self._reply, self.result = steps, None, None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        reply, self._reply = self._reply, None
+        try:
+            return self._steps.send(reply)
+        except StopIteration as end:
+            self.result = end.value
+            raise StopIteration from None
+
+    def answer(self, link_answer):
+        """The reply to the question just yielded (a LinkAnswer)."""
+        self._reply = link_answer
+
+    def finish(self):
+        """Run to the end, every question it asks answered empty: its ProbeResult."""
+        with self:
+            for _ in self:
+                pass
+        return self.result
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._steps.close()
+        return False
+
+
 def _ending_status(h, import_check):
     """The status of a process whose outputs were not read: stopped, crashed, or exited without."""
     if h['ended'] in ('timeout', 'wall', 'budget'):
@@ -418,12 +478,14 @@ class GradingSession:
         """Whether the grading's time budget is used up (no process should start)."""
         return time.time() > self.budget_end
 
-    def import_check(self, job, cpu_limit, handler=None):
-        """model.py imported in a process of its own (report_schema.IMPORT): its ProbeResult."""
-        return self._sandbox._probe(ProbeJob(report_schema.IMPORT, job, {}, cpu_limit, {}, handler),
-                                    import_check=True)
+    def import_check(self, job, cpu_limit, serves_link=False):
+        """model.py imported in a process of its own (report_schema.IMPORT), as a ProbeRun like probe()'s
+        (its link answered by the judge where `serves_link`: the judge serves none today, tests do)."""
+        work = ProbeJob(report_schema.IMPORT, job, {}, cpu_limit, {}, serves_link)
+        return ProbeRun(self._sandbox._probe(work, import_check=True))
 
     def probe(self, work):
-        """The probe `work` (a ProbeJob) in a fresh process: its ProbeResult. Never raises for
-        anything the student's code does."""
-        return self._sandbox._probe(work)
+        """The probe `work` (a ProbeJob) in a fresh process, as a ProbeRun the judge drives to its end
+        (answering the questions of its link, where work.serves_link), then reads `result` of. Never
+        raises for anything the student's code does."""
+        return ProbeRun(self._sandbox._probe(work))

@@ -67,7 +67,7 @@ def test_link_flood_without_reading(sandbox, tmp_path):
     """Before: the harness's blocking send() froze the grader (no results.json after 330 s)."""
     started = time.time()
     r = run(sandbox, tmp_path, "while True:\n    os.write(3, b'\\x01mark start')\n", timeout=5,
-            handlers={report_schema.IMPORT: lambda payload, pid: b'0' * 60000})
+            link_services={report_schema.IMPORT: lambda payload, pid: b'0' * 60000})
     imp = r.import_result
     assert imp.harness['ended'] == 'link' and 'flooded or stopped reading' in imp.message, imp.harness
     assert time.time() - started < 30
@@ -96,7 +96,7 @@ if os.fork() == 0:
         os._exit(0)
 time.sleep(1.5)
 print('PROBE', link.ask(b'mark end'))
-""" % helper, handlers={report_schema.IMPORT: lambda payload, pid: heard.append(payload) or b'ok'})
+""" % helper, link_services={report_schema.IMPORT: lambda payload, pid: heard.append(payload) or b'ok'})
     imp = r.import_result
     assert heard == [], heard   # the handler never heard the helper (nor the probe, stopped at once)
     assert imp.harness['ended'] == 'link' and 'a process other than the test\'s own' in imp.message, imp.harness

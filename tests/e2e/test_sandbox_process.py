@@ -42,7 +42,7 @@ def run(sandbox, tmp_path, code, probes=(), timeout=60, skip=None, **kwargs):
     return probe_job.execute(sandbox, plan, skip=skip)
 
 
-def test_the_link_serves_a_handler_with_the_senders_pid_from_the_kernel(sandbox, tmp_path):
+def test_the_link_hands_each_question_to_the_judge_with_the_senders_pid_from_the_kernel(sandbox, tmp_path):
     seen = []
 
     def echo(payload, pid):
@@ -50,7 +50,7 @@ def test_the_link_serves_a_handler_with_the_senders_pid_from_the_kernel(sandbox,
         return b'echo:' + payload, {'pid': pid, 'payload': payload.decode()}
 
     r = run(sandbox, tmp_path, "import autograder.child.socket_link as link\nprint('GOT', link.ask(b'hello').decode(), "
-                               "link.ask(b'').decode() or 'empty')\n", handlers={report_schema.IMPORT: echo})
+                               "link.ask(b'').decode() or 'empty')\n", link_services={report_schema.IMPORT: echo})
     imp = r.import_result
     assert imp.status == 'ok', imp.message
     assert 'GOT echo:hello echo:' in imp.info['stdout']
@@ -71,7 +71,7 @@ try:
     print('FORGED sent')
 except OSError as e:
     print('FORGED refused', e.errno)
-""", handlers={report_schema.IMPORT: lambda payload, pid: got.append((payload, pid)) or b''})
+""", link_services={report_schema.IMPORT: lambda payload, pid: got.append((payload, pid)) or b''})
     assert 'FORGED refused 1' in r.import_result.info['stdout'], r.import_result.info['stdout']
     assert got == []
 
@@ -169,7 +169,7 @@ def test_a_flood_of_the_link_is_stopped_and_the_harness_keeps_its_deadlines(sand
     """Queries written to descriptor 3 without ever reading a reply: the harness's replies queue up to
     their cap, and the probe is stopped (before, a blocking send froze the grader past every deadline)."""
     r = run(sandbox, tmp_path, "while True:\n    os.write(3, b'\\x01q' * 100)\n", timeout=5,
-            handlers={report_schema.IMPORT: lambda payload, pid: b'x' * 4000})
+            link_services={report_schema.IMPORT: lambda payload, pid: b'x' * 4000})
     imp = r.import_result
     assert imp.harness['ended'] == 'link' and imp.status == 'crashed', imp.harness
     assert 'flooded or stopped reading the grader\'s channel' in imp.message, imp.message
@@ -187,7 +187,7 @@ if os.fork() == 0:
     os._exit(0)
 os.wait()
 print('ASKED', link.ask(b'from the probe'))
-""", handlers={report_schema.IMPORT: lambda payload, pid: seen.append((payload, pid)) or b'ok'})
+""", link_services={report_schema.IMPORT: lambda payload, pid: seen.append((payload, pid)) or b'ok'})
     imp = r.import_result
     assert imp.harness['ended'] == 'link', imp.harness
     assert 'a process other than the test\'s own' in imp.message, imp.message

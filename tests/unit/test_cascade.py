@@ -245,7 +245,7 @@ def test_the_grader_rope_is_the_reference_rope_forward_and_backward(monkeypatch)
         sys.path.remove(os.path.join(REPO_ROOT, 'reference'))
         for name in [n for n in sys.modules if n == 'mingpt' or n.startswith('mingpt.')]:
             del sys.modules[name]   # other tests import other mingpt packages
-    answer, log = harness_side.rope_handler(), []
+    answer, log = harness_side.rope_service(), []
 
     def ask(payload):
         reply, entry = answer(payload, 0)

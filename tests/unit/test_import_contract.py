@@ -131,14 +131,14 @@ def test_the_sandbox_imports_nothing_of_the_judge():
 
 def test_the_sandbox_calls_back_into_nothing():
     """The judge drives a grading session one process at a time (its loop: probe_job.execute): no
-    public method of Sandbox or GradingSession takes a callable, but the harness link's `handler`
-    (what answers the child's questions while its process runs: the import check's, and a
-    ProbeJob's field)."""
+    public method of Sandbox, GradingSession or ProbeRun takes a callable, and no ProbeJob field is
+    one. What a process asks over its harness link is handed to the judge (ProbeRun yields each
+    LinkRequest, takes a LinkAnswer), so the sandbox calls none of the judge's code."""
     import dataclasses
     import inspect
-    from autograder.sandbox import GradingSession, ProbeJob, Sandbox
+    from autograder.sandbox import GradingSession, LinkAnswer, LinkRequest, ProbeJob, ProbeRun, Sandbox
     taken = {}
-    for cls in (Sandbox, GradingSession):
+    for cls in (Sandbox, GradingSession, ProbeRun):
         for name, member in vars(cls).items():
             if callable(member) and (not name.startswith('_') or name == '__init__'):
                 params = inspect.signature(member).parameters.values()
@@ -146,13 +146,21 @@ def test_the_sandbox_calls_back_into_nothing():
                     p.name for p in params if p.name != 'self' and (
                         p.default is not p.empty and callable(p.default)
                         or p.name in CALLBACK_NAMES or p.name.startswith('on_'))]
-    assert {k: v for k, v in taken.items() if v and v != ['handler']} == {}, taken
-    assert [k for k, v in taken.items() if v] == ['GradingSession.import_check'], taken
-    typed = [f.name for f in dataclasses.fields(ProbeJob) if 'Callable' in str(f.type)]
-    assert typed == ['handler'], typed
+    assert {k: v for k, v in taken.items() if v} == {}, taken
+    for value in (ProbeJob, LinkRequest, LinkAnswer):
+        typed = [f.name for f in dataclasses.fields(value) if 'Callable' in str(f.type)]
+        assert typed == [], (value.__name__, typed)
 
 
-CALLBACK_NAMES = {'handler', 'skip', 'progress', 'callback', 'observe', 'on_result'}
+def test_the_sandbox_package_names_no_callable_of_the_judge():
+    # the link's questions go up, answers come down as values: nothing of the sandbox's source holds a handler
+    offenders = ['%s:%d' % (name, n) for name, path in MODULES.items() if zone_of(name) == 'sandbox'
+                 for n, line in enumerate(open(path, encoding='utf-8'), 1) if 'handler(' in line
+                 and 'signal' not in line and 'faulthandler' not in line]
+    assert offenders == [], offenders
+
+
+CALLBACK_NAMES = {'handler', 'service', 'answer', 'skip', 'progress', 'callback', 'observe', 'on_result'}
 
 
 def test_the_contract_modules_stand_alone():

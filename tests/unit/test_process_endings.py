@@ -9,6 +9,7 @@ import contextlib
 from autograder.contract import report_schema
 from autograder.judge import config, probe_job
 from autograder.sandbox import ProbeResult, SessionReport, Settings
+from tests.helpers.ended_run import ended_run
 
 SETTINGS = Settings.from_mapping(config.load().sandbox)
 
@@ -23,14 +24,14 @@ class Session:
     def budget_spent(self):
         return False
 
-    def import_check(self, job, cpu_limit, handler=None):
+    def import_check(self, job, cpu_limit, serves_link=False):
         self.jobs.append((report_schema.IMPORT, job))
-        return self.imported
+        return ended_run(self.imported)
 
     def probe(self, work):
         self.jobs.append((work.probe_id, dict(work.job)))
         work.job['changed by the sandbox'] = True   # its own value: none of it reaches the next
-        return ProbeResult('ok')
+        return ended_run(ProbeResult('ok'))
 
 
 class Box:

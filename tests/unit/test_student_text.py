@@ -12,6 +12,7 @@ from autograder import REFERENCE_DIR
 from autograder.judge import config, fixtures, grade, registry, submission
 from autograder.judge.student_text import DTYPE_CHARS, WITHHELD, Budget, flatten
 from autograder.sandbox import ProbeResult, SessionReport
+from tests.helpers.ended_run import ended_run
 
 GRADING = config.load()
 PER_TEXT = GRADING.sandbox['student_text_chars']
@@ -66,15 +67,15 @@ class FakeSession:
     def budget_spent(self):
         return False
 
-    def import_check(self, job, cpu_limit, handler=None):
-        return ProbeResult('ok', info={'stdout': ''})
+    def import_check(self, job, cpu_limit, serves_link=False):
+        return ended_run(ProbeResult('ok', info={'stdout': ''}))
 
     def probe(self, work):
         pid = work.probe_id
-        return ProbeResult('ok', info={'case_errors': {
+        return ended_run(ProbeResult('ok', info={'case_errors': {
             'case%d' % i: error(('%s %d' % (pid, i)).ljust(30, '.') + 'z' * 200,
                                 ['model.py line 1, in forward: x\ny'])
-            for i in range(3)}})
+            for i in range(3)}}))
 
 
 class FakeSandbox:
