@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
+from typing import Tuple
 
 from autograder import GRADING_YAML
 from autograder.contract import report_schema
@@ -47,36 +49,61 @@ def _probe_ids(specs):
     return registry.probes_for([s.id for s in specs if s.id != 'submission'])
 
 
-def _submission_verdict(located, problems, run_result, import_hang, static):
-    """Test 1.1. `static`: static_findings of model.py, computed once by Judging (the verdict is judged for the
-    partial results.json and again at the end); None only where `located` or `problems` already refuse it."""
-    lines = [located.note] if located.note else []
+@dataclass(frozen=True)
+class ImportVerdict:
+    """
+    Test 1.1 as the import check left it, judged once, when that check ends (Judging.judge_import):
+    `final` where the file could not be run or did not import (no probe runs after that); else the
+    lines before (`head`) and after (`tail`) the notes the probes will add, and its fraction, which
+    stands unless a test's process later stalls importing model.py (submission_verdict adds both).
+    """
+    fraction: float
+    head: Tuple[str, ...]
+    tail: Tuple[str, ...] = ()
+    warnings: Tuple[str, ...] = ()
+    final: bool = False
+
+
+def import_verdict(located, problems, imp, import_hang, static):
+    """The ImportVerdict of test 1.1. `imp`: the import check's ProbeResult (None where `located` or
+    `problems` refuse the file); `static`: static_findings of model.py, computed once by Judging;
+    `import_hang`: where the import check stalled (the cascade's), if it did."""
+    head = (located.note,) if located.note else ()
     if located.problem or problems:
-        return Verdict(0.0, lines + (problems or [located.problem]))
+        return ImportVerdict(0.0, head + tuple(problems or [located.problem]), final=True)
     warnings, lacks = static
-    imp = run_result.import_result
     if imp.status != 'ok':
         detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
         where = [messages.import_hang_hint(import_hang)] if import_hang else []
-        return Verdict(0.0, lines + [messages.not_imported(imp.message)] + where + detail + warnings)
-    if import_hang:   # imported in the import check, then stalled importing in a test's process: named once, here
-        return Verdict(0.0, lines + [messages.import_hang_in_tests(import_hang)] + warnings)
-    notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
-    for r in run_result.probes.values():
-        notes.update(dict.fromkeys(r.info.get('notes', [])))
-    lines += [messages.note(n) for n in list(notes)[:report_schema.MAX_NOTES]]
-    lines += warnings
+        return ImportVerdict(0.0, head + tuple([messages.not_imported(imp.message)] + where + detail + warnings),
+                             final=True)
+    tail = list(warnings)
     cpu, wall = (imp.harness or {}).get('cpu_seconds'), (imp.harness or {}).get('wall_seconds')
     if isinstance(wall, (int, float)) and wall > SLOW_IMPORT_SECONDS:   # measured by the harness, not the child
-        lines.append(messages.slow_import(wall, cpu or 0.0))
+        tail.append(messages.slow_import(wall, cpu or 0.0))
     printed = imp.info.get('stdout', '')
     if printed.strip():
-        lines.append(messages.printed_at_import(printed[:1000]))
+        tail.append(messages.printed_at_import(printed[:1000]))
     if lacks:
-        return Verdict(0.0, lines + [messages.interface_lacks(lacks)])
+        return ImportVerdict(0.0, head, tuple(tail + [messages.interface_lacks(lacks)]), tuple(warnings))
     if 'NOT graded' in (located.note or ''):   # another model.py with other content: red, so that it is read
-        return Verdict(0.0, lines + [messages.INTERFACE_OK_BUT_READ])
-    return Verdict(1.0, lines + [messages.INTERFACE_OK])
+        return ImportVerdict(0.0, head, tuple(tail + [messages.INTERFACE_OK_BUT_READ]), tuple(warnings))
+    return ImportVerdict(1.0, head, tuple(tail + [messages.INTERFACE_OK]), tuple(warnings))
+
+
+def submission_verdict(judged, probes, import_hang):
+    """Test 1.1's Verdict: the ImportVerdict `judged`, with the distinct notes of the probes so far
+    (`probes`: {probe id: ProbeResult}), or failed where a test's process stalled importing model.py
+    after the import check passed (`import_hang`: named once, here)."""
+    if judged.final:
+        return Verdict(judged.fraction, list(judged.head + judged.tail))
+    if import_hang:
+        return Verdict(0.0, list(judged.head) + [messages.import_hang_in_tests(import_hang)] + list(judged.warnings))
+    notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
+    for r in probes.values():
+        notes.update(dict.fromkeys(r.info.get('notes', [])))
+    lines = [messages.note(n) for n in list(notes)[:report_schema.MAX_NOTES]]
+    return Verdict(judged.fraction, list(judged.head) + lines + list(judged.tail))
 
 
 def static_findings(upload):
@@ -160,6 +187,7 @@ class Judging:
         self.sandbox, self.private, self.progress = sandbox, private, progress
         self.specs = graded_specs(grading, skip)
         self.verdicts = {}
+        self.import_judged = None   # test 1.1 as the import check left it (ImportVerdict), judged once
         self.run_result = None
         # model.py read and parsed once: every check below takes this value (submission.Upload)
         self.upload = submission.read_upload(located.path) if located.path else None
@@ -256,9 +284,9 @@ class Judging:
         The callback called as each probe of the first run ends: the cascade learns which parts
         failed or hung (and plans that probe's second run); with `progress`, each test is judged as
         soon as its probes have ended and none of them waits for the second run (its verdict kept:
-        verdict() returns it), and the verdicts so far are handed to it. Test 1.1 alone is shown
-        there provisionally, as the import check left it (what a watchdog stop keeps), and judged at
-        the end: it reads every probe's notes and whether any stalled importing model.py.
+        verdict() returns it), and the verdicts so far are handed to it. Test 1.1 is judged once, as
+        the import check ends (judge_import), and shown there as that left it (what a watchdog stop
+        keeps); its final verdict adds every probe's notes, and whether any stalled importing model.py.
         """
         seen, done = {}, {}
         needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
@@ -267,6 +295,8 @@ class Judging:
         def on_result(probe_id, result):
             seen[probe_id] = self._student_text(probe_id, result)
             self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            if probe_id == report_schema.IMPORT:
+                self.judge_import(seen[probe_id])
             if progress is None:
                 return
             self.run_result = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
@@ -274,8 +304,8 @@ class Judging:
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
-                        judged = self._verdict if spec.id == 'submission' else self.verdict
-                        done[spec.id] = judged(spec)
+                        done[spec.id] = submission_verdict(self.import_judged, {}, self.cascade.import_hang) \
+                            if spec.id == 'submission' else self.verdict(spec)
                     except Exception:  # noqa: BLE001  the final judging reports it
                         pass
             progress(dict(done))
@@ -298,9 +328,18 @@ class Judging:
         return dataclasses.replace(run_result, import_result=imported,
                                    probes={k: self._student_text(k, v) for k, v in run_result.probes.items()})
 
+    def judge_import(self, imported):
+        """Test 1.1 as the import check (`imported`, its ProbeResult; None where the file could not be run)
+        left it: judged once and kept (ImportVerdict)."""
+        if self.import_judged is None:
+            self.import_judged = import_verdict(self.located, self.problems, imported,
+                                                self.cascade.import_hang if self.cascade is not None else None,
+                                                self.static)
+        return self.import_judged
+
     def verdict(self, spec):
         """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the
-        end (1.1 always at the end: the partial results.json shows it provisionally)."""
+        end (1.1 at the end, from what the import check left, judge_import, and the probes' notes)."""
         if spec.id not in self.verdicts:
             self.verdicts[spec.id] = self._verdict(spec)
         return self.verdicts[spec.id]
@@ -308,8 +347,9 @@ class Judging:
     def _verdict(self, spec):
         located, run_result = self.located, self.run_result
         if spec.id == 'submission':
-            return _submission_verdict(located, self.problems, run_result,
-                                       self.cascade.import_hang if self.cascade is not None else None, self.static)
+            judged = self.judge_import(run_result.import_result if run_result is not None else None)
+            return submission_verdict(judged, run_result.probes if run_result is not None else {},
+                                      self.cascade.import_hang if self.cascade is not None else None)
         if located.problem or self.problems:
             return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]))])
         if run_result.import_result.status != 'ok':

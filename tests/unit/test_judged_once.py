@@ -1,0 +1,67 @@
+"""
+Each test of a grading is judged once (issue 34): the verdict a test's probes earned as they ended
+is the one the partial results.json shows and the final one keeps; test 1.1 is judged once, as the
+import check ends (grade.import_verdict), and its final verdict only adds what the probes noted.
+"""
+
+import collections
+import contextlib
+import os
+
+from autograder import REFERENCE_DIR
+from autograder.judge import config, fixtures, grade, submission, verdicts
+from autograder.sandbox import ProbeResult, SessionReport
+from tests.helpers.ended_run import ended_run
+
+GRADING = config.load()
+NOTE = 'parameters the reference does not have kept their initial values: extra.weight'
+
+
+class Session:
+    """GradingSession's interface: the import check passes, every probe reports a note and no arrays."""
+    budget_end, report = float('inf'), SessionReport('', None, {})
+
+    def budget_spent(self):
+        return False
+
+    def import_check(self, job, cpu_limit, serves_link=False):
+        return ended_run(ProbeResult('ok', info={'stdout': ''}))
+
+    def probe(self, work):
+        return ended_run(ProbeResult('ok', info={'notes': [NOTE]}))
+
+
+class Box:
+    user_note, cfg = 'fake', None
+
+    @contextlib.contextmanager
+    def grading(self, model_py, private=(), need_data=False, budget_end=None):
+        yield Session()
+
+
+def test_every_test_is_judged_once_and_the_partial_shows_the_verdicts_kept(tmp_path, monkeypatch):
+    calls = collections.Counter()
+    real_judge, real_import = verdicts.verdict_for, grade.import_verdict
+
+    def verdict_for(spec, *args):
+        calls[spec.id] += 1
+        return real_judge(spec, *args)
+
+    def import_verdict(*args):
+        calls['submission'] += 1
+        return real_import(*args)
+    monkeypatch.setattr(verdicts, 'verdict_for', verdict_for)
+    monkeypatch.setattr(grade, 'import_verdict', import_verdict)
+    partials = []
+    located = submission.locate(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py'), str(tmp_path))
+    judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'), Box(),
+                            progress=partials.append).run_probes()
+    final = {spec.id: judging.verdict(spec) for spec in judging.specs}
+    assert {spec.id: judging.verdict(spec) for spec in judging.specs} == final   # asked again: kept
+    assert calls and max(calls.values()) == 1, calls
+    shown = partials[-1]
+    assert len(shown) > 3 and all(shown[k] is final[k] for k in shown if k != 'submission')
+    # 1.1: the partial shows it as the import check left it; the final adds the probes' note once
+    assert NOTE not in '\n'.join(shown['submission'].lines)
+    assert '\n'.join(final['submission'].lines).count(NOTE) == 1
+    assert final['submission'].passed and shown['submission'].passed
