@@ -31,8 +31,8 @@ def link_services(profile, rope_for=()):
     """
     {probe id: service(payload, pid) -> (reply, log entries) answering what its process asks over
     its harness link (execute calls it; the sandbox only hands the questions over)}: the memory
-    probe's torch.cuda queries are answered
-    from the kernel's figures of the asking process and logged here (contract/memory_readings.py),
+    probe's torch.cuda queries are answered from the kernel's figures of the asking process and
+    logged here (contract/memory_readings.py),
     the only readings 9.1 believes (ProbeResult.harness['link']); the probes of `rope_for` (the
     cascade set their RoPE aside) get the grader's RoPE (judge/set_aside.py), every call logged.
     """

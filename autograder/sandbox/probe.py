@@ -209,7 +209,7 @@ class _Watch:
         answer = yield LinkRequest(bytes(data[1:]), sender)
         answer = answer if isinstance(answer, LinkAnswer) else LinkAnswer()   # none: an empty reply
         if answer.error is not None:   # the caller's failure costs this probe's link, not the grading
-            self.out.setdefault('link_errors', []).append({'kind': 'handler_error', 'error': str(answer.error)})
+            self.out.setdefault('link_errors', []).append({'kind': 'service_error', 'error': str(answer.error)})
         self.out['link'].extend(answer.log)
         self._reply(b'\x01' + bytes(answer.reply or b'')[:MAX_MESSAGE])
 
@@ -264,7 +264,7 @@ def watch(zygote, spec, log_path, *, serve_link, check_ready, meter, kill, cpu_l
     pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
     cpu_seconds, wall_seconds, max_rss_bytes, link (the answers' log), link_messages, link_errors (facts:
     {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
-    handler_error ('error': the caller's LinkAnswer.error)}, worded by the judge, judge/messages.py), wall_error,
+    service_error ('error': the caller's LinkAnswer.error)}, worded by the judge, judge/messages.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
