@@ -61,6 +61,16 @@ def test_the_link_hands_each_question_to_the_judge_with_the_senders_pid_from_the
     assert 0 < imp.harness['imported_after'] < imp.harness['wall_seconds']
 
 
+def test_a_service_that_fails_costs_its_probe_an_empty_reply_and_nothing_else(sandbox, tmp_path):
+    r = run(sandbox, tmp_path, "import autograder.child.socket_link as link\n"
+                               "print('GOT', repr(link.ask(b'a')), repr(link.ask(b'b')))\n",
+            link_services={report_schema.IMPORT: lambda payload, pid: 1 / 0 if payload == b'a' else b'fine'})
+    imp = r.import_result
+    assert imp.status == 'ok' and "GOT b'' b'fine'" in imp.info['stdout'], imp.info
+    assert [e['kind'] for e in imp.harness['link_errors']] == ['service_error'], imp.harness
+    assert imp.harness['link_errors'][0]['error'].startswith('ZeroDivisionError')
+
+
 def test_a_forged_sender_pid_is_refused_by_the_kernel(sandbox, tmp_path):
     got = []
     r = run(sandbox, tmp_path, """
