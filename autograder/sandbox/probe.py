@@ -52,6 +52,16 @@ UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
 
 
 @dataclass(frozen=True)
+class Deadlines:
+    """When a probe process is stopped: past `cpu_limit` CPU seconds, `wall_limit` wall seconds (against
+    sleeping), the grading's `budget_end` (a time.time()), or asleep for `idle_seconds` (None: never)."""
+    cpu_limit: float
+    wall_limit: float
+    budget_end: float
+    idle_seconds: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class LinkRequest:
     """A question a probe process asked over its harness link: its bytes, and its sender's pid (the kernel's)."""
     payload: bytes
@@ -134,17 +144,18 @@ class _Watch:
         then, cpu_then = self.cpu_history[0]
         return now - started > idle_seconds and then <= now - idle_seconds and cpu - cpu_then < IDLE_CPU
 
-    def check_time(self, cpu, cpu_limit, wall_limit, started, budget_end, idle_seconds=None):
+    def check_time(self, cpu, limits, started):
+        """Stop the process at the first of its Deadlines `limits` it passed (its stack asked for first)."""
         now = time.time()
         if self.stopped_at is None:
-            if cpu > cpu_limit:
+            if cpu > limits.cpu_limit:
                 self.stop('timeout', dump=True)
-            elif now - started > wall_limit:
+            elif now - started > limits.wall_limit:
                 self.stop('wall', dump=True)
-            elif idle_seconds and self._idle(now, cpu, started, idle_seconds):
-                self.out['idle_seconds'] = idle_seconds
+            elif limits.idle_seconds and self._idle(now, cpu, started, limits.idle_seconds):
+                self.out['idle_seconds'] = limits.idle_seconds
                 self.stop('wall', dump=True)
-            elif now > budget_end:
+            elif now > limits.budget_end:
                 self.stop('budget', dump=True)
         elif self.killed_at is None:
             if now - self.stopped_at > DUMP_WAIT or self._dump_written():
@@ -255,8 +266,7 @@ class _Watch:
                 self.meter.reaped(event['pid'], event['rusage']['utime'] + event['rusage']['stime'])
 
 
-def watch(zygote, spec, log_path, *, serve_link, check_ready, meter, kill, cpu_limit, wall_limit, budget_end,
-          dump_path=None, idle_seconds=None):
+def watch(zygote, spec, log_path, deadlines, *, serve_link, check_ready, meter, kill, dump_path=None):
     """
     Fork the probe process and watch it to its end: a generator that yields each question the process
     asks over its harness link (a LinkRequest, where `serve_link`) and takes the caller's LinkAnswer
@@ -270,8 +280,9 @@ def watch(zygote, spec, log_path, *, serve_link, check_ready, meter, kill, cpu_l
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote
     reaped an orphan of it (users.CpuMeter; the cgroup's counter, which needs neither, in session.py).
     `dump_path`: the harness's path of the process's out/<report_schema.HANG_DUMP>; None: killed at once.
-    `idle_seconds`: a process that used less than IDLE_CPU of CPU over this much wall time sleeps or waits
-    forever: it is stopped like one past its wall cap (ended 'wall', harness['idle_seconds'] says why).
+    `deadlines` (Deadlines): its idle_seconds: a process that used less than IDLE_CPU of CPU over this much
+    wall time sleeps or waits forever: it is stopped like one past its wall cap (ended 'wall',
+    harness['idle_seconds'] says why).
     Closing the generator before its end (the caller is stopping) kills the process.
     """
     link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -294,7 +305,7 @@ def watch(zygote, spec, log_path, *, serve_link, check_ready, meter, kill, cpu_l
                 break
             if w.stopped_at is None:
                 cpu = meter.sample()
-            w.check_time(cpu, cpu_limit, wall_limit, started, budget_end, idle_seconds)
+            w.check_time(cpu, deadlines, started)
     except BaseException:   # GeneratorExit too: the caller closed the generator before the end
         kill(pid)   # the grader itself is stopping (SIGTERM): the probe must not outlive it
         raise

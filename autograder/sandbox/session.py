@@ -265,11 +265,11 @@ class Sandbox:
         wall_limit = cpu_limit * self.cfg.wall_factor + 10
         meter = self._cpu_meter()
         try:
+            deadlines = probe.Deadlines(cpu_limit, wall_limit, self.budget_end, self.cfg.idle_seconds)
             h = yield from probe.watch(
-                self.zygote, spec, folder.log, serve_link=serve_link, check_ready=self._check_ready, meter=meter,
-                kill=self._kill, cpu_limit=cpu_limit, wall_limit=wall_limit, budget_end=self.budget_end,
-                dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP),
-                idle_seconds=self.cfg.idle_seconds)
+                self.zygote, spec, folder.log, deadlines, serve_link=serve_link, check_ready=self._check_ready,
+                meter=meter, kill=self._kill,
+                dump_path=None if kind == 'selftest' else os.path.join(folder.out, report_schema.HANG_DUMP))
         finally:
             self._clean(meter=meter)   # nothing of the process is alive, nothing left, before anything of it is read
         h['cpu_seconds'] = round(max(h['cpu_seconds'], meter.sample()), 3)   # with what its orphans did to the end

@@ -97,3 +97,21 @@ def test_one_name_each_for_what_was_called_run_and_judge():
     # Judging's RunResult is `run_result`; `run_probes` is the method that makes it
     source = inspect.getsource(grade.Judging)
     assert 'self.run_result = ' in source and 'self.run = ' not in source
+
+
+def test_no_function_takes_a_dozen_parameters():
+    """The issue found Sandbox.run, _run_locked and probe.run taking 12 each: a value (ProbeJob, Deadlines,
+    RunPlan) says what belongs together. At most 9 (self not counted); the most today: probe.watch, probe_job.plan."""
+    most = []
+    for folder, _, files in os.walk(PACKAGE_DIR):
+        for name in [f for f in files if f.endswith('.py')]:
+            with open(os.path.join(folder, name), encoding='utf-8') as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = node.args
+                    count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+                    count -= bool(a.args and a.args[0].arg in ('self', 'cls'))
+                    if count > 9:
+                        most.append('%s: %s (%d)' % (name, node.name, count))
+    assert most == [], most
