@@ -12,14 +12,14 @@ import re
 
 import torch
 import torch.nn as nn
-
+from autograder.contract import report_schema
 from . import set_aside
 
 HANDOUT_PROJECTIONS = ('q_proj', 'k_proj', 'v_proj', 'out_proj')
 
 
-class AdapterError(Exception):
-    """The submission lacks something the handout's interface requires; the message says what."""
+class AdapterError(report_schema.FactError):
+    """The submission lacks something the handout's interface requires; its fact says what."""
 
 
 def model_module():
@@ -31,7 +31,7 @@ def make_config(**fields):
     """A model config as the student's GPT.get_default_config() makes it, with `fields` set."""
     m = model_module()
     if not hasattr(m, 'GPT') or not hasattr(m.GPT, 'get_default_config'):
-        raise AdapterError("model.py has no GPT.get_default_config(); keep the handout's GPT class")
+        raise AdapterError('no_default_config')
     cfg = m.GPT.get_default_config()
     cfg.model_type = None
     defaults = dict(embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0, rope=False, sliding_window=None,
@@ -46,7 +46,7 @@ def _class(name):
     m = model_module()
     cls = getattr(m, name, None)
     if cls is None:
-        raise AdapterError("model.py has no class %s; the handout's name must be kept" % name)
+        raise AdapterError('no_class', name)
     return cls
 
 
@@ -103,13 +103,13 @@ def _linears(module):
 
 def _copy(linear, weight, bias):
     if tuple(linear.weight.shape) != tuple(weight.shape):
-        raise AdapterError("shape mismatch")
+        raise AdapterError('shape_mismatch')
     with torch.no_grad():
         linear.weight.copy_(weight)
         if linear.bias is not None:
             linear.bias.copy_(bias)
         elif bias.abs().max() > 0:
-            raise AdapterError("a projection has no bias, but the handout's nn.Linear layers have one")
+            raise AdapterError('no_bias')
 
 
 def load_attention(module, weights, n_embd):
@@ -122,9 +122,9 @@ def load_attention(module, weights, n_embd):
         for n in HANDOUT_PROJECTIONS:
             lin = getattr(module, n)
             if tuple(lin.weight.shape) != tuple(w[n + '.weight'].shape):
-                raise AdapterError("%s.%s is Linear(%d -> %d), expected Linear(%d -> %d)" % (
-                    type(module).__name__, n, lin.in_features, lin.out_features,
-                    w[n + '.weight'].shape[1], w[n + '.weight'].shape[0]))
+                raise AdapterError('linear_shape', type(module).__name__, n, '%d' % lin.in_features,
+                                   '%d' % lin.out_features, '%d' % w[n + '.weight'].shape[1],
+                                   '%d' % w[n + '.weight'].shape[0])
             _copy(lin, w[n + '.weight'], w[n + '.bias'])
         return []
     return _load_by_shape(module, w, n_embd)
@@ -191,9 +191,9 @@ def module_plan(module, n_embd, kv_dim):
     linears = dict((n, m) for n, m in _linears(module) if m.in_features == n_embd)
     names, missing = plan_projections([(n, m.out_features) for n, m in linears.items()], n_embd, kv_dim)
     if missing:
-        raise AdapterError("could not find the %s projection(s) among %s's linear layers %s" % (
-            '/'.join(missing), type(module).__name__,
-            ', '.join('%s %d->%d' % (n, m.in_features, m.out_features) for n, m in _linears(module))))
+        raise AdapterError('projections_not_found', '/'.join(missing), type(module).__name__,
+                           ', '.join('%s %d->%d' % (n, m.in_features, m.out_features)
+                                     for n, m in _linears(module)))
     return {role: (name, linears[name]) for role, name in names.items()}
 
 
@@ -213,12 +213,12 @@ def _load_by_shape(module, w, n_embd):
                 _copy(plan['v'][1], w['v_proj.weight'], w['v_proj.bias'])
         _copy(plan['out'][1], w['out_proj.weight'], w['out_proj.bias'])
     except AdapterError as e:
-        raise AdapterError("could not load weights by shape: %s" % e)
-    roles = {'qkv': 'q_proj+k_proj+v_proj (fused, in that order)', 'kv': 'k_proj+v_proj (fused, in that order)',
-             'q': 'q_proj', 'k': 'k_proj', 'v': 'v_proj', 'out': 'out_proj'}
-    return ["%s lacks the handout names %s; weights were matched by shape: %s" % (
-        type(module).__name__, '/'.join(HANDOUT_PROJECTIONS),
-        ', '.join('%s <- %s' % (plan[r][0], roles[r]) for r in ('qkv', 'kv', 'q', 'k', 'v', 'out') if r in plan))]
+        raise AdapterError('by_shape', *getattr(e, 'fact', ()))
+    roles = ('qkv', 'kv', 'q', 'k', 'v', 'out')   # the note's figures: the class, then the name of
+    # the layer that plays each role ('' where none does); judge/messages.py words them
+    return [('matched_by_shape', type(module).__name__) + tuple(
+        plan[r][0] if r in plan else ''
+        for r in roles)]
 
 
 def load_gpt(model, state, n_embd):
@@ -235,13 +235,13 @@ def load_gpt(model, state, n_embd):
             if '.attn.' in k:
                 continue
             if k not in own:
-                raise AdapterError("the model has no parameter %s (expected from the handout's GPT)" % k)
+                raise AdapterError('no_parameter', k)
             if tuple(own[k].shape) != tuple(v.shape):
-                raise AdapterError("parameter %s has shape %s, expected %s" % (k, tuple(own[k].shape), tuple(v.shape)))
+                raise AdapterError('parameter_shape', k, str(tuple(own[k].shape)), str(tuple(v.shape)))
             own[k].copy_(torch.as_tensor(v))
     extra = sorted(k for k in own if k not in state and '.attn.' not in k)
     if extra:
-        notes.append("parameters the reference does not have kept their initial values: %s" % ', '.join(extra[:6]))
+        notes.append(('kept_initial',) + tuple(extra[:6]))
     return list(dict.fromkeys(notes))
 
 
@@ -289,7 +289,7 @@ def gpt_gradients(model, state, n_embd):
     for k in state:
         if '.attn.' not in k:
             if k not in own:
-                raise AdapterError("the model has no parameter %s (expected from the handout's GPT)" % k)
+                raise AdapterError('no_parameter', k)
             out[k] = own[k].grad
     return out
 
@@ -304,13 +304,13 @@ def call_attention(module, x):
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         mem = out[1] if len(out) > 1 else None
         return out[0], mem
-    raise AdapterError("%s.forward returned %s; expected (y, mem_bytes)" % (type(module).__name__, type(out).__name__))
+    raise AdapterError('attention_returned', type(module).__name__, type(out).__name__)
 
 
 def call_gpt(model, idx, targets=None):
     out = model(idx, targets)
     if not isinstance(out, (tuple, list)) or len(out) < 2:
-        raise AdapterError("GPT.forward returned %s; expected (logits, loss, seconds, mem)" % type(out).__name__)
+        raise AdapterError('gpt_returned', type(out).__name__)
     return out[0], out[1]
 
 
@@ -320,7 +320,7 @@ def generate(model, idx, max_new_tokens, **kw):
         return out
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
-    raise AdapterError("GPT.generate returned %s; expected (idx, seconds)" % type(out).__name__)
+    raise AdapterError('generate_returned', type(out).__name__)
 
 
 def mem_as_int(mem):

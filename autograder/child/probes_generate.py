@@ -53,7 +53,7 @@ def probe_generate(ctx):
 def _cache_class():
     cls = getattr(adapter.model_module(), 'KVCache', None)
     if not isinstance(cls, type):
-        raise NotImplementedError('model.py has no KVCache class (the optional KV-cache part)')
+        raise adapter.report_schema.NotImplementedFact('no_kv_cache_class')
     return cls
 
 
@@ -67,12 +67,12 @@ def _forward_cached(model, idx, caches):
         out = model(idx, kv_caches=caches)
     except TypeError as e:
         if _unknown_keyword(e, 'kv_caches'):
-            raise NotImplementedError('GPT.forward takes no kv_caches argument (the optional KV-cache part)')
+            raise adapter.report_schema.NotImplementedFact('no_kv_caches_argument')
         raise
     logits = out[0] if isinstance(out, (tuple, list)) and out else out
     if not isinstance(logits, torch.Tensor):
-        raise adapter.AdapterError('GPT.forward(idx, kv_caches=...) returned %s; expected (logits, loss, seconds, mem)'
-                                   % type(out).__name__)
+        raise adapter.AdapterError('cached_forward_returned',
+                                   type(out).__name__)
     return logits
 
 
@@ -81,7 +81,7 @@ def _generate_cached(model, prompt, n):
         return adapter.generate(model, prompt, n, use_kv_cache=True)
     except TypeError as e:
         if _unknown_keyword(e, 'use_kv_cache'):
-            raise NotImplementedError('GPT.generate takes no use_kv_cache argument (the optional KV-cache part)')
+            raise adapter.report_schema.NotImplementedFact('no_use_kv_cache_argument')
         raise
 
 

@@ -94,7 +94,7 @@ def probe_load_pretrained(ctx):
             fresh = {k: v.clone() for k, v in _tensors(big).items()}
             facts += _shape_facts(saved, fresh, long_)
             if not hasattr(big, 'load_pretrained'):
-                raise adapter.AdapterError("GPT has no load_pretrained(folder); keep the handout's method")
+                raise adapter.AdapterError('no_load_pretrained')
             big.load_pretrained(folder)              # as chargpt.py does for --model.pretrained_folder
             stage['n'] = 2
             facts[:] = _load_facts(saved, fresh, _tensors(big), dict(big.named_parameters()))

@@ -120,5 +120,5 @@ def _first_step(first):
     if 'error' in first:
         raise first['error']
     if 'grads' not in first:
-        raise adapter.AdapterError("the training ran no step: the Trainer's on_batch_end callbacks never ran")
+        raise adapter.AdapterError('no_training_step')
     return first['grads']

@@ -63,12 +63,12 @@ def student_frames(tb):
 
 
 def describe_exception(e):
-    """(status, error fields) of an exception: its text and traceback lines, and its kind where
-    that is a fact the judge words (report_schema.ERROR_FACTS; judge/messages.py says it)."""
+    """(status, error fields) of an exception: its text and traceback lines, or its facts where the
+    judge words it (report_schema.ERROR_FACTS: a sys.exit, or the grader's own FactError)."""
     kind = 'not_implemented' if isinstance(e, NotImplementedError) else 'error'
-    if isinstance(e, SystemExit):
-        error = fact_error('exit', repr(e.code))
-    else:
+    error = fact_error('exit', repr(e.code)) if isinstance(e, SystemExit) else \
+        report_schema.error_fields(e)
+    if error is None:   # the student's own exception (or a FactError whose figures do not fit)
         error = {'message': '%s: %s' % (type(e).__name__, str(e)[:1500])}
     return kind, dict(error, where=student_frames(e.__traceback__))
 

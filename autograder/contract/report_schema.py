@@ -34,11 +34,34 @@ MAX_KEY_CHARS = 100                 # length of a case name or map key
 MAX_SECONDS = 1e6                   # a probe's reported duration, in seconds
 MAX_TEXT_CHARS = 1 << 40            # message_chars: an error text's length before the cap
 
+# `stage` 'import': model.py failed to import in a test's process.
+ERROR_STAGES = ('import',)
+
+# The grader's own errors and notes in the child (child/adapter.py and the probes), as facts: a code
+# of these closed sets and its figures (names, numbers in decimal, the student's strings: `figures`,
+# strings only), worded by the judge (judge/messages.py CHILD_ERRORS, CHILD_NOTES) into the text the
+# child used to write. Code -> the least and most figures it takes. Student code runs in the child
+# and can forge any of them: a forged fact is worded like an honest one, no more than a forged
+# message could say; a fact whose figures do not fit its code makes the report invalid.
+FACT_ERRORS = {
+    'no_default_config': (0, 0), 'no_class': (1, 1), 'shape_mismatch': (0, 0), 'no_bias': (0, 0),
+    'linear_shape': (6, 6), 'projections_not_found': (3, 3), 'by_shape': (1, 1 + 6),
+    'no_parameter': (1, 1), 'parameter_shape': (3, 3), 'attention_returned': (2, 2),
+    'gpt_returned': (1, 1), 'generate_returned': (1, 1), 'cached_forward_returned': (1, 1),
+    'no_kv_cache_class': (0, 0), 'no_kv_caches_argument': (0, 0), 'no_use_kv_cache_argument': (0, 0),
+    'no_load_pretrained': (0, 0), 'no_training_step': (0, 0), 'no_banded_attention': (0, 0),
+}
+WRAPPED = 'by_shape'   # its figures: another AdapterError's code (not its own) and that error's figures
+# the notes' codes: 'matched_by_shape' figures the class name and the layer names that play qkv, kv,
+# q, k, v and out ('' where none does); 'kept_initial' the names of at most 6 parameters
+FACT_NOTES = {'matched_by_shape': (7, 7), 'kept_initial': (0, 6)}
+MAX_FIGURE_CHARS = 1500   # the child cut str(e) to 1500 characters: a figure's tail past them never shows
+MAX_FIGURE_CUT = 1 << 40  # `cut`: the characters a note's figures lost to MAX_FIGURE_CHARS (its length)
+
 # an error's kind, where the kind is a fact the judge words (judge/messages.py) around the error's
 # text (a repr): 'exit', student code called sys.exit(code); 'missing_module', model.py imports a
-# module the grader does not provide. `stage` 'import': model.py failed to import in a test's process.
-ERROR_FACTS = ('exit', 'missing_module')
-ERROR_STAGES = ('import',)
+# module the grader does not provide; or one of FACT_ERRORS, from its `figures` (its text is '').
+ERROR_FACTS = ('exit', 'missing_module') + tuple(FACT_ERRORS)
 
 # caps on the arrays file
 MAX_ARRAYS = 256                    # members of one .npz (the gradients probe reports 110: one per parameter and case)
@@ -48,6 +71,69 @@ MAX_ITEMSIZE = 8                    # bytes per element (float64, int64)
 # the memory probe's figure arrays hold [code, value]: the code is the index of the figure's type here
 # (contract/memory_readings.describe_figure names the type; areas/memory.figure_of reads it back)
 FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')
+
+
+class FactError(Exception):
+    """A grader's error in the child as a fact: a code of FACT_ERRORS and its figures (strings), in
+    `fact`; the judge words it. child/adapter.py's AdapterError is one."""
+
+    def __init__(self, code, *figures):
+        super().__init__(code, *figures)
+        self.fact = (code,) + figures
+
+
+class NotImplementedFact(FactError, NotImplementedError):
+    """A FactError about an optional part the submission has not attempted: its probe or case is
+    'not_implemented', as a NotImplementedError's."""
+
+
+def fits(code, figures, table=None):
+    """True when `figures` (a list of strings, each within MAX_FIGURE_CHARS) fit `code` of `table`
+    (FACT_ERRORS by default); WRAPPED's figures are another error's code and figures."""
+    table = FACT_ERRORS if table is None else table
+    if code not in table or not isinstance(figures, list):
+        return False
+    least, most = table[code]
+    if not (least <= len(figures) <= most
+            and all(isinstance(f, str) and len(f) <= MAX_FIGURE_CHARS for f in figures)):
+        return False
+    return code != WRAPPED or (figures[0] != WRAPPED and fits(figures[0], figures[1:], table))
+
+
+def _figures(fact):
+    """(code, figures cut to MAX_FIGURE_CHARS, the characters cut) of a fact tuple."""
+    figures = [str(f) for f in fact[1:]]
+    cut = sum(max(0, len(f) - MAX_FIGURE_CHARS) for f in figures)
+    return fact[0], [f[:MAX_FIGURE_CHARS] for f in figures], cut
+
+
+def error_fields(e):
+    """The report's fields of a FactError `e` (its text ''); None for any other exception, or for a
+    FactError whose figures do not fit its code (student code can raise one): reported by its text."""
+    fact = getattr(e, 'fact', None) if isinstance(e, FactError) else None
+    if not isinstance(fact, tuple) or not fact or not all(isinstance(f, str) for f in fact):
+        return None
+    code, figures, _ = _figures(fact)
+    return {'fact': code, 'figures': figures, 'message': ''} if fits(code, figures) else None
+
+
+def note_fields(note):
+    """The report's entry of a note, a tuple (code of FACT_NOTES, figures...): its figures cut, and
+    `cut`, the characters cut (the judge cuts the note as the child cut the whole sentence)."""
+    code, figures, cut = _figures(note)
+    return {'fact': code, 'figures': figures, 'cut': cut}
+
+
+def _note_ok(n):
+    return isinstance(n, dict) and set(n) == {'fact', 'figures', 'cut'} and \
+        fits(n['fact'], n['figures'], FACT_NOTES) and _count(n['cut'])
+
+
+def _error_facts_ok(e):
+    """An error's `figures` fit its `fact` (a FACT_ERRORS code needs them; no other fact has them)."""
+    if e.get('fact') in FACT_ERRORS:
+        return fits(e['fact'], e.get('figures'))
+    return 'figures' not in e
 
 
 IMPORTED = b'model.py imported'   # the one link frame a probe process sends once model.py is imported (runner.py)
@@ -92,7 +178,7 @@ def _one_of(values):
 def _case_error(e):
     return (isinstance(e, dict) and _text(MAX_KEY_CHARS)(e.get('status', '')) and _text(MAX_MESSAGE_CHARS)(e.get('message', ''))
             and _texts(MAX_WHERE, MAX_WHERE_CHARS)(e.get('where', []))
-            and ('fact' not in e or _one_of(ERROR_FACTS)(e['fact']))
+            and ('fact' not in e or _one_of(ERROR_FACTS)(e['fact'])) and _error_facts_ok(e)
             and ('message_chars' not in e or _count(e['message_chars'])))
 
 
@@ -102,7 +188,9 @@ REPORT_FIELDS = {
     # the error's kind and stage (ERROR_FACTS, ERROR_STAGES) and its text's length before the cap
     'fact': _one_of(ERROR_FACTS), 'stage': _one_of(ERROR_STAGES), 'message_chars': _count,
     'stdout': _text(MAX_STDOUT_CHARS), 'where': _texts(MAX_WHERE, MAX_WHERE_CHARS),
-    'notes': _texts(MAX_NOTES, MAX_NOTE_CHARS),
+    # the adapter's notes, as facts (FACT_NOTES: note_fields), worded by the judge
+    'notes': lambda v: isinstance(v, list) and len(v) <= MAX_NOTES and all(_note_ok(n) for n in v),
+    'figures': lambda v: isinstance(v, list),   # checked with 'fact' (_error_facts_ok)
     'seconds': _number,
     'case_errors': _map(MAX_CASE_ERRORS, _case_error),
     'dtypes': _map(MAX_KEYS, _texts(2, MAX_KEY_CHARS)),
@@ -126,6 +214,8 @@ def check_report(info):
     for key, ok in REPORT_FIELDS.items():
         if key in info and not ok(info[key]):
             raise ValueError("field %r of the report has the wrong type, a number out of range, or is too long" % key)
+    if not _error_facts_ok(info):
+        raise ValueError("field 'figures' of the report does not fit its field 'fact'")
     return {k: v for k, v in info.items() if k in REPORT_FIELDS}
 
 
@@ -154,7 +244,7 @@ def clip_report(info):
     if 'where' in out:
         out['where'] = _clip_where(out['where'])
     if 'notes' in out:
-        out['notes'] = [_clip_text(n, MAX_NOTE_CHARS) for n in out['notes'][:MAX_NOTES]]
+        out['notes'] = [note_fields(n) for n in out['notes'][:MAX_NOTES]]
     if 'seconds' in out:
         s = float(out['seconds'])
         out['seconds'] = min(max(s, 0.0), MAX_SECONDS) if math.isfinite(s) else 0.0
@@ -163,7 +253,7 @@ def clip_report(info):
             'status': _clip_text(e.get('status', 'error'), MAX_KEY_CHARS),
             'message': _clip_text(e.get('message', ''), MAX_MESSAGE_CHARS),
             'where': _clip_where(e.get('where', [])),
-            **{f: e[f] for f in ('fact', 'message_chars') if f in e}}
+            **{f: e[f] for f in ('fact', 'figures', 'message_chars') if f in e}}
             for k, e in list(out['case_errors'].items())[:MAX_CASE_ERRORS]}
     for key in ('dtypes', 'has_wpe'):
         if key in out:

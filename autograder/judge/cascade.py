@@ -25,6 +25,7 @@ is named once, and no part is blamed.
 
 import ast
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
@@ -460,6 +461,15 @@ def _unit_of(probe_id, name):
     return registry.case_name(probe_id, name) if unit is None else unit
 
 
+def _distinct(notes):
+    """Each note once, in order: texts, or (in a result not yet taken: settle_parts) the child's
+    facts, dicts (report_schema.FACT_NOTES), told apart by their JSON."""
+    out = {}
+    for n in notes:
+        out.setdefault(json.dumps(n, sort_keys=True) if isinstance(n, dict) else n, n)
+    return list(out.values())
+
+
 def merge_result(probe_id, plan, native, second):
     """One ProbeResult from the first run's units, the second run's and the units not run (as case errors)."""
     runs = {'native': native, 'second': second}
@@ -488,7 +498,7 @@ def merge_result(probe_id, plan, native, second):
             info.setdefault(name, {}).update({k: v for k, v in entries.items() if _unit_of(probe_id, k) == unit})
     base = second if second is not None and native is None else native or second or ProbeResult('missing', 'not run')
     notes = [n for r in (native, second) if r is not None for n in r.info.get('notes', [])]
-    info.update(case_errors=errors, notes=list(dict.fromkeys(notes)))
+    info.update(case_errors=errors, notes=_distinct(notes))
     if second is not None and isinstance(second.info.get('set_aside'), dict):
         info['set_aside'] = second.info['set_aside']
     harness = dict(base.harness or {}, second=(second.harness if second is not None else None))

@@ -8,6 +8,7 @@ worded here, by the judge.
 
 Sections, in the order a student meets them:
 - the status of a probe or a case (STATUS_WORDS) and the lines of a probe that did not finish;
+  the child's facts: an error's kind, the grader's own errors (CHILD_ERRORS) and notes;
 - the student's own text: what replaces it past the grading's budget, and a cut text's tail;
 - comparisons of an output with the reference's (areas.compare), and shape guards;
 - each area's verdict lines: values (2.1-5.1, 8.1), dropout (6.1), causality (7.1), generation
@@ -89,6 +90,75 @@ FACT_WORDS = {   # fact -> the words before and after its text (a repr)
                        'standard library are available)'),
 }
 IMPORT_IN_TEST = 'model.py could not be imported in this test\'s process: '
+
+
+# the grader's own errors in the child, from their facts (contract/report_schema.py FACT_ERRORS):
+# code -> (the exception's type name, its text with a %s per figure); student_text.spoken shows
+# them as the child used to write them, 'Type: text' with the text cut at 1500 characters
+CHILD_ERRORS = {
+    'no_default_config': ('AdapterError', "model.py has no GPT.get_default_config(); keep the "
+                                          "handout's GPT class"),
+    'no_class': ('AdapterError', "model.py has no class %s; the handout's name must be kept"),
+    'shape_mismatch': ('AdapterError', 'shape mismatch'),
+    'no_bias': ('AdapterError', "a projection has no bias, but the handout's nn.Linear layers have "
+                                "one"),
+    'linear_shape': ('AdapterError', '%s.%s is Linear(%s -> %s), expected Linear(%s -> %s)'),
+    'projections_not_found': ('AdapterError', "could not find the %s projection(s) among %s's "
+                                              "linear layers %s"),
+    'by_shape': ('AdapterError', 'could not load weights by shape: %s'),   # %s: another error's text
+    'no_parameter': ('AdapterError', "the model has no parameter %s (expected from the handout's "
+                                     "GPT)"),
+    'parameter_shape': ('AdapterError', 'parameter %s has shape %s, expected %s'),
+    'attention_returned': ('AdapterError', '%s.forward returned %s; expected (y, mem_bytes)'),
+    'gpt_returned': ('AdapterError', 'GPT.forward returned %s; expected (logits, loss, seconds, '
+                                     'mem)'),
+    'generate_returned': ('AdapterError', 'GPT.generate returned %s; expected (idx, seconds)'),
+    'cached_forward_returned': ('AdapterError', 'GPT.forward(idx, kv_caches=...) returned %s; '
+                                                'expected (logits, loss, seconds, mem)'),
+    'no_kv_cache_class': ('NotImplementedError', 'model.py has no KVCache class (the optional '
+                                                 'KV-cache part)'),
+    'no_kv_caches_argument': ('NotImplementedError', 'GPT.forward takes no kv_caches argument '
+                                                     '(the optional KV-cache part)'),
+    'no_use_kv_cache_argument': ('NotImplementedError', 'GPT.generate takes no use_kv_cache '
+                                                        'argument (the optional KV-cache part)'),
+    'no_load_pretrained': ('AdapterError', "GPT has no load_pretrained(folder); keep the handout's "
+                                           "method"),
+    'no_training_step': ('AdapterError', "the training ran no step: the Trainer's on_batch_end "
+                                         "callbacks never ran"),
+    'no_banded_attention': ('NotImplementedError', 'model.py defines no banded_attention (the '
+                                                   'optional sliding-window part)'),
+}
+CHILD_TEXT_CHARS = 1500   # the child cut an exception's text (str(e)) to its first 1500 characters
+
+
+def child_error_text(code, figures):
+    """The text (str(e)) of the grader's error `code` in the child with its figures; 'by_shape'
+    wraps another error, whose code and figures its figures are."""
+    if code == 'by_shape':
+        return CHILD_ERRORS[code][1] % child_error_text(figures[0], figures[1:])
+    return CHILD_ERRORS[code][1] % tuple(figures)
+
+
+def child_error(code, figures):
+    """The message of the grader's error `code` in the child, as the child wrote it: 'Type: text'."""
+    return '%s: %s' % (CHILD_ERRORS[code][0], child_error_text(code, figures)[:CHILD_TEXT_CHARS])
+
+
+# the adapter's notes (report_schema.FACT_NOTES): what each handout projection was loaded into
+FUSED_QKV = 'q_proj+k_proj+v_proj (fused, in that order)'
+FUSED_KV = 'k_proj+v_proj (fused, in that order)'
+ROLE_WORDS = (FUSED_QKV, FUSED_KV, 'q_proj', 'k_proj', 'v_proj', 'out_proj')   # qkv, kv, q, k, v, out
+
+
+def child_note(code, figures):
+    """A note of the adapter's, from its facts: 'matched_by_shape' (the class, then the layer of each
+    role of ROLE_WORDS, '' for none) or 'kept_initial' (parameter names)."""
+    if code == 'matched_by_shape':
+        return ('%s lacks the handout names q_proj/k_proj/v_proj/out_proj; weights were matched by '
+                'shape: %s' % (figures[0], ', '.join('%s <- %s' % (name, role) for name, role
+                                                      in zip(figures[1:], ROLE_WORDS) if name)))
+    return ('parameters the reference does not have kept their initial values: %s'
+            % ', '.join(figures))
 
 
 def status_words_and_message(status, message):

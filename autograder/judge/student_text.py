@@ -53,17 +53,30 @@ def spoken(text, error):
     `message_chars`: report_schema.ERROR_FACTS), in the judge's words around its `text`
     (messages.error_words), cut to the report's cap as the child cut a whole message: from the
     sentence's full length, which message_chars gives where the cap cut `text`. An error without
-    facts is its text.
+    facts is its text. The grader's own errors in the child (report_schema.FACT_ERRORS) are
+    worded from their figures first (messages.child_error), as the child once wrote them.
     """
-    fact, stage = error.get('fact'), error.get('stage')
+    fact, stage, chars = error.get('fact'), error.get('stage'), error.get('message_chars')
+    if fact in report_schema.FACT_ERRORS:
+        text, fact, chars = messages.child_error(fact, error.get('figures') or []), None, None
     if fact not in report_schema.ERROR_FACTS and stage not in report_schema.ERROR_STAGES:
         return text
     head, tail = messages.error_words(fact, stage)
-    chars = error.get('message_chars')
     full = max(chars if isinstance(chars, int) else 0, len(text))
     whole = head + text + tail if full == len(text) else head + text
     length = len(head) + full + len(tail)
     return report_schema.clip_text(whole, report_schema.MAX_MESSAGE_CHARS, length)
+
+
+def noted(note):
+    """A note's text: the adapter's facts (report_schema.FACT_NOTES) worded (messages.child_note) and
+    cut as the child cut the whole sentence, from its full length (`cut`: what its figures lost);
+    a text (notes the harness merged after taking them) as it is."""
+    if not isinstance(note, dict):
+        return note
+    text = messages.child_note(note.get('fact'), note.get('figures') or [])
+    length = len(text) + (note.get('cut') if isinstance(note.get('cut'), int) else 0)
+    return report_schema.clip_text(text, report_schema.MAX_NOTE_CHARS, length)
 
 
 class Budget:
@@ -127,7 +140,7 @@ class Budget:
             info['case_errors'] = {k: self._case_error(e, whole)
                                    for k, e in info['case_errors'].items() if isinstance(e, dict)}
         if isinstance(info.get('notes'), list):
-            info['notes'] = self._lines(info['notes'], whole)
+            info['notes'] = self._lines([noted(n) for n in info['notes']], whole)
         if isinstance(info.get('facts'), dict):
             info['facts'] = {k: self._lines(list(v)[:MAX_FACT_LINES], whole) for k, v in info['facts'].items()}
         if isinstance(info.get('dtypes'), dict):   # compared by the judge: cut and counted, never replaced

@@ -236,7 +236,7 @@ def test_unknown_report_fields_are_dropped_and_unknown_statuses_refused(tmp_path
 
 def test_the_child_clips_its_own_report_to_the_caps():
     info = {'status': 'error', 'message': 'm' * 10_000, 'stdout': 's' * 100_000, 'where': ['w' * 1000] * 1000,
-            'notes': ['n%d' % i for i in range(100)], 'seconds': float('inf'),
+            'notes': [('kept_initial', 'n%d' % i) for i in range(100)], 'seconds': float('inf'),
             'case_errors': {'c%d' % i: {'status': 'error', 'message': 'x' * 9000, 'where': ['y'] * 500}
                             for i in range(200)}}
     clipped = report_schema.clip_report(info)

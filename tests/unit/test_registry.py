@@ -202,8 +202,10 @@ def test_tolerances_follow_the_registry():
 
 
 def test_report_schema_refuses_wrong_types_and_non_finite_numbers():
-    report_schema.check_report({'status': 'ok', 'seconds': 1.5, 'notes': ['a'], 'has_wpe': {'rope': False}})
+    note = {'fact': 'kept_initial', 'figures': ['a'], 'cut': 0}   # notes are facts (FACT_NOTES)
+    report_schema.check_report({'status': 'ok', 'seconds': 1.5, 'notes': [note], 'has_wpe': {'rope': False}})
     for bad in ({'seconds': float('inf')}, {'seconds': float('nan')}, {'seconds': True}, {'notes': 'a'},
+                {'notes': ['a']},
                 {'where': [1]}, {'has_wpe': {'x': 1}}, {'case_errors': {'c': {'message': 3}}}):
         try:
             report_schema.check_report(bad)
