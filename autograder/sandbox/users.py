@@ -22,18 +22,26 @@ class StillRunning(RuntimeError):
     """Processes of the sandbox user survived every kill: the grading stops (fail closed)."""
 
 
-def user_can_access(uid, gid, checks):
-    """Whether `uid` (no supplementary groups) passes os.access for every (path, mode) of `checks`, tried in a fork."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            os._exit(0 if all(os.access(p, mode) for p, mode in checks) else 1)
-        except BaseException:
-            os._exit(1)
-    return os.waitpid(pid, 0)[1] == 0
+def user_can_access(uid, gid, checks, tries=3):
+    """
+    Whether `uid` (no supplementary groups) passes os.access for every (path, mode) of `checks`, tried in a fork.
+    The fork is a process of that user without its lock (it lives milliseconds): a grading that holds the user
+    may kill it between two probes. Killed by a signal, it is asked again, so that a kill is never read as "no".
+    """
+    for _ in range(tries):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)
+                os._exit(0 if all(os.access(p, mode) for p, mode in checks) else 1)
+            except BaseException:
+                os._exit(1)
+        status = os.waitpid(pid, 0)[1]
+        if not os.WIFSIGNALED(status):
+            return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    return False
 
 
 def child_python(uid, gid, python_copy):

@@ -366,3 +366,17 @@ def test_a_grading_cgroup_counts_cpu_kills_and_goes():
         cg.kill()   # nothing of the test may outlive it, whatever failed
         cg.remove()
     assert not any(os.path.exists(d) for d in cg.dirs.values())
+
+
+def test_an_access_check_killed_by_a_grading_beside_it_is_asked_again(monkeypatch):
+    """users.user_can_access forks a process of a pool user without its lock; a grading holding that user may
+    kill it (SIGKILL between probes). A kill is asked again, never read as "no"; a real "no" stays one."""
+    statuses = []
+    monkeypatch.setattr(os, 'fork', lambda: 4242)   # the parent's side only: no process is made
+    monkeypatch.setattr(os, 'waitpid', lambda pid, flags: (pid, statuses.pop(0)))
+    statuses[:] = [9, 9, 0]                          # killed by SIGKILL twice, then the answer: yes
+    assert users.user_can_access(1, 1, [('/', os.R_OK)]) and statuses == []
+    statuses[:] = [9, 1 << 8]                        # killed, then exit status 1: no
+    assert not users.user_can_access(1, 1, [('/', os.R_OK)]) and statuses == []
+    statuses[:] = [9, 9, 9]                          # killed every time: no answer, so no
+    assert not users.user_can_access(1, 1, [('/', os.R_OK)]) and statuses == []
