@@ -33,30 +33,34 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _scanned = {}                # (uid, gid) -> places: one scan per process at most
 
 
-def _as_user(uid, gid, fn):
-    """fn() in a fork running as uid:gid (no groups); returns the integer it returns, or -1 when it failed."""
+def as_user(uid, gid, fn):
+    """
+    fn() in a fork running as uid:gid (no groups): (the integer it returns, None), or (-1, why it failed:
+    the exception it raised, for staff) when it failed.
+    """
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        result = -1   # a failure inside counts as one (the sweep then fails closed)
+        result, why = -1, ''   # a failure inside counts as one (the sweep then fails closed)
         try:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
             result = int(fn())
-        except BaseException:
-            pass
-        os.write(w, str(result).encode())
+        except BaseException as e:  # noqa: BLE001  said to the parent, which fails closed
+            why = '%s: %s' % (type(e).__name__, e)
+        os.write(w, ('%d %s' % (result, why)).encode('utf-8', 'replace')[:400])
         os._exit(0)
     os.close(w)
     with os.fdopen(r, 'rb') as f:
-        data = f.read(64)
+        data = f.read(400).decode('utf-8', 'replace')
     os.waitpid(pid, 0)
+    number, _, why = data.partition(' ')
     try:
-        return int(data or -1)
+        return int(number), why or None
     except ValueError:
-        return -1
+        return -1, 'the fork said nothing (%r)' % data[:80]
 
 
 # ----------------------------------------------------------------------------- where the user can write
@@ -245,12 +249,15 @@ def remove_user_files(uid, gid, folders=None, max_seconds=60.0):
                         return -1
             finally:
                 os.close(top)
-        return -1 if failed else removed
-    removed = _as_user(uid, gid, sweep)
+        if failed:
+            raise OSError('%d entries could not be removed' % failed)
+        return removed
+    removed, why = as_user(uid, gid, sweep)
     left = owned_in(uid, folders)
     if removed < 0 or left:
+        unfinished = 'the sweep could not finish%s' % (': ' + why if why else ' in %g s' % max_seconds)
         raise SweepFailed('the sandbox user\'s files could not all be removed (%s): the next test or grading '
-                          'could read them' % (', '.join(left[:5]) if left else 'the sweep could not finish'))
+                          'could read them' % (', '.join(left[:5]) if left else unfinished))
     return removed
 
 
@@ -295,7 +302,7 @@ def clear_keys(uid, gid):
         if persistent > 0:
             keyctl(ctypes.c_int(KEYCTL_CLEAR), ctypes.c_long(persistent))
         return 0
-    _as_user(uid, gid, clear)
+    as_user(uid, gid, clear)   # its failure shows in the kernel's count of the user's keys, read after it
     return keys_of(uid)
 
 

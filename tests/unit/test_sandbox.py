@@ -246,6 +246,17 @@ def test_a_sweep_that_cannot_finish_fails_closed():
         os.close(lock)
 
 
+@needs_sandbox
+def test_a_sweep_that_fails_says_why_to_staff():
+    # before: only "the sweep could not finish", whatever had failed in the fork
+    pw, lock = claimed_user()
+    try:
+        assert leftovers.as_user(pw.pw_uid, pw.pw_gid, lambda: 7) == (7, None)
+        assert leftovers.as_user(pw.pw_uid, pw.pw_gid, lambda: 1 / 0) == (-1, 'ZeroDivisionError: division by zero')
+    finally:
+        os.close(lock)
+
+
 def claimed_user():
     """A pool user no grading holds, and its lock (held by the caller until it closes it)."""
     pool, _ = users.sandbox_pool(SANDBOX_USER, 4)
