@@ -20,7 +20,7 @@ import os
 import stat
 import time
 
-from autograder.sandbox import seccomp
+from autograder.sandbox import seccomp, users
 from autograder.sandbox.defences import SandboxRefused
 
 VOLATILE = ('/tmp', '/var/tmp', '/dev/shm', '/run/lock', '/run/shm', '/dev/mqueue', '/var/crash')
@@ -35,32 +35,30 @@ _scanned = {}                # (uid, gid) -> places: one scan per process at mos
 
 def as_user(uid, gid, fn):
     """
-    fn() in a fork running as uid:gid (no groups): (the integer it returns, None), or (-1, why it failed:
+    fn() in a fork running as uid:gid (users.run_as): (the integer it returns, None), or (-1, why it failed:
     the exception it raised, for staff) when it failed.
     """
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+
+    def child():
         os.close(r)
-        result, why = -1, ''   # a failure inside counts as one (the sweep then fails closed)
         try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            result = int(fn())
+            said = '%d ' % int(fn())
         except BaseException as e:  # noqa: BLE001  said to the parent, which fails closed
-            why = '%s: %s' % (type(e).__name__, e)
-        os.write(w, ('%d %s' % (result, why)).encode('utf-8', 'replace')[:400])
-        os._exit(0)
+            said = '-1 %s: %s' % (type(e).__name__, e)
+        os.write(w, said.encode('utf-8', 'replace')[:400])   # within a pipe's buffer: written before the wait
+        return 0
+    status = users.run_as(uid, gid, child)
     os.close(w)
     with os.fdopen(r, 'rb') as f:
         data = f.read(400).decode('utf-8', 'replace')
-    os.waitpid(pid, 0)
     number, _, why = data.partition(' ')
     try:
         return int(number), why or None
     except ValueError:
-        return -1, 'the fork said nothing (%r)' % data[:80]
+        ended = 'killed by signal %d' % os.WTERMSIG(status) if os.WIFSIGNALED(status) else \
+            'it could not become the user, or said nothing'
+        return -1, 'the fork said nothing: %s' % ended
 
 
 # ----------------------------------------------------------------------------- where the user can write

@@ -22,6 +22,23 @@ class StillRunning(RuntimeError):
     """Processes of the sandbox user survived every kill: the grading stops (fail closed)."""
 
 
+def run_as(uid, gid, fn):
+    """fn() in a fork running as uid:gid (no supplementary groups): the fork's wait status. What fn returns is the
+    fork's exit code; an exception (the change of user's included) exits 1."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            code = int(fn())
+        except BaseException:
+            pass
+        os._exit(code)
+    return os.waitpid(pid, 0)[1]
+
+
 def user_can_access(uid, gid, checks, tries=3):
     """
     Whether `uid` (no supplementary groups) passes os.access for every (path, mode) of `checks`, tried in a fork.
@@ -29,16 +46,7 @@ def user_can_access(uid, gid, checks, tries=3):
     may kill it between two probes. Killed by a signal, it is asked again, so that a kill is never read as "no".
     """
     for _ in range(tries):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgroups([])
-                os.setresgid(gid, gid, gid)
-                os.setresuid(uid, uid, uid)
-                os._exit(0 if all(os.access(p, mode) for p, mode in checks) else 1)
-            except BaseException:
-                os._exit(1)
-        status = os.waitpid(pid, 0)[1]
+        status = run_as(uid, gid, lambda: 0 if all(os.access(p, mode) for p, mode in checks) else 1)
         if not os.WIFSIGNALED(status):
             return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     return False
