@@ -370,7 +370,10 @@ class Sandbox:
                       'seccomp': self.on['seccomp'], 'namespaces': self.on['namespaces'], 'hidden': hidden,
                       'writable': [paths['out'], paths['home']], 'readonly': readonly,
                       'rlimits': self._spec('selftest', folder, paths, 30)['rlimits']}
-            h = _to_end(self._process('selftest', folder, {'selftest': expect}, 30, True), answer)
+            with ProbeRun(self._process('selftest', folder, {'selftest': expect}, 30, True)) as run:
+                for request in run:   # the self-test's own link: the sandbox answers it (no judge code runs)
+                    run.answer(answer(request))
+            h = run.result
         finally:
             folder.remove()
         failed = {k: v for k, v in got.items() if v is not True}
@@ -396,21 +399,6 @@ class Sandbox:
                     'private to root (chmod 700, e.g. the folder of a batch export), or grade where namespaces '
                     'are available')
         return ''
-
-
-def _to_end(steps, answer=None):
-    """Drive a process's steps (a generator of _process or _probe) to their end, answering each
-    question of its link with answer(LinkRequest) -> LinkAnswer (the sandbox's own: the self-test's);
-    its return value. Closed on the way out, so that a stop (SIGTERM) kills the process."""
-    reply = None
-    try:
-        while True:
-            request = steps.send(reply)
-            reply = answer(request) if answer is not None else None
-    except StopIteration as end:
-        return end.value
-    finally:
-        steps.close()
 
 
 class ProbeRun:
