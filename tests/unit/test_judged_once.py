@@ -5,38 +5,22 @@ import check ends (grade.import_verdict), and its final verdict only adds what t
 """
 
 import collections
-import contextlib
 import os
 
 from autograder import REFERENCE_DIR
 from autograder.judge import config, fixtures, grade, submission, verdicts
-from autograder.sandbox import ProbeResult, SessionReport
-from tests.helpers.ended_run import ended_run
+from autograder.sandbox import ProbeResult
+from tests.helpers.scripted_session import ScriptedSandbox, ScriptedSession
 
 GRADING = config.load()
 NOTE = 'parameters the reference does not have kept their initial values: extra.weight'
 
 
-class Session:
-    """GradingSession's interface: the import check passes, every probe reports a note and no arrays."""
-    budget_end, report = float('inf'), SessionReport('', None, {})
+class Noting(ScriptedSession):
+    """The import check passes, every probe reports a note and no arrays."""
 
-    def budget_spent(self):
-        return False
-
-    def import_check(self, job, cpu_limit, serves_link=False):
-        return ended_run(ProbeResult('ok', info={'stdout': ''}))
-
-    def probe(self, work):
-        return ended_run(ProbeResult('ok', info={'notes': [NOTE]}))
-
-
-class Box:
-    user_note, cfg = 'fake', None
-
-    @contextlib.contextmanager
-    def grading(self, model_py, private=(), need_data=False, budget_end=None):
-        yield Session()
+    def probed(self, work):
+        return ProbeResult('ok', info={'notes': [NOTE]})
 
 
 def test_every_test_is_judged_once_and_the_partial_shows_the_verdicts_kept(tmp_path, monkeypatch):
@@ -54,7 +38,7 @@ def test_every_test_is_judged_once_and_the_partial_shows_the_verdicts_kept(tmp_p
     monkeypatch.setattr(grade, 'import_verdict', import_verdict)
     partials = []
     located = submission.locate(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py'), str(tmp_path))
-    judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'), Box(),
+    judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'), ScriptedSandbox(Noting()),
                             progress=partials.append).run_probes()
     final = {spec.id: judging.verdict(spec) for spec in judging.specs}
     assert {spec.id: judging.verdict(spec) for spec in judging.specs} == final   # asked again: kept

@@ -4,45 +4,28 @@ whose outputs the sandbox did not read (probe_job.ending_message, in messages.py
 sandbox reports facts, the judge words them; a probe is told its job as a value of its own.
 """
 
-import contextlib
-
 from autograder.contract import report_schema
 from autograder.judge import config, probe_job
-from autograder.sandbox import ProbeResult, SessionReport, Settings
-from tests.helpers.ended_run import ended_run
+from autograder.sandbox import ProbeResult, Settings
+from tests.helpers.scripted_session import ScriptedSandbox, ScriptedSession
 
 SETTINGS = Settings.from_mapping(config.load().sandbox)
 
 
-class Session:
-    """GradingSession's interface, scripted: the import check's result, then every probe ok."""
-    budget_end, report = float('inf'), SessionReport('', None, {})
+class Session(ScriptedSession):
+    """The import check's result as given, then every probe ok; the jobs each call was told."""
 
     def __init__(self, imported):
-        self.imported, self.jobs = imported, []
+        self.result, self.jobs = imported, []
 
-    def budget_spent(self):
-        return False
-
-    def import_check(self, job, cpu_limit, serves_link=False):
+    def imported(self, job):
         self.jobs.append((report_schema.IMPORT, job))
-        return ended_run(self.imported)
+        return self.result
 
-    def probe(self, work):
+    def probed(self, work):
         self.jobs.append((work.probe_id, dict(work.job)))
         work.job['changed by the sandbox'] = True   # its own value: none of it reaches the next
-        return ended_run(ProbeResult('ok'))
-
-
-class Box:
-    cfg = SETTINGS
-
-    def __init__(self, session):
-        self.session = session
-
-    @contextlib.contextmanager
-    def grading(self, model_py, private=(), need_data=False, budget_end=None):
-        yield self.session
+        return ProbeResult('ok')
 
 
 def plan(**kwargs):
@@ -52,7 +35,7 @@ def plan(**kwargs):
 
 def test_each_probe_reads_its_own_job_and_its_own_limit():
     session = Session(ProbeResult('ok'))
-    probe_job.execute(Box(session), plan(probe_jobs={'rope': {'set_aside': ['gqa']}}))
+    probe_job.execute(ScriptedSandbox(session, SETTINGS), plan(probe_jobs={'rope': {'set_aside': ['gqa']}}))
     assert session.jobs == [(report_schema.IMPORT, {'profile': {}, 'limit': None}),
                             ('gqa', {'profile': {}, 'limit': {'address_space_margin_mb': 5}}),
                             ('rope', {'profile': {}, 'set_aside': ['gqa'], 'limit': None})]
@@ -61,7 +44,7 @@ def test_each_probe_reads_its_own_job_and_its_own_limit():
 def test_a_failed_import_check_leaves_every_probe_missing_with_why():
     stopped = ProbeResult('timeout', unread=True,
                           harness={'ended': 'timeout', 'cpu_limit': 10, 'cpu_seconds': 10.4})
-    first = probe_job.execute(Box(Session(stopped)), plan())
+    first = probe_job.execute(ScriptedSandbox(Session(stopped), SETTINGS), plan())
     assert first.import_result.message == (
         'importing your model.py did not finish: it ran longer than the 10 s allowed (10.4 s of '
         'CPU time: an infinite loop or a very slow forward?) and was stopped')
@@ -70,7 +53,7 @@ def test_a_failed_import_check_leaves_every_probe_missing_with_why():
         p: ('missing', missing) for p in ('gqa', 'rope')}
     # a second run's import check is a repeat (its first run imported model.py): said as such
     why = "the probe's output could not be read safely: x.npz: array 'a' is compressed"
-    second = probe_job.execute(Box(Session(ProbeResult('invalid', why))), plan(second=True))
+    second = probe_job.execute(ScriptedSandbox(Session(ProbeResult('invalid', why)), SETTINGS), plan(second=True))
     assert second.probes['gqa'].message == (
         "not run in the second run: model.py's import check in that run failed: " + why)
 

@@ -4,15 +4,14 @@ to sandbox.student_text_chars, and one budget per grading (sandbox.student_text_
 order by the harness whatever the probes report; past it the grader's sentence, never the text.
 """
 
-import contextlib
 import dataclasses
 import os
 
 from autograder import REFERENCE_DIR
 from autograder.judge import config, fixtures, grade, registry, submission
 from autograder.judge.student_text import DTYPE_CHARS, WITHHELD, Budget, flatten
-from autograder.sandbox import ProbeResult, SessionReport
-from tests.helpers.ended_run import ended_run
+from autograder.sandbox import ProbeResult
+from tests.helpers.scripted_session import ScriptedSandbox, ScriptedSession
 
 GRADING = config.load()
 PER_TEXT = GRADING.sandbox['student_text_chars']
@@ -59,32 +58,16 @@ def test_the_import_checks_text_is_whole_but_counted():
     assert budget.result(harness).message == 'x' * 1000
 
 
-class FakeSession:
-    """GradingSession's interface: every probe reports errors in every case, one distinct message
-    each (all of one length, so that once one is withheld every later one is)."""
-    budget_end, report = float('inf'), SessionReport('', None, {})
+class ErrorsEverywhere(ScriptedSession):
+    """Every probe reports errors in every case, one distinct message each (all of one length, so that
+    once one is withheld every later one is)."""
 
-    def budget_spent(self):
-        return False
-
-    def import_check(self, job, cpu_limit, serves_link=False):
-        return ended_run(ProbeResult('ok', info={'stdout': ''}))
-
-    def probe(self, work):
+    def probed(self, work):
         pid = work.probe_id
-        return ended_run(ProbeResult('ok', info={'case_errors': {
+        return ProbeResult('ok', info={'case_errors': {
             'case%d' % i: error(('%s %d' % (pid, i)).ljust(30, '.') + 'z' * 200,
                                 ['model.py line 1, in forward: x\ny'])
-            for i in range(3)}}))
-
-
-class FakeSandbox:
-    """Sandbox's interface as the judge's loop (probe_job.execute) drives it."""
-    user_note, cfg = 'fake', None
-
-    @contextlib.contextmanager
-    def grading(self, model_py, private=(), need_data=False, budget_end=None):
-        yield FakeSession()
+            for i in range(3)}})
 
 
 def test_the_harness_spends_the_budget_in_test_order_in_one_place(tmp_path):
@@ -93,7 +76,7 @@ def test_the_harness_spends_the_budget_in_test_order_in_one_place(tmp_path):
     # cascade: charge: one run, every probe of it told as it ends (a second run would take its texts after it)
     charge = dataclasses.replace(GRADING, cascade='charge')
     judging = grade.Judging(charge, 'cpu', located, fixtures.load(GRADING, 'cpu'),
-                            FakeSandbox()).run_probes()
+                            ScriptedSandbox(ErrorsEverywhere())).run_probes()
     probes = list(judging.run_result.probes)
     assert probes == registry.probes_for([s.id for s in judging.specs if s.id != 'submission'])
     shown = [pid for pid in probes for e in judging.run_result.probes[pid].info['case_errors'].values()
