@@ -13,7 +13,7 @@ import re
 import torch
 import torch.nn as nn
 from autograder.contract import report_schema
-from . import set_aside
+from . import evidence, set_aside
 
 HANDOUT_PROJECTIONS = ('q_proj', 'k_proj', 'v_proj', 'out_proj')
 
@@ -68,7 +68,9 @@ def _build(cls, cfg):
     says it could not be set aside."""
     module = model_module()
     if 'rope' not in SET_ASIDE:
-        return cls(cfg)
+        obj = cls(cfg)
+        evidence.watch(obj, cfg, module, attention_weights)   # the first run's records (child/evidence.py)
+        return obj
     own = getattr(module, set_aside.CLASS_NAME, None)
     built_before = set(set_aside.BUILT)
     set_aside.BUILT.clear()
@@ -243,6 +245,34 @@ def load_gpt(model, state, n_embd):
     if extra:
         notes.append(('kept_initial',) + tuple(extra[:6]))
     return list(dict.fromkeys(notes))
+
+
+def attention_weights(module, cfg):
+    """{handout name: tensor} of an attention module's projections (q_proj.weight, ..., out_proj.bias; a bias
+    absent is zeros), fused or renamed layers split as attention_gradients splits them."""
+    n_embd = int(cfg.n_embd)
+    kv_dim = n_embd // int(cfg.n_query_head) * int(cfg.n_kv_head)
+    if all(isinstance(getattr(module, n, None), nn.Linear) for n in HANDOUT_PROJECTIONS):
+        layers = {n: getattr(module, n) for n in HANDOUT_PROJECTIONS}
+        parts = {n: (l.weight, l.bias) for n, l in layers.items()}
+    else:
+        rows = {'qkv': (('q_proj', n_embd), ('k_proj', kv_dim), ('v_proj', kv_dim)),
+                'kv': (('k_proj', kv_dim), ('v_proj', kv_dim))}
+        parts = {}
+        for role, (_name, linear) in module_plan(module, n_embd, kv_dim).items():
+            if role not in rows:
+                parts[{'q': 'q_proj', 'k': 'k_proj', 'v': 'v_proj', 'out': 'out_proj'}[role]] = (linear.weight, linear.bias)
+                continue
+            start = 0
+            for handout, n in rows[role]:
+                parts[handout] = (linear.weight[start:start + n],
+                                  None if linear.bias is None else linear.bias[start:start + n])
+                start += n
+    out = {}
+    for n, (w, b) in parts.items():
+        out[n + '.weight'] = w
+        out[n + '.bias'] = b if b is not None else torch.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+    return out
 
 
 def attention_gradients(module, n_embd, kv_dim):

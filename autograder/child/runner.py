@@ -23,7 +23,7 @@ import traceback
 import numpy as np
 import torch
 
-from . import adapter
+from . import adapter, evidence
 from autograder.contract import report_schema
 from autograder.contract.configs import MODEL_CONFIGS
 
@@ -106,15 +106,19 @@ class Context:
         """Run one case; its failure is recorded and the probe goes on with the next case."""
         if name in self.skip or name.split('/')[0] in self.skip:   # a case, or every case of a configuration
             return
+        evidence.begin(name)
         try:
             torch.manual_seed(0)
             out = fn()
         except BaseException as e:  # SystemExit too: student code must not end the probe
             if isinstance(e, KeyboardInterrupt):
                 raise
+            evidence.failed(name)
             kind, error = describe_exception(e)
             self.info.setdefault('case_errors', {})[name] = dict(error, status=kind)
             return
+        finally:
+            evidence.end()
         for key, value in (out if isinstance(out, dict) else {'': out}).items():
             full = name + ('/' + key if key else '')
             if isinstance(value, torch.Tensor):
@@ -283,6 +287,7 @@ def run_probe(job_dir, probe_id=None):
 
     ctx = Context(job)
     adapter.SET_ASIDE = set(job.get('set_aside') or ())
+    evidence.start(job)
     t0 = time.time()
     try:
         probe_table()[probe_id](ctx)
@@ -295,6 +300,7 @@ def run_probe(job_dir, probe_id=None):
     if adapter.SET_ASIDE:   # whether the grader's RoPE was really built (the harness words it; child/set_aside.py)
         from .set_aside import BUILT
         ctx.info['set_aside'] = {'built': sorted(BUILT & adapter.SET_ASIDE), 'kept': sorted(adapter.KEPT & adapter.SET_ASIDE)}
+    evidence.collect(ctx.arrays, ctx.info)
     ctx.info.update(seconds=time.time() - t0, stdout=captured.take())
     write_result(probe_id, ctx.arrays, ctx.info)
     return 0

@@ -136,6 +136,37 @@ def _error_facts_ok(e):
     return 'figures' not in e
 
 
+# evidence (child/evidence.py, judge/evidence.py): what the student's RoPE and attention modules received and
+# returned inside a case, one flat float64 array 'evidence/<slot>' per record, its layout in the report
+MAX_EVIDENCE = 48                   # records per probe (a GPT case has one per layer; the largest probe has 9 cases)
+MAX_EVIDENCE_ROPES = 4              # RoPE calls kept inside one attention call (q and k; 4 for code that rotates v)
+MAX_EVIDENCE_SLOT = 1 << 20         # elements of one record (the gpu profile's largest: about 300,000)
+MAX_EVIDENCE_ELEMENTS = 4 << 20     # elements of all the records of one probe (32 MB of float64)
+EVIDENCE_PARTS = ('mha', 'gqa')
+EVIDENCE_NAMES = ('x', 'y') + tuple('%s_proj.%s' % (p, w) for p in ('q', 'k', 'v', 'out') for w in ('weight', 'bias')) \
+    + tuple('rope_%s%d' % (io, i) for i in range(MAX_EVIDENCE_ROPES) for io in 'xy')
+EVIDENCE_RAISED = ('', 'self', 'rope')
+
+
+def evidence_key(slot):
+    return 'evidence/%d' % slot
+
+
+def _evidence_entry(e):
+    def dims(shape):
+        return isinstance(shape, list) and len(shape) <= MAX_NDIM and all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_EVIDENCE_SLOT for n in shape)
+    return (isinstance(e, dict) and set(e) == {'case', 'part', 'slot', 'layout', 'offsets', 'dropout', 'raised'}
+            and _text(MAX_KEY_CHARS)(e['case']) and e['part'] in EVIDENCE_PARTS and e['raised'] in EVIDENCE_RAISED
+            and isinstance(e['slot'], int) and not isinstance(e['slot'], bool) and 0 <= e['slot'] < MAX_EVIDENCE
+            and isinstance(e['dropout'], bool)
+            and isinstance(e['offsets'], list) and len(e['offsets']) <= MAX_EVIDENCE_ROPES and all(
+                isinstance(o, int) and not isinstance(o, bool) and 0 <= o <= MAX_EVIDENCE_SLOT for o in e['offsets'])
+            and isinstance(e['layout'], list) and len(e['layout']) <= len(EVIDENCE_NAMES) and all(
+                isinstance(item, list) and len(item) == 2 and item[0] in EVIDENCE_NAMES and dims(item[1])
+                for item in e['layout']))
+
+
 IMPORTED = b'model.py imported'   # the one link frame a probe process sends once model.py is imported (runner.py)
 HANG_DUMP = 'hang-stack.txt'   # in out/: the Python stack the probe process dumps on HANG_SIGNAL (runner.arm_hang_dump)
 HANG_SIGNAL = 10               # SIGUSR1: the harness sends it at a deadline or wall cap, then kills a moment later
@@ -201,6 +232,9 @@ REPORT_FIELDS = {
     # whether the parts the job set aside were built the grader's way, and which the student's code kept anyway
     # (child/set_aside.py): words only; the harness reads only the part names it set aside itself
     'set_aside': _map(2, _texts(8, MAX_KEY_CHARS)),
+    # the first run's records of the student's parts inside each case (child/evidence.py); the harness checks
+    # their values itself (judge/evidence.py): they can show a part wrong, never right
+    'evidence': lambda v: isinstance(v, list) and len(v) <= MAX_EVIDENCE and all(_evidence_entry(e) for e in v),
 }
 
 

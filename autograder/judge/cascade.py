@@ -31,7 +31,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from autograder.judge import messages, registry
+from autograder.judge import evidence, messages, registry
 from autograder.judge.areas import Verdict, case_of, compare
 from autograder.judge.verdicts import verdict_for
 from autograder.sandbox.readback import ProbeResult
@@ -105,8 +105,10 @@ class Plan:
 class Cascade:
     """The failed and hung parts of one grading, the second run they call for, and the words."""
 
-    def __init__(self, grading, fx, tree, specs):
+    def __init__(self, grading, fx, tree, specs, n_head=None):
         self.grading, self.fx = grading, fx
+        # the harness's own figure for reading the records: the profiles' n_query_head (module and model alike)
+        self.n_head = n_head or grading.profiles['cpu'].model.n_query_head
         self.insulate = grading.cascade == 'insulate'
         self.graded = {s.id for s in specs}
         self.functions = functions_of(tree)   # model.py's parsed tree (submission.Upload.tree)
@@ -119,14 +121,17 @@ class Cascade:
         self.native = {}     # probe id -> its first run's result
         self.pending = {}    # part -> the part tests whose verdict waits for the second run
         self._settled = set()   # probes the first stage of the second run already ran
+        self.wrong = {}      # probe id -> {unit: {part: evidence.Shown}}: parts its first run showed wrong there
+        self.charged = {}    # part -> why (part_reason): shown wrong or hung outside its own tests; its tests score 0
 
     def number(self, test_id):
         return self.grading.test(test_id).number
 
     # ------------------------------------------------------------------ the first run, as probes end
 
-    def observe(self, probe_id, result, results):
-        """Learn from a finished probe of the first run (the import check included)."""
+    def observe(self, probe_id, result, results, records=()):
+        """Learn from a finished probe of the first run (the import check included); `records`: what its parts did
+        inside its cases (judge/evidence.take)."""
         said = stopped_words(result.harness.get('hang'), self.functions) if isinstance(result.harness, dict) else ''
         if probe_id == 'import':
             if result.status == 'timeout':
@@ -143,6 +148,7 @@ class Cascade:
         elif result.status not in ('skipped', 'missing', 'timeout'):
             self.proven.update(registry.BY_ID[probe_id].calls)
         self.native[probe_id] = result
+        self.weigh(probe_id, result, records)
         for part, tests in registry.PART_TESTS.items():
             if probe_id in tests and part not in self.failed and not self._passes(probe_id, result, results):
                 # 3.1 and 5.1 also run RoPE: whether their own part fails is known once a RoPE that failed is set
@@ -153,6 +159,35 @@ class Cascade:
                     self.pending.setdefault(part, []).append(probe_id)
                 else:
                     self.failed[part] = self.number(probe_id)
+
+    def weigh(self, probe_id, result, records):
+        """The parts the first run of `probe_id` showed wrong in each case; one shown wrong outside its own tests
+        is charged (its own tests score 0: charge())."""
+        if probe_id not in registry.RECORDS or result.status == 'skipped':
+            return
+        errors = result.info.get('case_errors') if isinstance(result.info.get('case_errors'), dict) else {}
+        shown = evidence.shown_wrong(probe_id, records, errors, self.n_head, self.grading.evidence)
+        self.wrong[probe_id] = shown
+        for unit, parts in shown.items():
+            owns = registry.case_parts(probe_id, unit)[1]
+            for part, where in sorted(parts.items()):
+                if part not in owns:
+                    self.charged.setdefault(part, messages.shown_where(
+                        part, self.number(probe_id), where.case, where.what, where.position, where.detail))
+
+    def charge(self, test_id):
+        """The line of a part's own test when that part was shown wrong or hung elsewhere (it then scores 0), else
+        None."""
+        for part, tests in registry.PART_TESTS.items():
+            if test_id in tests and part in self.charged:
+                return messages.part_charged(part, self.charged[part])
+        return None
+
+    def reason(self, part):
+        """Why a part is set aside or blocks a test, in words: it fails its test, was shown wrong, or hung."""
+        if part in self.failed:
+            return messages.part_reason_failed(self.failed[part])
+        return self.charged.get(part) or messages.part_reason_failed('?')
 
     def _said_at(self, result):
         said = where_said(result.harness.get('hang'), self.functions) if isinstance(result.harness, dict) else None
@@ -180,6 +215,8 @@ class Cascade:
         if len(candidates) == 1:
             part = candidates[0]
             self.hung.setdefault(part, NOT_RUN % (registry.PARTS[part], self.number(probe_id), said))
+            # a part that hung is charged like one shown wrong (its own tests score 0), and set aside in later cases
+            self.charged.setdefault(part, messages.hung_reason(self.number(probe_id)))
 
     def skip(self, probe_id, results=None):
         """The sandbox's skip hook (first run): the sentence of a part that hung and that this probe would run
@@ -212,8 +249,10 @@ class Cascade:
         plan = Plan({})
         for unit, keys in self.units(probe_id).items():
             parts, owns = registry.case_parts(probe_id, unit)
-            hung = [p for p in parts if p in self.hung and (p in owns or p not in self.failed)]
-            failed = [p for p in parts if p in self.failed and p not in owns]
+            hung = [p for p in parts if p in self.hung and p in owns]
+            # set aside only on evidence from this case (judge/evidence.py), or where the part hung before
+            here = self.wrong.get(probe_id, {}).get(unit, {})
+            failed = [p for p in parts if p not in owns and (p in here or p in self.hung)]
             ran = native.status != 'skipped'
             if hung:
                 plan.units[unit], plan.why[unit] = 'not_run', self.hung[hung[0]]
@@ -240,7 +279,7 @@ class Cascade:
         plan = Plan({})
         for unit, (pid, their_unit) in self.CAUSALITY_MIRRORS.items():
             parts, owns = registry.case_parts('causality', unit)
-            hung = [p for p in parts if p in self.hung and (p in owns or p not in self.failed)]
+            hung = [p for p in parts if p in self.hung and p in owns]
             theirs = self.plans.get(pid)
             decision = theirs.units.get(their_unit, 'native') if theirs is not None else 'native'
             if hung:
@@ -260,8 +299,7 @@ class Cascade:
     def _gpt_fallback(self, plan, model_plan):
         """7.1's GPT case where 8.1's GQA case is set aside: as 8.1's MHA case, at n_kv_head = n_query_head."""
         mha_case = model_plan.units.get('rope') if model_plan is not None else None
-        if 'gqa' in self.failed and 'mha' not in self.failed and 'mha' not in self.hung and mha_case in ('native',
-                                                                                                          'second'):
+        if self._bad('gqa') and not self._bad('mha') and mha_case in ('native', 'second'):
             plan.aside['gpt'] = tuple(sorted({'gqa'} | set(model_plan.aside.get('rope', ()) if mha_case == 'second'
                                                             else ())))
             return 'second'
@@ -272,8 +310,11 @@ class Cascade:
         plan.why['gpt'] = model_plan.why.get('rope-gqa', '') if model_plan is not None else ''
         return 'excluded'
 
+    def _bad(self, part):
+        return part in self.failed or part in self.hung or part in self.charged
+
     def _works_here(self, failed):
-        return messages.works_here(failed, [self.failed[p] for p in failed])
+        return messages.works_here(failed, [self.reason(p) for p in failed])
 
     def _aside(self, probe_id, unit, parts, failed):
         """(parts set aside, words) for a unit judged without its failed parts; (None, why) when nothing of the
@@ -298,14 +339,14 @@ class Cascade:
     def _gqa_instead(self, parts):
         """How a GPT case runs without the student's failed GQA: 'gqa' (their MHA, n_kv_head = n_query_head) where
         their MHA works, 'gqa_rope' (their GQA without RoPE) where it failed only with RoPE; None: no way."""
-        if 'mha' not in self.failed and 'mha' not in self.hung:
+        if not self._bad('mha'):
             return 'gqa'
         if 'rope' in parts and self.failed.get('gqa') == self.number('gqa-rope'):
             return 'gqa_rope'
         return None
 
     def _not_judged(self, failed):
-        return messages.unit_not_judged([messages.part_fails(p, self.failed[p]) for p in failed])
+        return messages.unit_not_judged([messages.part_fails(p, self.reason(p)) for p in failed])
 
     def forward_ok(self, probe_id, unit, keys, native):
         """Whether a unit's own forward values in the first run are the reference's (registry.FORWARD_KEYS)."""
@@ -406,15 +447,15 @@ class Cascade:
     def _second_words(self, aside, built, kept):
         words = []
         if 'gqa' in aside:
-            words.append(messages.gqa_aside(self.failed['gqa']))
+            words.append(messages.gqa_aside(self.reason('gqa')))
         if 'gqa_rope' in aside:
-            words.append(messages.gqa_rope_aside(self.failed['gqa']))
+            words.append(messages.gqa_rope_aside(self.reason('gqa')))
         if 'rope' in aside and kept:
-            words.append(messages.rope_kept(self.failed['rope']))
+            words.append(messages.rope_kept(self.reason('rope')))
         elif 'rope' in aside and built:
-            words.append(messages.rope_aside(self.failed['rope']))
+            words.append(messages.rope_aside(self.reason('rope')))
         elif 'rope' in aside:   # the code failed before it built a RoPE at all: the lines below say where
-            words.append(messages.rope_run_again(self.failed['rope']))
+            words.append(messages.rope_run_again(self.reason('rope')))
         return words
 
     def nothing_left(self, probe_id):
@@ -422,15 +463,18 @@ class Cascade:
         plan = self.plans.get(probe_id)
         if plan is None or not plan.units or any(d != 'excluded' for d in plan.units.values()):
             return None
-        failed = sorted({p for u in plan.units for p in registry.case_parts(probe_id, u)[0] if p in self.failed})
-        return messages.nothing_left([messages.part_fails(p, self.failed[p]) for p in failed])
+        failed = sorted({p for u in plan.units for p in registry.case_parts(probe_id, u)[0] if self._bad(p)})
+        return messages.nothing_left([messages.part_fails(p, self.reason(p)) for p in failed])
 
     def blocked(self, spec):
         """Why an optional test cannot be judged: a required part it builds on fails (its number), else None."""
         entry = registry.BY_ID[spec.id]
         for part, number in sorted(self.failed.items(), key=lambda kv: kv[1]):
             if part in entry.calls:
-                return messages.builds_on_failed(registry.PARTS[part], number)
+                return messages.builds_on_failed(registry.PARTS[part], self.reason(part))
+        for part in sorted(self.charged):
+            if part in entry.calls and part not in self.hung:
+                return messages.builds_on_failed(registry.PARTS[part], self.reason(part))
         return None
 
     def optional_verdict(self, spec, result, probes, specs, fixtures):

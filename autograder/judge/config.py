@@ -61,6 +61,10 @@ class Grading:
     profiles: Dict[str, Profile]   # grading.yaml's profiles: cpu, gpu (judge/profiles.py)
     tests: List[TestSpec] = field(default_factory=list)
     cascade: str = 'insulate'   # 'insulate': a case spoiled by a failed part is judged again without it; 'charge': never
+    # how close a recorded call must be to the harness's own recomputation: {'rope': {atol, rtol}, 'attention': ...}
+    # (grading.yaml `evidence`, judge/evidence.py)
+    evidence: Dict[str, dict] = field(default_factory=lambda: {k: {'atol': 1e-3, 'rtol': 1e-3}
+                                                               for k in ('rope', 'attention')})
 
     def test(self, test_id):
         for t in self.tests:
@@ -179,7 +183,7 @@ def _parse(path, text):
         raise GradingConfigError("%s: not valid YAML: %s" % (path, e))
     v = _Validator(path)
     top = v.mapping(root, 'grading.yaml')
-    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests', 'cascade'}, 'grading.yaml',
+    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests', 'cascade', 'evidence'}, 'grading.yaml',
                  required=('version', 'handout', 'sandbox', 'profiles', 'tests'))
     cascade = v.typed(top['cascade'][1], str, 'cascade') if 'cascade' in top else 'insulate'
     if cascade not in ('insulate', 'charge'):
@@ -199,8 +203,21 @@ def _parse(path, text):
             v.fail(node, "test id %r appears twice" % spec.id)
         seen.add(spec.id)
         tests.append(spec)
+    evidence = _evidence(v, top['evidence'][1]) if 'evidence' in top else Grading.__dataclass_fields__[
+        'evidence'].default_factory()
     return Grading(path=path, version=version, handout=handout, sandbox=sandbox, profiles=profiles, tests=tests,
-                   cascade=cascade)
+                   cascade=cascade, evidence=evidence)
+
+
+def _evidence(v, node):
+    """evidence: {rope: tolerance, attention: tolerance}, each with its why (judge/evidence.py)."""
+    entries = v.mapping(node, 'evidence')
+    v.check_keys(entries, {'rope', 'attention'}, 'evidence', required=('rope', 'attention'))
+    out = {}
+    for key, (_, n) in entries.items():
+        tol = _tolerance(v, n, 'evidence.' + key)
+        out[key] = {'atol': tol.atol, 'rtol': tol.rtol}
+    return out
 
 
 def _handout(v, node):

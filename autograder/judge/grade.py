@@ -25,8 +25,8 @@ from typing import Tuple
 
 from autograder import GRADING_YAML
 from autograder.contract import report_schema
-from autograder.judge import (cascade, config, fixtures, inputs, interface_check, messages, probe_job, registry,
-                              student_text, submission, verdicts)
+from autograder.judge import (cascade, config, evidence, fixtures, inputs, interface_check, messages, probe_job,
+                              registry, student_text, submission, verdicts)
 from autograder.judge.areas import Verdict
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
@@ -198,6 +198,7 @@ class Judging:
         # the student's own text of this grading, one budget for all tests (judge/student_text.py)
         self.text = student_text.Budget(grading.sandbox['student_text_chars'], grading.sandbox['student_text_budget'])
         self.taken = {}   # probe id -> (the result as the sandbox gave it, as the judges read it)
+        self.records = {}   # probe id -> what its first run recorded of the student's parts (judge/evidence.take)
         if located.problem or self.problems:
             return
         self.static = static_findings(self.upload)
@@ -207,7 +208,7 @@ class Judging:
         # the input set drawn for these bytes (inputs.for_submission)
         self.drawn = inputs.for_submission(fx, profile, self.probe_ids, self.upload.raw)
         self.fx = self.drawn.fixtures
-        self.cascade = cascade.Cascade(grading, self.fx, self.upload.tree, self.specs)
+        self.cascade = cascade.Cascade(grading, self.fx, self.upload.tree, self.specs, profile.model.n_query_head)
 
     def run_probes(self):
         """
@@ -223,8 +224,12 @@ class Judging:
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
                        loss_curve_seeds=[profile.loss_curve.student_seed])
-        first = self._run(probe_ids, on_result=self._on_result(self.progress),
-                          skip=self.cascade.skip, **options)
+        # the first run records what the student's parts do inside each case (judge/evidence.py)
+        recorded = [pid for pid in probe_ids if pid in registry.RECORDS]
+        expected = dict(options['expected'])
+        expected.update({pid: dict(expected.get(pid, {}), **evidence.slots()) for pid in recorded})
+        first = self._run(probe_ids, on_result=self._on_result(self.progress), skip=self.cascade.skip,
+                          probe_jobs={pid: {'record': True} for pid in recorded}, **dict(options, expected=expected))
         second = {}
         if first.import_result is not None and first.import_result.status == 'ok':
             # the second run (judge/cascade.py): first the part tests a failed RoPE spoiled (whether their own part
@@ -240,6 +245,8 @@ class Judging:
                      'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
                                         for k in ('cpu', 'wall')} if first.import_result is not None else None,
                      'isolation': first.isolation, 'student_text': self.text.report()}
+        self.info['evidence'] = {'records': {k: len(v) for k, v in self.records.items() if v},
+                                 'charged': dict(self.cascade.charged)}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
             self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
                                                  rope_calls=len((r.harness or {}).get('link') or []))
@@ -294,15 +301,18 @@ class Judging:
 
         def on_result(probe_id, result):
             seen[probe_id] = self._student_text(probe_id, result)
-            self.cascade.observe(probe_id, result, {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            self.cascade.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT},
+                                 self.records.get(probe_id, ()))
             if probe_id == report_schema.IMPORT:
                 self.judge_import(seen[probe_id])
             if progress is None:
                 return
             self.run_result = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
-            for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
+            # a test whose probes a second run may judge again, or a part's own test (a later case may show the part
+            # wrong: Cascade.charge), waits for the final judging
+            for spec in self.specs:
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
-                        and not set(registry.CASE_PARTS) & set(needs[spec.id]):
+                        and not set(registry.CASE_PARTS) & set(needs[spec.id]) and spec.id not in registry.PART_TEST_IDS:
                     try:
                         done[spec.id] = submission_verdict(self.import_judged, {}, self.cascade.import_hang) \
                             if spec.id == 'submission' else self.verdict(spec)
@@ -317,7 +327,10 @@ class Judging:
         no inputs: its texts are shown whole, and counted."""
         raw, taken = self.taken.get(probe_id, (None, None))
         if raw is not result:
-            taken = self.text.result(result, whole=probe_id == report_schema.IMPORT)
+            bare, records = evidence.take(result)   # the records never reach a judge or the student's text
+            if records:
+                self.records[probe_id] = records
+            taken = self.text.result(bare, whole=probe_id == report_schema.IMPORT)
             self.taken[probe_id] = (result, taken)
         return taken
 
@@ -366,6 +379,9 @@ class Judging:
             return Verdict(0.0, [nothing])
         verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
+        charged = self.cascade.charge(spec.id)   # the part was shown wrong, or hung, where another test ran it
+        if charged:
+            verdict = dataclasses.replace(verdict, fraction=0.0, lines=[charged] + verdict.lines)
         return verdict
 
 

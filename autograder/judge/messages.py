@@ -1030,59 +1030,94 @@ def not_run_import(import_hang_words):
     return 'not run: %s (see test 1.1)' % import_hang_words
 
 
-def part_fails(part, number):
-    """`part` (its code name) fails test `number`, in the words the cascade lists them."""
-    return '%s fails %s' % (SHORT.get(part, part), number)
+def part_reason_failed(number):
+    """Why a part is set aside or blocks a test: it fails its own test `number`."""
+    return 'fails %s' % number
 
 
-def works_here(parts, numbers):
-    """A failed part whose values in this case are the reference's: judged as it is."""
-    return ('Your %s fails %s, but in this case your model\'s own values are the '
-            'reference\'s, so it was judged as it is: a part is set aside only where its own values are wrong.'
-            % (' and '.join(SHORT.get(p, p) for p in parts), ', '.join(numbers)))
+# what the harness saw where a part was shown wrong (judge/evidence.Shown.what), after "when test N runs it"
+SHOWN_WHAT = {
+    'rope': {'values': 'its output is not the rotation of its input at position %(position)d',
+             'shape': 'it returned a tensor of shape %(detail)s',
+             'raised': 'it raised the error of that case'},
+    'attention': {'values': 'its output at position %(position)d is not what its own projections and its own '
+                            "RoPE's outputs give (causal softmax attention, scaled by 1/sqrt(head size))",
+                  'shape': 'it returned a tensor of shape %(detail)s',
+                  'raised': 'it raised the error of that case'},
+}
+
+
+def shown_where(part, number, case, what, position=0, detail=''):
+    """Why a part is charged: the harness's own check of a call recorded in test `number` (judge/evidence.py)."""
+    table = SHOWN_WHAT['rope' if part == 'rope' else 'attention']
+    said = table.get(what, table['raised']) % {'position': position, 'detail': detail}
+    return 'is wrong when test %s runs it (case %s: %s)' % (number, case or 'its only case', said)
+
+
+def hung_reason(number):
+    return 'did not return in test %s' % number
+
+
+def part_charged(part, reason):
+    """The first line of a part's own test when the part was shown wrong, or hung, where another test ran it."""
+    return ('0 points: your %s %s. A part is judged on all its behaviour, wherever it runs: its own tests score '
+            'nothing, and the cases it spoiled were judged without it (their lines say so).'
+            % (SHORT.get(part, part), reason))
+
+
+def part_fails(part, reason):
+    """`part` (its code name) and why it is set aside (part_reason_failed, shown_where, hung_reason)."""
+    return '%s %s' % (SHORT.get(part, part), reason)
+
+
+def works_here(parts, reasons):
+    """A part shown wrong here whose case still gives the reference's values: judged as it is."""
+    return ('Your %s, but in this case your model\'s own values are the '
+            'reference\'s, so it was judged as it is.'
+            % ' and '.join('%s %s' % (SHORT.get(p, p), r) for p, r in zip(parts, reasons)))
 
 
 def unit_not_judged(fails):
     """A unit that runs only failed parts of the student's (`fails`: part_fails lines)."""
-    return ('Not judged: it runs only parts of yours that fail their own tests (%s), so nothing of '
-            'yours would be judged; it counts neither way.' % ', '.join(fails))
+    return ('Not judged: it runs only parts of yours that are set aside here (%s), so nothing of '
+            'yours would be judged; it counts neither way.' % '; '.join(fails))
 
 
-def gqa_aside(number):
+def gqa_aside(reason):
     return ('Judged at n_kv_head = n_query_head, where the given Block builds your '
-            'CausalSelfAttention: your GroupedQueryAttention fails %s.' % number)
+            'CausalSelfAttention: your GroupedQueryAttention %s.' % reason)
 
 
-def gqa_rope_aside(number):
-    return ('Judged with rope=False: your GroupedQueryAttention fails %s with RoPE, and passes 4.1 '
-            'without it.' % number)
+def gqa_rope_aside(reason):
+    return ('Judged with rope=False: your GroupedQueryAttention %s with RoPE, and passes 4.1 '
+            'without it.' % reason)
 
 
-def rope_kept(number):
-    return ('Your RoPE, which fails %s, could not be set aside in this test (your code does not '
+def rope_kept(reason):
+    return ('Your RoPE, which %s, could not be set aside in this test (your code does not '
             'build the class RotaryPositionalEmbeddings by that name where it uses it), so this '
-            'test ran it.' % number)
+            'test ran it.' % reason)
 
 
-def rope_aside(number):
+def rope_aside(reason):
     return ('Judged with the grader\'s RoPE, computed outside your process, in place of yours, '
-            'which fails %s.' % number)
+            'which %s.' % reason)
 
 
-def rope_run_again(number):
-    return 'Run again with the grader\'s RoPE in place of yours, which fails %s.' % number
+def rope_run_again(reason):
+    return 'Run again with the grader\'s RoPE in place of yours, which %s.' % reason
 
 
 def nothing_left(fails):
     """A test none of whose units is judged (`fails`: part_fails lines)."""
-    return ('Not judged: every case of this test runs only parts of yours that fail their own '
-            'tests (%s), so nothing of yours would be judged here: it earns nothing.'
-            % ', '.join(fails))
+    return ('Not judged: every case of this test runs only parts of yours that are set aside here '
+            '(%s), so nothing of yours would be judged here: it earns nothing.'
+            % '; '.join(fails))
 
 
-def builds_on_failed(part_words, number):
+def builds_on_failed(part_words, reason):
     """An optional test that builds on a failed required part (lower case: not_judged_line caps)."""
-    return 'not judged: it builds on your %s, which fails %s' % (part_words, number)
+    return 'not judged: it builds on your %s, which %s' % (part_words, reason)
 
 
 def optional_not_implemented(message):

@@ -145,6 +145,13 @@ CASE_PARTS = {
 }
 CASE_OWNS = {'causality': {'mha': ('mha',), 'gqa': ('gqa',)},   # their masks are what these cases judge
              'sliding-window': {'mha': ('mha',), 'gqa': ('gqa',)}}
+# The probes whose first run records what the student's RoPE and attention modules did inside each case
+# (child/evidence.py), which the harness checks itself (judge/evidence.py): a part is set aside in a case only
+# where that case showed it wrong. Not 11.1: its modules run windowed, which the check does not recompute.
+RECORDS = ('mha-rope', 'gqa-rope', 'causality', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained',
+           'kv-cache')
+# the tests that decide a part (a part shown wrong elsewhere scores 0 in these): judged once all probes ended
+PART_TEST_IDS = tuple(t for tests in PART_TESTS.values() for t in tests)
 # Probes whose GroupedQueryAttention case (their only GPT configuration) can run in another configuration when the
 # student's GQA fails: at n_kv_head = n_query_head, where the given Block builds their CausalSelfAttention
 # ('gqa': fixtures '<probe>~gqa'), or, where their GQA fails only with RoPE (5.1, not 4.1), without RoPE

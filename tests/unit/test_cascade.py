@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from autograder.judge import cascade, config, fixtures, registry
+from autograder.judge import cascade, config, evidence, fixtures, registry
 from autograder.judge.interface_check import untouched_optional
 from autograder.sandbox.readback import ProbeResult
 from torch_free import needs_torch
@@ -70,30 +70,53 @@ def outputs(fx, probe_id, wrong=(), drop=()):
     return ProbeResult('ok', arrays=arrays, info={})
 
 
-def test_a_failed_rope_is_set_aside_only_in_the_cases_it_spoils(grading, fx):
+def wrong_in(c, probe_id, result, shown, monkeypatch):
+    """Observe `result` of `probe_id` as if its recorded calls showed {unit: parts} wrong (judge/evidence.py is
+    tested on real records in test_evidence.py)."""
+    table = {unit: {p: evidence.Shown(unit or 'x', 'values', 3) for p in parts} for unit, parts in shown.items()}
+    monkeypatch.setattr(cascade.evidence, 'shown_wrong', lambda *args: table)
+    c.observe(probe_id, result, {}, [])
+    monkeypatch.undo()
+
+
+def test_a_part_is_set_aside_only_in_the_cases_that_show_it_wrong(grading, fx, monkeypatch):
     c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
     first_run(c)
     assert c.failed == {'rope': '2.1'}
+    # its 2.1 fails, but no GPT case shows it wrong: every case is judged as it ran, whatever the outputs
     c.observe('model', outputs(fx, 'model', wrong=('rope', 'rope-gqa')), {})
+    assert c.plan_later() == {} and c.charged == {}
+    c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
+    first_run(c)
+    wrong_in(c, 'model', outputs(fx, 'model', wrong=('rope', 'rope-gqa')), {'rope-gqa': ('rope',)}, monkeypatch)
     plan = c.plan_later()['model']
-    assert plan.units == {'rope': 'second', 'gqa': 'native', 'rope-gqa': 'second'}
-    assert plan.job() == {'set_aside': ['rope'], 'skip_cases': ['gqa']}
+    assert plan.units == {'rope': 'native', 'gqa': 'native', 'rope-gqa': 'second'}
+    assert plan.job() == {'set_aside': ['rope'], 'skip_cases': ['gqa', 'rope']}
     assert 'rope-cache' not in c.plans and 'gqa' not in c.plans   # its own tests never set it aside
 
 
-def test_failing_a_part_on_purpose_changes_nothing_where_the_part_works(grading, fx):
-    # 5.1 failed (on purpose), but the same GQA gives the reference's values in the GPT: its hidden training bug
-    # (wrong held-out logits after training, right logits at the initial weights) is judged as it is
+def test_a_part_wrong_only_inside_the_model_costs_its_own_tests(grading, fx, monkeypatch):
+    # every part test passes; the GPT's GQA calls show the GQA wrong: 4.1 and 5.1 score 0, the GPT cases that it
+    # spoiled are judged without it, and failing one more of its cases on purpose changes nothing
+    for passes in (('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'), ('rope', 'rope-cache', 'mha-rope', 'gqa')):
+        c = make(grading, fx, passes=passes)
+        first_run(c)
+        wrong_in(c, 'model', outputs(fx, 'model', wrong=('gqa', 'rope-gqa')), {'gqa': ('gqa',), 'rope-gqa': ('gqa',)},
+                 monkeypatch)
+        c.plan_later()
+        assert c.plans['model'].units == {'rope': 'native', 'gqa': 'excluded', 'rope-gqa': 'excluded'}
+        assert c.charge('gqa').startswith('0 points: your GroupedQueryAttention is wrong when test 8.1 runs it')
+        assert c.charge('gqa-rope') == c.charge('gqa') and c.charge('rope') is None and c.charge('model') is None
+
+
+def test_a_shown_wrong_part_whose_case_is_still_right_is_judged_as_it_ran(grading, fx, monkeypatch):
     c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope', 'gqa'))
     first_run(c)
-    assert c.failed == {'gqa': '5.1'}
     trained = outputs(fx, 'loss-curve')
-    key = [k for k in trained.arrays if k.endswith('heldout_logits')][0]
-    trained.arrays[key] = trained.arrays[key] + 1.0
-    c.observe('loss-curve', trained, {})
+    wrong_in(c, 'loss-curve', trained, {'': ('gqa',)}, monkeypatch)
     assert c.plan_later() == {} and c.plans['loss-curve'].units == {'': 'native'}
-    assert 'own values are the reference' in c.plans['loss-curve'].why['']
-    # where the GQA's own forward is wrong too, the training is judged at n_kv_head = n_query_head
+    assert "model's own values are the reference's" in c.plans['loss-curve'].why['']
+    # where the case's own forward is wrong too, the training is judged at n_kv_head = n_query_head
     initial = [k for k in trained.arrays if k.endswith('initial_logits')]
     assert initial, 'the fixtures hold 10.1\'s logits at the initial weights'
     trained.arrays[initial[0]] = trained.arrays[initial[0]] + 1.0
@@ -101,22 +124,24 @@ def test_failing_a_part_on_purpose_changes_nothing_where_the_part_works(grading,
     assert plan.units == {'': 'second'} and plan.job()['set_aside'] == ['gqa']
 
 
-def test_a_case_with_nothing_of_the_student_left_is_not_judged(grading, fx):
-    # the handout's template with a correct RoPE: its MHA hooks and GQA fail, so no GPT case judges anything of theirs
+def test_a_case_with_nothing_of_the_student_left_is_not_judged(grading, fx, monkeypatch):
+    # a correct RoPE, an MHA and a GQA shown wrong in every GPT case: nothing of theirs is judged there
     c = make(grading, fx, passes=('rope', 'rope-cache'))
     first_run(c)
     assert c.failed == {'mha': '3.1', 'gqa': '4.1'}
+    everywhere = {'rope': ('mha',), 'gqa': ('gqa',), 'rope-gqa': ('gqa',), '': ('gqa',)}
     for pid in ('model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
-        c.observe(pid, ProbeResult('ok', info={'case_errors': {}}), {})
+        wrong_in(c, pid, ProbeResult('ok', info={'case_errors': {}}), everywhere, monkeypatch)
     c.plan_later()
     for pid in ('model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
         assert set(c.plans[pid].units.values()) == {'excluded'}, pid
         assert c.nothing_left(pid).startswith('Not judged: every case'), pid
-    # a GQA that fails and an MHA that works: the one-configuration tests run at n_kv_head = n_query_head
+    # a GQA shown wrong and an MHA that works: the one-configuration tests run at n_kv_head = n_query_head
     c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope'))
     first_run(c)
-    c.observe('generate', ProbeResult('ok'), {})
-    c.observe('model', outputs(fx, 'model', wrong=('gqa', 'rope-gqa')), {})
+    wrong_in(c, 'generate', ProbeResult('ok'), {'': ('gqa',)}, monkeypatch)
+    wrong_in(c, 'model', outputs(fx, 'model', wrong=('gqa', 'rope-gqa')), {'gqa': ('gqa',), 'rope-gqa': ('gqa',)},
+             monkeypatch)
     c.observe('causality', ProbeResult('ok'), {})
     c.plan_later()
     assert c.plans['generate'].units == {'': 'second'} and c.plans['generate'].aside[''] == ('gqa',)
@@ -127,26 +152,28 @@ def test_a_case_with_nothing_of_the_student_left_is_not_judged(grading, fx):
     assert c.nothing_left('model') is None
 
 
-def test_a_gqa_that_fails_only_with_rope_is_judged_without_rope(grading, fx):
+def test_a_gqa_that_fails_only_with_rope_is_judged_without_rope(grading, fx, monkeypatch):
     # RoPE applied to the values in both attention modules: 3.1 and 5.1 fail, 4.1 passes (no RoPE there)
     c = make(grading, fx, passes=('rope', 'rope-cache', 'gqa'))
     first_run(c)
     assert c.failed == {'mha': '3.1', 'gqa': '5.1'}
-    for pid in ('generate', 'loss-curve', 'causality'):
-        c.observe(pid, ProbeResult('ok'), {})
-    c.observe('model', outputs(fx, 'model', wrong=('rope', 'rope-gqa')), {})
+    for pid in ('generate', 'loss-curve'):
+        wrong_in(c, pid, ProbeResult('ok'), {'': ('gqa',)}, monkeypatch)
+    c.observe('causality', ProbeResult('ok'), {})
+    wrong_in(c, 'model', outputs(fx, 'model', wrong=('rope', 'rope-gqa')), {'rope': ('mha',), 'rope-gqa': ('gqa',)},
+             monkeypatch)
     c.plan_later()
     assert c.plans['generate'].aside == {'': ('gqa_rope',)} and c.plans['loss-curve'].job()['set_aside'] == ['gqa_rope']
     assert c.plans['model'].units == {'rope': 'excluded', 'gqa': 'native', 'rope-gqa': 'excluded'}
     assert c.plans['causality'].units['gpt'] == 'second' and c.plans['causality'].aside['gpt'] == ('gqa_rope',)
 
 
-def test_the_merged_result_and_the_fixtures_the_judges_read(grading, fx):
+def test_the_merged_result_and_the_fixtures_the_judges_read(grading, fx, monkeypatch):
     c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope'))
     first_run(c)
     native = outputs(fx, 'model', wrong=('gqa', 'rope-gqa'))
-    c.observe('model', native, {})
-    c.observe('generate', outputs(fx, 'generate', wrong=('',)), {})
+    wrong_in(c, 'model', native, {'gqa': ('gqa',), 'rope-gqa': ('gqa',)}, monkeypatch)
+    wrong_in(c, 'generate', outputs(fx, 'generate', wrong=('',)), {'': ('gqa',)}, monkeypatch)
     c.plan_later()
     second = {'generate': dataclasses.replace(outputs(fx, 'generate~gqa'), info={'set_aside': {'built': []}})}
     merged, view = c.merge({'model': native, 'generate': outputs(fx, 'generate', wrong=('',))}, second)
@@ -168,6 +195,8 @@ def test_a_hang_is_placed_from_the_harness_own_knowledge(grading, fx):
     c.observe('dropout', ProbeResult('timeout', 'timed out', harness=forged), {})
     assert c.hung == {'gqa': 'not run: GroupedQueryAttention did not return in test 6.1 (your process said it was at '
                              'model.py line 9, in GroupedQueryAttention.__init__)'}
+    # charged like a part shown wrong: its own tests score 0, and later cases run without it
+    assert c.charge('gqa').startswith('0 points: your GroupedQueryAttention did not return in test 6.1')
     assert c.skip('model') == c.hung['gqa'] and c.skip('generate') == c.hung['gqa']
     assert c.stopped['dropout'].endswith(cascade.OWN_ACCOUNT) and 'line 9' in c.stopped['dropout']
     # a GPT test that times out when every attention part is proven to return: the GPT's own code
@@ -190,12 +219,12 @@ def test_an_import_that_stalls_in_a_probe_stops_the_probes_and_blames_no_part(gr
     assert c.import_hang == 'model.py did not finish importing (your process said it was at model.py line 1)'
 
 
-def test_a_part_test_spoiled_by_a_failed_rope_waits_for_its_second_run(grading, fx):
-    # 5.1 runs the GQA with RoPE: with a RoPE that fails, whether the GQA fails is known once RoPE is set aside
+def test_a_part_test_spoiled_by_a_rope_shown_wrong_waits_for_its_second_run(grading, fx, monkeypatch):
+    # 5.1 runs the GQA with RoPE: with a RoPE shown wrong there, whether the GQA fails is known once RoPE is set aside
     c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa'))
     for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa'):
         c.observe(pid, ProbeResult('ok'), {})
-    c.observe('gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {})
+    wrong_in(c, 'gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {'': ('rope',)}, monkeypatch)
     assert c.failed == {'rope': '2.1'} and c.pending == {'gqa': ['gqa-rope']}
     assert list(c.part_reruns()) == ['gqa-rope'] and c.part_reruns()['gqa-rope'].job()['set_aside'] == ['rope']
     c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope')})   # right without the student's RoPE: the GQA works
@@ -203,7 +232,7 @@ def test_a_part_test_spoiled_by_a_failed_rope_waits_for_its_second_run(grading, 
     c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa'))
     for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa'):
         c.observe(pid, ProbeResult('ok'), {})
-    c.observe('gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {})
+    wrong_in(c, 'gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {'': ('rope',)}, monkeypatch)
     c._passes_merged = lambda pid, merged, view: False   # still wrong without the student's RoPE: the GQA fails
     c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope', wrong=('',))})
     assert c.failed == {'rope': '2.1', 'gqa': '5.1'}
