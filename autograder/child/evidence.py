@@ -13,6 +13,8 @@ A call that raised is kept with raised = 'self' or 'rope' (where the case's erro
 Hooks never raise into student code.
 """
 
+import weakref
+
 import torch
 import torch.nn as nn
 
@@ -26,7 +28,7 @@ _case = None
 _open = []        # frames of hooked calls now running, innermost last: [part, module, record or None]
 _records = []     # finished records: dicts with tensors (collect() packs them)
 _done = set()     # (case, id(module)): attention modules already recorded in this case
-_hooked = set()   # id(module) of modules with hooks
+_hooked = weakref.WeakSet()   # modules with hooks (by identity: an id is reused once a module is freed)
 
 
 def start(job):
@@ -80,17 +82,24 @@ def watch(obj, cfg, model_module, weights_of):
     if not ON:
         return
     classes = [(part, getattr(model_module, name, None)) for part, name in CLASSES]
-    for sub in obj.modules():
-        part = _part_of(sub, classes)
-        if part is None or id(sub) in _hooked:
+    try:
+        subs = list(obj.modules())
+    except Exception:  # noqa: BLE001  never an error of the student's: no evidence
+        return
+    for sub in subs:
+        try:
+            part = _part_of(sub, classes)
+            if part is None or sub in _hooked:
+                continue
+            _hooked.add(sub)
+            if part == 'rope':
+                sub.register_forward_pre_hook(_rope_before, with_kwargs=True)
+                sub.register_forward_hook(_rope_after, with_kwargs=True)
+            else:
+                sub.register_forward_pre_hook(_attention_before(part, cfg, weights_of), with_kwargs=True)
+                sub.register_forward_hook(_attention_after, with_kwargs=True)
+        except Exception:  # noqa: BLE001  (a module that cannot be hashed or hooked): no evidence
             continue
-        _hooked.add(id(sub))
-        if part == 'rope':
-            sub.register_forward_pre_hook(_rope_before, with_kwargs=True)
-            sub.register_forward_hook(_rope_after, with_kwargs=True)
-        else:
-            sub.register_forward_pre_hook(_attention_before(part, cfg, weights_of), with_kwargs=True)
-            sub.register_forward_hook(_attention_after, with_kwargs=True)
 
 
 def _cut(t):
