@@ -27,7 +27,7 @@ ON = False
 _case = None
 _open = []        # frames of hooked calls now running, innermost last: [part, module, record or None]
 _records = []     # finished records: dicts with tensors (collect() packs them)
-_done = set()     # (case, id(module)): attention modules already recorded in this case
+_done = set()     # (case, id(module)): attention modules already recorded in this case (cleared at each case)
 _hooked = weakref.WeakSet()   # modules with hooks (by identity: an id is reused once a module is freed)
 
 
@@ -42,6 +42,7 @@ def begin(case):
     global _case
     _case = case
     del _open[:]
+    _done.clear()   # each case is run once: its first call of each module is recorded
 
 
 def failed(case):
