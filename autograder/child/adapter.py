@@ -56,7 +56,9 @@ SET_ASIDE = set()
 
 
 def rope(d):
-    return _class('RotaryPositionalEmbeddings')(d)   # the RoPE tests judge the student's own, always
+    obj = _class('RotaryPositionalEmbeddings')(d)   # the RoPE tests judge the student's own, always
+    evidence.watch(obj, None, model_module(), attention_weights)   # hooked as everywhere (child/evidence.py)
+    return obj
 
 
 KEPT = set()   # parts set aside that the student's code still used (a RoPE built another way, or inlined)
@@ -77,6 +79,7 @@ def _build(cls, cfg):
     try:
         with set_aside.swapped(module, SET_ASIDE):
             obj = cls(cfg)
+        evidence.watch(obj, cfg, module, attention_weights)
         if isinstance(own, type) and any(isinstance(m, own) for m in obj.modules()):
             KEPT.add('rope')
         if getattr(cfg, 'rope', False) and 'rope' not in set_aside.BUILT:

@@ -79,9 +79,8 @@ def _part_of(module, classes):
 
 def watch(obj, cfg, model_module, weights_of):
     """Hook the student's RoPE and attention modules of `obj` (built by adapter._build from `cfg`);
-    `weights_of(module, cfg)`: their projections in the handout's layout (adapter.attention_weights)."""
-    if not ON:
-        return
+    `weights_of(module, cfg)`: their projections in the handout's layout (adapter.attention_weights). Every probe
+    process of both runs hooks them alike, recording or not: code that looks for hooks learns nothing."""
     classes = [(part, getattr(model_module, name, None)) for part, name in CLASSES]
     try:
         subs = list(obj.modules())
@@ -109,6 +108,8 @@ def _cut(t):
 
 def _attention_before(part, cfg, weights_of):
     def hook(module, args, kwargs):
+        if not ON:
+            return
         try:
             record = None
             plain = len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].dim() == 3 and \
@@ -158,6 +159,8 @@ def _owner():
 
 
 def _rope_before(module, args, kwargs):
+    if not ON:
+        return
     try:
         owner = _owner()
         keep = owner is not None and len(owner['ropes']) < rs.MAX_EVIDENCE_ROPES and args and \

@@ -167,6 +167,9 @@ class Cascade:
             return
         errors = result.info.get('case_errors') if isinstance(result.info.get('case_errors'), dict) else {}
         shown = evidence.shown_wrong(probe_id, records, errors, self.n_head, self.grading.evidence)
+        if probe_id in registry.TRAINING:   # a raise in training alone shows nothing (registry.TRAINING)
+            shown = {u: {p: w for p, w in parts.items() if w.what != 'raised' or p in self.charged}
+                     for u, parts in shown.items()}
         self.wrong[probe_id] = shown
         for unit, parts in shown.items():
             owns = registry.case_parts(probe_id, unit)[1]

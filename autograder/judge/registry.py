@@ -150,6 +150,9 @@ CASE_OWNS = {'causality': {'mha': ('mha',), 'gqa': ('gqa',)},   # their masks ar
 # where that case showed it wrong. Not 11.1: its modules run windowed, which the check does not recompute.
 RECORDS = ('mha-rope', 'gqa-rope', 'causality', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained',
            'kv-cache')
+# The probes that train: a part that raises there (and nowhere in a forward-only probe before) is not shown wrong by
+# it, since a training-only bug could raise on purpose to have the grader's part run in its place.
+TRAINING = ('loss-curve', 'gradients', 'load-pretrained')
 # the tests that decide a part (a part shown wrong elsewhere scores 0 in these): judged once all probes ended
 PART_TEST_IDS = tuple(t for tests in PART_TESTS.values() for t in tests)
 # Probes whose GroupedQueryAttention case (their only GPT configuration) can run in another configuration when the

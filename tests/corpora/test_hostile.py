@@ -704,6 +704,43 @@ def test_an_attack_on_the_cascade_gains_nothing(name, env, ag_root):
         assert 'GroupedQueryAttention did not return in test 6.1' in attack['generate']['output']
 
 
+# ----------------------------------------------------------------------------- round five: evidence in the case
+# A part is set aside in a case only where that case's own records show it wrong (judge/evidence.py), and a part
+# shown wrong anywhere costs its own tests. Each attack graded in both modes beside its honest control
+# (tests/hostile/build.py's HONEST): no test may score more, and the honest part wrong only inside the model costs
+# its own tests alone.
+EVIDENCE_CASE_ATTACKS = {
+    'rope_in_block_fails_on_purpose': 'fails 2.2 on purpose so that every GPT case gets the grader\'s RoPE',
+    'gqa_in_block_fails_on_purpose': 'fails 5.1\'s n_kv_head = 3 case so that the GPT cases set its GQA aside',
+    'rope_raises_in_training': 'raises where it trains, so that the grader\'s RoPE hides its training-only bug',
+    'rope_hangs_on_purpose': 'hangs in 2.2, so that the grader\'s RoPE hides its training-only bug',
+    'sees_its_recording': 'behaves otherwise where it sees the grader\'s hooks',
+}
+WRONG_INSIDE = {'rope_in_block_fails_on_purpose': (('rope', 'rope-cache'), 'RotaryPositionalEmbeddings'),
+                'gqa_in_block_fails_on_purpose': (('gqa', 'gqa-rope'), 'GroupedQueryAttention')}
+
+
+@pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else ''))
+                                      for n in sorted(EVIDENCE_CASE_ATTACKS) for e in (None, GRADESCOPE_ENV)])
+def test_a_part_is_set_aside_only_on_evidence_in_the_case(name, env, ag_root):
+    sys.path.insert(0, HOSTILE)
+    import build as hostile_build
+    timeouts = {'rope-cache': 4} if name == 'rope_hangs_on_purpose' else {}
+    honest_out, honest = _graded(ag_root, hostile_build.honest(name), env, timeouts)
+    attack_out, attack = _graded(ag_root, read(name), env, timeouts)
+    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    assert not gained, 'the attack gained points (honest, attack): %s' % gained
+    assert total(attack_out) <= total(honest_out)
+    if name in WRONG_INSIDE:   # the honest part wrong only inside the model: its own tests, and nothing else
+        own, cls = WRONG_INSIDE[name]
+        lost = sorted(i for i, t in honest.items() if t['score'] < t['max_score'])
+        assert lost == sorted(own), lost
+        assert ('0 points: your %s is wrong when test' % {'RotaryPositionalEmbeddings': 'RoPE'}.get(cls, cls)) \
+            in honest[own[0]]['output'], honest[own[0]]['output'][:300]
+    if name in ('rope_raises_in_training', 'rope_hangs_on_purpose'):   # its training bug is still its own
+        assert honest['gradients']['score'] < honest['gradients']['max_score']
+
+
 # ----------------------------------------------------------------------------- the student's text
 # text_in_bulk (tests/hostile/build.py) against its honest control (the same errors without the attack), in both
 # modes: the budget is the harness's (judge/student_text.py), the table the judges' data (judge/markdown.py)
