@@ -1,14 +1,15 @@
 """
 One mistake costs its own part (grading.yaml `cascade`), without any answer in the student's process.
 
-A grading runs every probe on the student's own code first (the first run). A part fails when a
-test that decides it fails (registry.PART_TESTS: 2.1 and 2.2 decide RoPE, 3.1 CausalSelfAttention,
-4.1 and 5.1 GroupedQueryAttention). A later test that runs a failed part is judged again without
-it (the second run), one case at a time (registry.CASE_PARTS), and only where that part's own
-values are wrong in that case: the case's forward outputs at their fixed weights differ from the
-reference's (registry.FORWARD_KEYS; a training case keeps a training-only bug of the part, since
-its forward is right). Failing a part's test on purpose therefore changes nothing where the part
-works. Without the part:
+A grading runs every probe on the student's own code first (the first run), recording what the student's
+RoPE and attention modules received and returned inside each case (child/evidence.py); the harness checks
+those values itself (judge/evidence.py). A part fails when a test that decides it fails
+(registry.PART_TESTS: 2.1 and 2.2 decide RoPE, 3.1 CausalSelfAttention, 4.1 and 5.1 GroupedQueryAttention).
+A part SHOWN WRONG in a case it does not own, or that hung, is charged: its own tests score 0 (charge()).
+A case is judged again without a part (the second run, one case at a time: registry.CASE_PARTS) only where
+that case showed the part wrong (or the part hung before) and the case's own forward values are wrong
+(registry.FORWARD_KEYS). Failing a part's test on purpose therefore changes nothing, and a part wrong only
+inside the model costs its own tests alone. Without the part:
 - RoPE is computed by the grader, outside the process (judge/set_aside.py answers over the link);
 - GroupedQueryAttention: the probes of registry.GQA_FALLBACK run that case at n_kv_head =
   n_query_head, where the given Block builds the student's CausalSelfAttention (fixtures
