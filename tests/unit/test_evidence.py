@@ -112,7 +112,6 @@ def test_a_raise_is_placed_in_the_part_whose_code_raised(ref, monkeypatch):
     assert {p: s.what for p, s in shown['rope-gqa'].items()} == {'rope': 'raised'}
 
     def attention_raises(module):
-        v_proj = module.v_proj.forward
 
         def boom(x):
             raise RuntimeError('attention raised')
