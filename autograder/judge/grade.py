@@ -308,11 +308,9 @@ class Judging:
             if progress is None:
                 return
             self.run_result = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
-            # a test whose probes a second run may judge again, or a part's own test (a later case may show the part
-            # wrong: Cascade.charge), waits for the final judging
-            for spec in self.specs:
+            for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
-                        and not set(registry.CASE_PARTS) & set(needs[spec.id]) and spec.id not in registry.PART_TEST_IDS:
+                        and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
                         done[spec.id] = submission_verdict(self.import_judged, {}, self.cascade.import_hang) \
                             if spec.id == 'submission' else self.verdict(spec)
@@ -379,9 +377,16 @@ class Judging:
             return Verdict(0.0, [nothing])
         verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
-        charged = self.cascade.charge(spec.id)   # the part was shown wrong, or hung, where another test ran it
+        return verdict
+
+    def final(self, spec):
+        """The test's verdict in the final results.json: its kept verdict, at 0 where it is a part's own test and
+        that part was shown wrong, or hung, where a later test ran it (Cascade.charge; known only once every probe
+        ended, so a partial results.json shows the part's own verdict)."""
+        verdict = self.verdict(spec)
+        charged = self.cascade.charge(spec.id) if self.cascade is not None and self.run_result is not None else None
         if charged:
-            verdict = dataclasses.replace(verdict, fraction=0.0, lines=[charged] + verdict.lines)
+            return dataclasses.replace(verdict, fraction=0.0, lines=[charged] + list(verdict.lines))
         return verdict
 
 
@@ -485,7 +490,7 @@ def grade_results(path, profile_name='cpu', results_path=DEFAULT_RESULTS, gradin
                           progress_writer(grading, skip, started, results_path)).run_probes()
         # extra credit: optional parts count on top of the required 100 (see results.add_points)
         extra_credit = {s.id: s.weight for s in judging.specs if grading.is_extra_credit(s)}
-        out = Results.from_verdicts(judging.specs, judging.verdict, grading.sandbox['max_output_chars'], extra_credit)
+        out = Results.from_verdicts(judging.specs, judging.final, grading.sandbox['max_output_chars'], extra_credit)
         out.output = top_output(located, judging.problems, judging)
         summary = judging.verdicts.get('loss-curve')
         if summary is not None and summary.summary:

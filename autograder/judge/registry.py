@@ -153,8 +153,6 @@ RECORDS = ('mha-rope', 'gqa-rope', 'causality', 'model', 'generate', 'loss-curve
 # The probes that train: a part that raises there (and nowhere in a forward-only probe before) is not shown wrong by
 # it, since a training-only bug could raise on purpose to have the grader's part run in its place.
 TRAINING = ('loss-curve', 'gradients', 'load-pretrained')
-# the tests that decide a part (a part shown wrong elsewhere scores 0 in these): judged once all probes ended
-PART_TEST_IDS = tuple(t for tests in PART_TESTS.values() for t in tests)
 # Probes whose GroupedQueryAttention case (their only GPT configuration) can run in another configuration when the
 # student's GQA fails: at n_kv_head = n_query_head, where the given Block builds their CausalSelfAttention
 # ('gqa': fixtures '<probe>~gqa'), or, where their GQA fails only with RoPE (5.1, not 4.1), without RoPE
