@@ -46,17 +46,22 @@ def begin(case):
 
 
 def failed(case):
-    """The case raised: the innermost hooked call still open is where. Its attention record (the call itself,
-    or the one whose RoPE raised) is kept with raised = 'self' or 'rope'."""
+    """The case raised: the innermost hooked call still open is where. The attention call it is in (the call
+    itself, or the one whose RoPE raised) is kept with raised = 'self' or 'rope': its record, or where that call
+    was not recorded (a later call of the case), a record of the raise alone. Frames: [part, module, record,
+    plain] for an attention call, ['rope', module, None, call] for a RoPE call."""
     try:
-        if not _open:
+        if not _open or _case is None:
             return
         inner = _open[-1]
-        record = inner[2] if inner[0] != 'rope' else _owner()
-        if record is not None:
-            record['raised'] = 'rope' if inner[0] == 'rope' else 'self'
-            if not any(r is record for r in _records):
-                _records.append(record)
+        frame = next((f for f in reversed(_open) if f[0] != 'rope'), None)
+        if frame is None or not frame[3]:   # only plain calls (x alone): a KV-cache call is the optional part's
+            return
+        record = frame[2] if frame[2] is not None else {
+            'case': _case, 'part': frame[0], 'dropout': False, 'raised': '', 'ropes': [], 'weights': {}}
+        record['raised'] = 'rope' if inner[0] == 'rope' else 'self'
+        if not any(r is record for r in _records) and len(_records) < rs.MAX_EVIDENCE:
+            _records.append(record)
     except Exception:  # noqa: BLE001
         pass
 
@@ -124,9 +129,9 @@ def _attention_before(part, cfg, weights_of):
                 record = {'case': _case, 'part': part, 'dropout': bool(dropout), 'raised': '', 'ropes': [],
                           'x': _cut(args[0]), 'weights': {k: v.detach().to('cpu', torch.float64).clone()
                                                           for k, v in weights.items()}}
-            _open.append([part, module, record, None])
+            _open.append([part, module, record, plain and getattr(cfg, 'sliding_window', None) is None])
         except Exception:  # noqa: BLE001  no evidence, never an error of the student's
-            _open.append([part, module, None, None])
+            _open.append([part, module, None, False])
     return hook
 
 
@@ -195,7 +200,7 @@ def collect(arrays, info):
     entries, total = [], 0
     for record in _records[:rs.MAX_EVIDENCE]:
         try:
-            parts = [('x', record['x'])] + ([('y', record['y'])] if 'y' in record else [])
+            parts = [(name, record[name]) for name in ('x', 'y') if name in record]
             parts += sorted(record['weights'].items())
             offsets = []
             for i, call in enumerate(record['ropes']):
@@ -208,7 +213,8 @@ def collect(arrays, info):
                 continue
             total += size
             slot = len(entries)
-            arrays[rs.evidence_key(slot)] = torch.cat([t.reshape(-1) for _, t in parts]).numpy()
+            arrays[rs.evidence_key(slot)] = torch.cat([t.reshape(-1) for _, t in parts]).numpy() if parts \
+                else torch.zeros(0, dtype=torch.float64).numpy()
             entries.append({'case': str(record['case'])[:rs.MAX_KEY_CHARS], 'part': record['part'], 'slot': slot,
                             'layout': [[name, list(t.shape)] for name, t in parts], 'offsets': offsets,
                             'dropout': record['dropout'], 'raised': record['raised']})

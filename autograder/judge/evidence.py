@@ -9,9 +9,8 @@ What it decides (judge/cascade.py reads it): the parts SHOWN WRONG in a case. A 
 show a part wrong: a RoPE whose output is not the rotation of its input (or not its shape), an
 attention whose output is not what its own weights and its own RoPE's outputs give, or a part
 whose own code raised the case's error (unless a RoPE it called returned wrong values first: then
-the RoPE is the cause). A record that cannot be read, a call with dropout active, an attention whose
-RoPE calls cannot be matched to its queries and keys, or expected values that are not finite, is no
-evidence either way: the case is then judged as it ran. Student code can forge or drop records;
+the RoPE is the cause). A record that cannot be read, a call with dropout active, or expected values
+that are not finite, is no evidence either way: the case is then judged as it ran. Student code can forge or drop records;
 a forged one only charges its own part, a dropped one only keeps the case judged as it ran.
 """
 
@@ -110,9 +109,16 @@ def _match(ropes, want):
     return None
 
 
+def _rotated(t):
+    """(B, nh, T, d) rotated the handout's way at positions 1..T."""
+    return rotate(t.reshape(-1, t.shape[-2], t.shape[-1]), 0, BASE).reshape(t.shape)
+
+
 def expected_attention(a, n_head, with_rope):
-    """What an attention call should have returned from its own input, weights and RoPE outputs; None where its
-    RoPE calls cannot be matched to its queries and keys (no evidence)."""
+    """What an attention call should have returned from its own input, weights and RoPE outputs (None where its
+    shapes do not fit n_head). Where the case runs RoPE, its queries and keys are its own RoPE's outputs, matched
+    to them by value; a query or key that no RoPE call of its own rotated (RoPE forgotten, applied elsewhere or
+    inlined) is rotated the handout's way here: the attention is then judged with the RoPE it should have used."""
     x = a['x']
     q = x @ a['q_proj.weight'].T + a['q_proj.bias']
     k = x @ a['k_proj.weight'].T + a['k_proj.bias']
@@ -122,7 +128,7 @@ def expected_attention(a, n_head, with_rope):
         return None
     hs = width // n_head
     n_kv = k.shape[-1] // hs
-    if n_kv == 0 or n_head % n_kv:
+    if n_kv == 0 or n_head % n_kv or hs % 2 and with_rope:
         return None
     q, k, v = _heads(q, n_head), _heads(k, n_kv), _heads(v, n_kv)
     group = n_head // n_kv
@@ -133,9 +139,8 @@ def expected_attention(a, n_head, with_rope):
         if k_rot is None:   # code that rotates the keys after repeating them for each query head
             k_wide = _match(ropes, np.repeat(k, group, axis=1))
             k_rot = None if k_wide is None else k_wide[:, ::group]
-        if q_rot is None or k_rot is None:
-            return None
-        q, k = q_rot, k_rot
+        q = q_rot if q_rot is not None else _rotated(q)
+        k = k_rot if k_rot is not None else _rotated(k)
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     length = q.shape[-2]
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)

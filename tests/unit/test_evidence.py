@@ -81,26 +81,25 @@ def test_a_rope_wrong_at_one_position_is_shown_wrong_there_and_the_attention_is_
     assert shown['rope-gqa']['rope'].what == 'values' and shown['rope-gqa']['rope'].position == 3
 
 
-def test_an_attention_scaled_twice_is_shown_wrong(ref, monkeypatch):
+def test_an_attention_wrong_around_a_right_rope_is_shown_wrong(ref, monkeypatch):
     import torch
 
-    def patch(module):
-        query = module.query_rotary_pe.forward
-        module.query_rotary_pe.forward = lambda x, offset=0: query(x, offset)   # unchanged: RoPE stays right
+    def q_scaled(module):   # q scaled before the scores are scaled again: its RoPE is given no query of ours
         q_proj = module.q_proj.forward
-        module.q_proj.forward = lambda x: q_proj(x) / 8 ** 0.5   # q scaled before the module scales it again
-    shown, _ = recorded(ref, patch=patch, monkeypatch=monkeypatch)
-    # the recorded q_proj weights are the module's own: the call's q is not x @ W^T + b, so its RoPE input matches
-    # no query of the harness's and the call is no evidence; scale inside the attention instead
-    assert shown == {}
+        module.q_proj.forward = lambda x: q_proj(x) / 8 ** 0.5
 
-    def patch_scale(module):
+    def keys_not_rotated(module):   # RoPE on the queries only: no RoPE call rotates its keys
+        del module._modules['key_rotary_pe']
+        module.key_rotary_pe = lambda x, offset=0: x
+
+    def softmax_doubled(module):
         softmax = torch.softmax
         monkeypatch.setattr(torch, 'softmax', lambda t, dim=-1, **k: softmax(t * 2.0, dim=dim, **k))
         monkeypatch.setattr(torch.nn.functional, 'softmax', lambda t, dim=-1, **k: softmax(t * 2.0, dim=dim, **k))
-    shown, _ = recorded(ref, patch=patch_scale, monkeypatch=monkeypatch)
-    assert list(shown) == ['rope-gqa'] and list(shown['rope-gqa']) == ['gqa']
-    assert shown['rope-gqa']['gqa'].what == 'values' and shown['rope-gqa']['gqa'].position >= 1
+    for patch in (q_scaled, keys_not_rotated, softmax_doubled):
+        shown, _ = recorded(ref, patch=patch, monkeypatch=monkeypatch)
+        assert {p: s.what for p, s in shown.get('rope-gqa', {}).items()} == {'gqa': 'values'}, patch.__name__
+        monkeypatch.undo()
 
 
 def test_a_raise_is_placed_in_the_part_whose_code_raised(ref, monkeypatch):
@@ -118,6 +117,24 @@ def test_a_raise_is_placed_in_the_part_whose_code_raised(ref, monkeypatch):
         module.v_proj.forward = boom
     shown, _ = recorded(ref, patch=attention_raises, monkeypatch=monkeypatch)
     assert {p: s.what for p, s in shown['rope-gqa'].items()} == {'gqa': 'raised'}
+
+
+def test_a_raise_in_a_later_call_of_the_case_is_placed_too(ref, monkeypatch):
+    calls = []
+
+    def second_call_raises(module):
+        forward = module.key_rotary_pe.forward
+
+        def once(x, offset=0):
+            calls.append(1)
+            if len(calls) > 1:
+                raise RuntimeError('cache not rebuilt')
+            return forward(x, offset)
+        module.key_rotary_pe.forward = once
+        attention = module.forward
+        module.forward = lambda x, kv_cache=None: (attention(x), attention(x))[1]   # called twice in the case
+    shown, records = recorded(ref, patch=second_call_raises, monkeypatch=monkeypatch)
+    assert {p: s.what for p, s in shown['rope-gqa'].items()} == {'rope': 'raised'}
 
 
 def test_a_case_that_does_not_run_a_part_counts_no_evidence_of_it(ref, monkeypatch):
