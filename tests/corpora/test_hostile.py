@@ -729,7 +729,13 @@ def test_a_part_is_set_aside_only_on_evidence_in_the_case(name, env, ag_root):
     honest_out, honest = _graded(ag_root, hostile_build.honest(name), env, timeouts)
     attack_out, attack = _graded(ag_root, read(name), env, timeouts)
     gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
-    assert not gained, 'the attack gained points (honest, attack): %s' % gained
+    if name == 'rope_hangs_on_purpose':
+        # a part that hangs is charged whole (RoPE: 15) and set aside after, its training bug unjudged (here 10.1
+        # and 10.2: 15): never more than the honest total (docs/ARCHITECTURE.md, "What still pays")
+        assert set(gained) <= {'loss-curve', 'gradients', 'load-pretrained'}, gained
+        assert attack['rope']['score'] == 0 and 'did not return in test 2.2' in attack['rope']['output']
+    else:
+        assert not gained, 'the attack gained points (honest, attack): %s' % gained
     assert total(attack_out) <= total(honest_out)
     if name in WRONG_INSIDE:   # the honest part wrong only inside the model: its own tests, and nothing else
         own, cls = WRONG_INSIDE[name]
