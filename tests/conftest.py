@@ -23,9 +23,12 @@ acts as a sandbox user itself holds that user's lock meanwhile (grader_runs.pool
 grading beside it kills its processes, sweeps its files or claims the user.
 """
 
+import os
+
 import pytest
 
 import grader_runs
+import grading_store
 from grader_runs import AutograderRoot
 
 # the groups (suite_schedule.py: ALONE, GRADESCOPE, LOCKDOWN)
@@ -77,6 +80,16 @@ def pytest_xdist_make_scheduler(config, log):
         from suite_schedule import SuiteScheduling
         return SuiteScheduling(config, log)
     return None
+
+
+@pytest.fixture(scope='session', autouse=True)
+def grading_store_root(tmp_path_factory):
+    """The run's store of shared gradings (tests/helpers/grading_store.py): one folder for every xdist worker of
+    this run (the parent of the workers' own basetemp), the run's basetemp without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    grading_store.ROOT = str((base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base) / 'grading-store')
+    yield grading_store.ROOT
+    grading_store.ROOT = None
 
 
 @pytest.fixture
