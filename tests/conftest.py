@@ -17,6 +17,12 @@ except those marked:
 - `alone`: timing-sensitive (a wall-clock budget or limit that a busy neighbour would eat into, CPU starvation or
   a race by design): group 'alone', run last with nothing beside it.
 
+A test that only needs a grading to assert things on it asks the run's store (tests/helpers/grading_store.py: keyed by
+the upload's sha256, the grader's hash and the mode, one folder shared by both workers), so that the same upload in
+the same mode is graded once in the run; tests that must grade on their own (timing, neighbours, memory, the hostile
+cases, a determinism test's repeats) do not ask. HW1_GRADING_LOG=<file> logs every grading (bench/grading_log.py
+counts the repeats).
+
 tests/helpers/suite_schedule.py deals the groups to the workers. grader_runs.needs_lockdown() and
 needs_gradescope_mode() fail a test that opens a copy or grades without namespaces outside its group. A test that
 acts as a sandbox user itself holds that user's lock meanwhile (grader_runs.pool_user), as a grading does: no
