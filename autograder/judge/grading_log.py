@@ -4,8 +4,8 @@ count how many gradings a run made and which graded the same upload in the same 
 bench/grading_log.py reads the file; issue 43). Standard library only; it never changes a grading and never
 raises: a line that cannot be written is simply missing.
 
-A line: the upload's sha256 (a file's bytes; a folder's files by relative path, links by their target, never
-followed), the profile, grading.yaml's sha256, the tests skipped, the sandbox defences turned off
+A line: the upload's sha256 (a file's bytes, or those of the one file a folder holds; else a folder's files by
+relative path, links by their target, never followed), the profile, grading.yaml's sha256, the tests skipped, the sandbox defences turned off
 (HW1_SANDBOX_DISABLE), whether the grading ran under an AUTOGRADER_ROOT (run_autograder) or in a batch worker's
 Sandbox, the test that ran it (PYTEST_CURRENT_TEST, inherited by subprocesses) and its seconds.
 """
@@ -29,11 +29,27 @@ def _file_digest(h, path, st):
             h.update(chunk)
 
 
+def _only_file(path):
+    """The one entry of a folder that holds a single regular file and nothing else (run_autograder's submission/
+    with its model.py), else None."""
+    entries = [(root, dirs, files) for root, dirs, files in os.walk(path)]
+    names = [os.path.join(root, n) for root, dirs, files in entries for n in files + dirs]
+    files = [n for n in names if not os.path.isdir(n) or os.path.islink(n)]
+    if len(files) == 1 and stat.S_ISREG(os.lstat(files[0]).st_mode):
+        return files[0]
+    return None
+
+
 def upload_sha256(path):
-    """sha256 of an upload as it lies (file, folder or link), or None where it cannot be read."""
+    """sha256 of an upload as it lies (file, folder or link), or None where it cannot be read. A folder that holds
+    one file alone counts as that file (the same model.py graded through run_autograder's submission/ folder or as a
+    path is the same upload)."""
     h = hashlib.sha256()
     try:
         st = os.lstat(path)
+        alone = _only_file(path) if stat.S_ISDIR(st.st_mode) else None
+        if alone:
+            path, st = alone, os.lstat(alone)
         if stat.S_ISREG(st.st_mode):
             _file_digest(h, path, st)
         elif stat.S_ISDIR(st.st_mode):

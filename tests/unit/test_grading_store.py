@@ -95,3 +95,6 @@ def test_the_grading_log_hashes_a_folder_as_it_lies(tmp_path):
     (up / 'mingpt' / 'model.py').write_text('x = 2\n')
     assert grading_log.upload_sha256(str(up)) != first
     assert grading_log.upload_sha256(str(tmp_path / 'missing')) is None
+    os.unlink(str(up / 'link.py'))   # one file alone: the same upload as that file given as a path
+    assert grading_log.upload_sha256(str(up)) == grading_log.upload_sha256(str(up / 'mingpt' / 'model.py')) == \
+        hashlib.sha256(b'x = 2\n').hexdigest()
