@@ -1,7 +1,8 @@
 """
 One store of gradings for the whole test run (issue 43): a test that needs a grading only to assert things on it
 asks here, and the same upload graded in the same mode by the same grader is graded once, whichever test (and
-whichever xdist worker) asks first; the others read what it wrote. Tests that must grade on their own (timing,
+whichever xdist worker) asks first; the others read what it wrote. A results.json of the grader's own error (a
+refused sandbox, a crash) is not kept: the next asker grades again. Tests that must grade on their own (timing,
 neighbours, memory, the hostile cases themselves, a determinism test's repeats) never ask.
 
 The key: the sha256 of the upload's bytes, the grader's hash (every file of autograder/, fixtures included, the
@@ -55,17 +56,21 @@ def key_of(upload, mode):
                           ).hexdigest()
 
 
-def ask(upload, mode, produce):
+def ask(upload, mode, produce, keep=lambda value: True):
     """
     The stored value for (upload, mode), made by `produce()` (a JSON-able value) once for the whole run.
-    Returns (value, fresh): fresh is True where this call graded it.
+    Returns (value, fresh): fresh is True where this call graded it. A value `keep` refuses (a grading the grader
+    could not make: a refused sandbox, the grader's own error) is returned to this asker only: the next grades again,
+    as it would have without the store (such a refusal can be a neighbour's passing state, not the grader's).
     """
     key = key_of(upload, mode)
     if key in _MEMORY:
         return _MEMORY[key], False
     if ROOT is None:
-        _MEMORY[key] = produce()
-        return _MEMORY[key], True
+        value = produce()
+        if keep(value):
+            _MEMORY[key] = value
+        return value, True
     os.makedirs(ROOT, mode=0o700, exist_ok=True)
     path = os.path.join(ROOT, key + '.json')
     fresh = False
@@ -77,6 +82,8 @@ def ask(upload, mode, produce):
                     value = json.load(f)
             else:
                 value, fresh = produce(), True
+                if not keep(value):
+                    return value, fresh
                 with open(path + '.part', 'w', encoding='utf-8') as f:
                     json.dump(value, f)
                 os.replace(path + '.part', path)
@@ -84,6 +91,15 @@ def ask(upload, mode, produce):
             fcntl.flock(lock, fcntl.LOCK_UN)
     _MEMORY[key] = value
     return value, fresh
+
+
+def graded_by_the_grader(value):
+    """Whether a stored results.json is a grading (not the grader's error or a refused sandbox: those it writes with
+    extra_data.grader_error)."""
+    try:
+        return 'grader_error' not in (json.loads(value['results']).get('extra_data') or {})
+    except (ValueError, KeyError, AttributeError):
+        return False
 
 
 # ----------------------------------------------------------------------------- the shared gradings
@@ -114,7 +130,7 @@ def through_run_autograder(text, grading=None, env=None, source=None, ag_root=No
         finally:
             if ag_root is None:
                 root.cleanup()
-    value, _ = ask(text, mode, produce)
+    value, _ = ask(text, mode, produce, graded_by_the_grader)
     return load_checked(value['results']), value['results']
 
 
@@ -136,7 +152,7 @@ def through_grade(text, profile='cpu'):
                 f.write(text)
             grade.grade(path, profile, results_path)
             return {'results': _results_of(results_path)}
-    value, _ = ask(text, mode, produce)
+    value, _ = ask(text, mode, produce, graded_by_the_grader)
     return load_checked(value['results']), value['results']
 
 

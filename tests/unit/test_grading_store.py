@@ -1,7 +1,7 @@
 """
 The suite's store of gradings (tests/helpers/grading_store.py) and the grading log (autograder/judge/grading_log.py),
 without grading anything: a grading asked for by two processes at once is made once and read by both; one that fails
-is not kept; any change of the upload, the mode or the grader is a new key. The log writes one line per grading only
+(or that the grader could not make: a refused sandbox) is not kept; any change of the upload, the mode or the grader is a new key. The log writes one line per grading only
 where HW1_GRADING_LOG says so, and hashes an upload as it lies (a link is never followed).
 """
 
@@ -58,6 +58,17 @@ def test_a_failed_grading_is_not_kept_and_any_change_is_a_new_key(store, monkeyp
     assert len(keys) == 4
     monkeypatch.setattr(grading_store, '_GRADER', ['another grader'])
     assert grading_store.key_of('text', {'m': 1}) not in keys
+
+
+def test_the_graders_own_error_is_not_kept(store):
+    refused = {'results': json.dumps({'tests': [], 'extra_data': {'grader_error': 'sandbox refused: ...'}})}
+    graded = {'results': json.dumps({'tests': [], 'extra_data': {'isolation': {}}})}
+    made = []
+    for value in (refused, graded, graded):
+        got, fresh = grading_store.ask('text', {'m': 1}, lambda: made.append(1) or value,
+                                       grading_store.graded_by_the_grader)
+        assert got == (refused if len(made) == 1 else graded)
+    assert len(made) == 2 and not fresh   # the refusal was graded again, the grading then read
 
 
 def test_the_grader_hash_covers_the_fixtures_and_grading_yaml(monkeypatch):
