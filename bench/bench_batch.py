@@ -9,7 +9,8 @@ Batch regrading throughput and the class report's truth, run by hand (never by p
 
 Each measurement regrades a fresh copy of an export with `python -m autograder batch DIR --jobs N`
 and reports wall-clock seconds, submissions per minute, the time 1,000 such submissions would
-take, and the CPU seconds per submission (every process of the batch: workers, zygotes and
+take, that time over the floor (the probes' own compute, second runs included, spread over the jobs: issue
+43's ratio), and the CPU seconds per submission (every process of the batch: workers, zygotes and
 probes, from getrusage of the finished batch), which a loaded machine moves far less than the
 wall. The realistic class (tests/helpers/class_export.py build_realistic) is at least 72%
 correct styles (tests/submissions/correct, each sent by several invented students), single-bug
@@ -108,8 +109,9 @@ def measure(jobs, kind, copies, size=50, repo=REPO):
         with open(out, newline='', encoding='utf-8') as f:
             seconds = sorted(float(r['seconds']) for r in csv.DictReader(f) if r['seconds'])
         problems = check_report(out, planted, not_graded) if planted is not None else []
-        print('    where a grading\'s time goes (means over %s)' % breakdown(export), flush=True)
-        return n, wall, load, seconds, problems, cpu
+        line, compute = breakdown(export)
+        print('    where a grading\'s time goes (means over %s)' % line, flush=True)
+        return n, wall, load, seconds, problems, cpu, compute
 
 
 def worktree(ref, tmp):
@@ -121,9 +123,12 @@ def worktree(ref, tmp):
 
 
 def breakdown(export):
-    """Mean seconds per graded submission: whole grading, the sandbox run, the probes' own compute inside it."""
+    """(the line: mean seconds per graded submission: whole grading, the sandbox run, the probes' own compute inside
+    it; the probes' own compute summed over the class, second runs included). A probe's compute is the seconds its
+    process reports for its own work (ProbeResult.seconds: results.json's probe_seconds and second_run), the floor no
+    harness can go under."""
     import json
-    whole, sandbox, probes = [], [], []
+    whole, sandbox, probes, second = [], [], [], []
     for d in sorted(os.listdir(export)):
         path = os.path.join(export, d, 'results.json')
         if not os.path.isfile(path):
@@ -135,10 +140,13 @@ def breakdown(export):
             whole.append(r['execution_time'])
             sandbox.append(extra['wall_seconds'])
             probes.append(sum(extra.get('probe_seconds', {}).values()))
+            second.append(sum(v.get('seconds') or 0.0 for v in (extra.get('second_run') or {}).values()))
     mean = lambda xs: sum(xs) / len(xs) if xs else float('nan')
-    return ('%d that ran: grading %.1f s, of which the sandbox run %.1f s, of which the probes themselves %.1f s; '
-            'the rest of the sandbox run (child start, import torch, job set-up) %.1f s'
-            % (len(whole), mean(whole), mean(sandbox), mean(probes), mean(sandbox) - mean(probes)))
+    return ('%d that ran: grading %.1f s, of which the sandbox run %.1f s, of which the probes themselves %.1f s '
+            '(and %.1f s in second runs, %d of them); the rest of the sandbox run (child start, import torch, job '
+            'set-up) %.1f s' % (len(whole), mean(whole), mean(sandbox), mean(probes), mean(second),
+                                sum(1 for x in second if x), mean(sandbox) - mean(probes)),
+            sum(probes) + sum(second))
 
 
 def main():
@@ -166,14 +174,17 @@ def main():
                 for label, repo in codes:
                     if len(args.kinds) > 1:
                         label = '%s, %s class' % (label.split(',')[0], kind)
-                    n, wall, load, seconds, problems, cpu = measure(jobs, kind, args.copies, size, repo)
+                    n, wall, load, seconds, problems, cpu, compute = measure(jobs, kind, args.copies, size, repo)
                     median = seconds[len(seconds) // 2] if seconds else float('nan')
-                    rows.append((label, jobs, r + 1, n, wall, load, median, cpu))
+                    # the floor: the probes' own compute spread over the jobs; the ratio is the wall over it
+                    ratio = wall * jobs / compute if compute else float('nan')
+                    rows.append((label, jobs, r + 1, n, wall, load, median, cpu, ratio))
                     cpu_by_code[label.split(',')[0]].append(cpu / n)
-                    print('  %s --jobs %d run %d: %d submissions in %.1f s (%.2f / min; 1,000 would take %.0f min), '
+                    print('  %s --jobs %d run %d: %d submissions in %.1f s (%.2f / min; 1,000 would take %.0f min, '
+                          '%.2f times the probes\' own compute of %.2f s per submission over %d jobs), '
                           'CPU %.2f s per submission, median grading %.1f s, load average at start %.1f'
-                          % (label, jobs, r + 1, n, wall, 60 * n / wall, 1000 * wall / n / 60, cpu / n, median, load),
-                          flush=True)
+                          % (label, jobs, r + 1, n, wall, 60 * n / wall, 1000 * wall / n / 60, ratio, compute / n, jobs,
+                             cpu / n, median, load), flush=True)
                     if kind != 'synthetic':
                         print('    class report vs planted bugs: %s' % ('every planted bug named with its true count'
                                                                         if not problems else 'DIFFERS'))
@@ -185,12 +196,12 @@ def main():
             subprocess.run(['git', 'worktree', 'remove', '--force', codes[1][1]], cwd=REPO)
             shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print('| code | --jobs | run | submissions | wall (s) | submissions / min | 1,000 submissions (min) | CPU s / submission '
-          '| median grading (s) | load avg (1 min) at start |')
-    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
-    for label, jobs, r, n, wall, load, median, cpu in rows:
-        print('| %s | %d | %d | %d | %.1f | %.2f | %.0f | %.2f | %.1f | %.1f |' % (
-            label, jobs, r, n, wall, 60 * n / wall, 1000 * wall / n / 60, cpu / n, median, load))
+    print('| code | --jobs | run | submissions | wall (s) | submissions / min | 1,000 submissions (min) | '
+          "x the probes' compute | CPU s / submission | median grading (s) | load avg (1 min) at start |")
+    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    for label, jobs, r, n, wall, load, median, cpu, ratio in rows:
+        print('| %s | %d | %d | %d | %.1f | %.2f | %.0f | %.2f | %.2f | %.1f | %.1f |' % (
+            label, jobs, r, n, wall, 60 * n / wall, 1000 * wall / n / 60, ratio, cpu / n, median, load))
     if args.against:
         mine, theirs = (sum(cpu_by_code[k]) / len(cpu_by_code[k]) for k in ('this checkout', args.against))
         print('\nCPU per submission: this checkout %.2f s, %s %.2f s: ratio %.3f' % (mine, args.against, theirs,

@@ -17,15 +17,24 @@ except those marked:
 - `alone`: timing-sensitive (a wall-clock budget or limit that a busy neighbour would eat into, CPU starvation or
   a race by design): group 'alone', run last with nothing beside it.
 
+A test that only needs a grading to assert things on it asks the run's store (tests/helpers/grading_store.py: keyed by
+the upload's sha256, the grader's hash and the mode, one folder shared by both workers), so that the same upload in
+the same mode is graded once in the run; tests that must grade on their own (timing, neighbours, memory, the hostile
+cases, a determinism test's repeats) do not ask. HW1_GRADING_LOG=<file> logs every grading (bench/grading_log.py
+counts the repeats).
+
 tests/helpers/suite_schedule.py deals the groups to the workers. grader_runs.needs_lockdown() and
 needs_gradescope_mode() fail a test that opens a copy or grades without namespaces outside its group. A test that
 acts as a sandbox user itself holds that user's lock meanwhile (grader_runs.pool_user), as a grading does: no
 grading beside it kills its processes, sweeps its files or claims the user.
 """
 
+import os
+
 import pytest
 
 import grader_runs
+import grading_store
 from grader_runs import AutograderRoot
 
 # the groups (suite_schedule.py: ALONE, GRADESCOPE, LOCKDOWN)
@@ -77,6 +86,16 @@ def pytest_xdist_make_scheduler(config, log):
         from suite_schedule import SuiteScheduling
         return SuiteScheduling(config, log)
     return None
+
+
+@pytest.fixture(scope='session', autouse=True)
+def grading_store_root(tmp_path_factory):
+    """The run's store of shared gradings (tests/helpers/grading_store.py): one folder for every xdist worker of
+    this run (the parent of the workers' own basetemp), the run's basetemp without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    grading_store.ROOT = str((base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base) / 'grading-store')
+    yield grading_store.ROOT
+    grading_store.ROOT = None
 
 
 @pytest.fixture

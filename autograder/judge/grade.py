@@ -27,6 +27,7 @@ from autograder import GRADING_YAML
 from autograder.contract import report_schema
 from autograder.judge import (cascade, config, evidence, fixtures, inputs, interface_check, messages, probe_job,
                               registry, student_text, submission, verdicts)
+from autograder.judge import grading_log   # HW1_GRADING_LOG: staff's tally of gradings (issue 43)
 from autograder.judge.areas import Verdict
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
@@ -513,6 +514,7 @@ def grade_results(path, profile_name='cpu', results_path=DEFAULT_RESULTS, gradin
         if own_sandbox and sandbox is not None:
             sandbox.close()
     out.execution_time = time.time() - started
+    grading_log.record(path, profile_name, grading_path, skip, autograder_root, not own_sandbox, out.execution_time)
     try:
         out.write(results_path)
     except (ValueError, TypeError) as e:

@@ -22,9 +22,10 @@ import subprocess
 import sys
 import time
 
+import grading_store
 import pytest
 
-from grader_runs import (REPO, SANDBOXED, AutograderRoot, by_id, full, pool_user, possible, sandbox_processes,
+from grader_runs import (REPO, SANDBOXED, by_id, full, pool_user, possible, sandbox_processes,
                         score_in_range, sandbox_uid, total, grading_text)
 from autograder import GRADING_YAML
 from autograder.judge import config
@@ -76,20 +77,11 @@ def check_syntax_error(out, tests, root):
     all_zero(tests)
 
 
-_REFERENCE_SCORES = {}
-
-
 def reference_scores():
-    """{test id: score} of the reference itself, graded once: the honest score of code that only adds an attack."""
-    if not _REFERENCE_SCORES:
-        root = AutograderRoot(grading_text())
-        try:
-            root.submit('model.py', REFERENCE_TEXT)
-            out, _ = root.run()
-            _REFERENCE_SCORES.update({i: t['score'] for i, t in by_id(out).items()})
-        finally:
-            root.cleanup()
-    return _REFERENCE_SCORES
+    """{test id: score} of the reference itself, graded once in the run (tests/helpers/grading_store.py: the grading
+    tests/e2e/test_grading.py checks): the honest score of code that only adds an attack."""
+    out, _ = grading_store.reference()
+    return {i: t['score'] for i, t in by_id(out).items()}
 
 
 def check_import_subprocess(out, tests, root):
@@ -533,6 +525,7 @@ def grade_and_check(name, root, check, env=None):
 # ----------------------------------------------------------------------------- hostile uploads
 
 REFERENCE_TEXT = open(os.path.join(REPO, 'reference', 'mingpt', 'model.py')).read()
+TEMPLATE_TEXT = open(grading_store.TEMPLATE_MODEL).read()
 
 
 def upload_symlink_reference(root):
@@ -627,21 +620,14 @@ EVIDENCE_ATTACKS = {
 }
 
 
-_GRADED = {}   # (model.py, mode, timeouts) -> graded once: several attacks share an honest control
-
-
 def _graded(ag_root, text, env=None, timeouts=None):
-    key = (text, repr(sorted((env or {}).items())), repr(sorted((timeouts or {}).items())))
-    if key not in _GRADED:
-        _GRADED[key] = _graded_now(ag_root, text, env, timeouts)
-    out, _ = _GRADED[key]
-    return out, by_id(out)
-
-
-def _graded_now(ag_root, text, env, timeouts):
-    root = ag_root(grading_text(timeouts or {}))
-    root.submit('model.py', text)
-    out, _ = root.run(env=env)
+    """`text` graded through run_autograder in `env`'s mode, once in the run (tests/helpers/grading_store.py):
+    several attacks share an honest control. The untouched template with every defence is test_grading's grading
+    of it (in the grader's own process: the same grader, the same mode)."""
+    if env is None and not timeouts and text == TEMPLATE_TEXT:
+        out, _ = grading_store.template()
+    else:
+        out, _ = grading_store.through_run_autograder(text, grading_text(timeouts or {}), env, ag_root=ag_root)
     if env == GRADESCOPE_ENV:   # the mode really was Gradescope's
         assert 'isolation' in out['extra_data'], out['extra_data']   # no grading at all: the grader's error says why
         lacks = out['extra_data']['isolation']['lacks']

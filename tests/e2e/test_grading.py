@@ -4,15 +4,17 @@ with HW1_SOURCE pointing at this checkout), the untouched template (0 on every i
 test, "not implemented yet"), one buggy submission graded three times (identical results),
 and a correct submission written against older starter code, whose CausalSelfAttention has
 a fused c_attn (weights matched by shape, full marks). Each grading runs once per module
-and serves several tests.
+and serves several tests; the reference's and the template's once per test run (tests/helpers/grading_store.py:
+tests/corpora/test_hostile.py and tests/e2e/test_policy_agreement.py read the same ones).
 """
 
 import os
 import re
 
+import grading_store
 import pytest
 
-from grader_runs import REPO, AutograderRoot, by_id, full, possible, total
+from grader_runs import REPO, by_id, full, possible, total
 from autograder import GRADING_YAML
 from autograder.judge import config, grade, source_patches
 
@@ -39,24 +41,16 @@ def graded(tmp_path_factory, name, text, runs=1):
 # ----------------------------------------------------------------------------- the reference
 
 # through ./run_autograder: an AUTOGRADER_ROOT, open to the sandbox users until its grading locks it, so the two tests
-# that read this grading are `lockdown` (tests/conftest.py); the module's other gradings run beside anything
+# that read this grading are `lockdown` (tests/conftest.py); the module's other gradings run beside anything. The
+# run's store of gradings (tests/helpers/grading_store.py) grades it once for every test file that asks.
 @pytest.fixture(scope='module')
 def reference():
-    root = AutograderRoot()
-    try:
-        with open(REFERENCE_MODEL) as f:
-            root.submit('model.py', f.read())
-        out, proc = root.run(source=REPO)
-        with open(root.results_path) as f:
-            raw = f.read()
-        yield out, raw, proc
-    finally:
-        root.cleanup()
+    return grading_store.reference()
 
 
 @pytest.mark.lockdown
 def test_reference_gets_full_marks(reference):
-    out, raw, proc = reference
+    out, raw = reference
     tests = by_id(out)
     assert set(tests) == {t.id for t in GRADING.enabled_tests()}
     # every point: extra-credit tests are worth max_score 0 and score their weight on top
@@ -69,7 +63,7 @@ def test_reference_gets_full_marks(reference):
 
 @pytest.mark.lockdown
 def test_reference_results_json_follows_the_spec(reference):
-    out, raw, proc = reference
+    out, raw = reference
     assert isinstance(out['execution_time'], (int, float)) and out['execution_time'] > 0
     for t in out['tests']:
         assert len(t['output']) <= CAP
@@ -90,9 +84,8 @@ def test_reference_results_json_follows_the_spec(reference):
 # ----------------------------------------------------------------------------- the template
 
 @pytest.fixture(scope='module')
-def template(tmp_path_factory):
-    with open(TEMPLATE_MODEL) as f:
-        return graded(tmp_path_factory, 'template', f.read())[0]
+def template():
+    return grading_store.template()[0]   # graded once in the run (tests/helpers/grading_store.py)
 
 
 def test_template_scores_zero_with_not_implemented(template):

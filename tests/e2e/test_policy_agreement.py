@@ -7,7 +7,8 @@ imports (a module the grader lacks, at the top or guarded or inside a function; 
 module), a file with nothing to grade, and a correct submission in the course starter's
 style; a value bug fails both.
 
-"Full marks" is measured against the reference graded by the same grader in the same run:
+"Full marks" is measured against the reference graded by the same grader in the same run (the run's one
+grading of it, tests/helpers/grading_store.py, through ./run_autograder):
 a case is at full marks when it loses no test the reference keeps. Where the reference scores
 100 (build-zip's check), that is exactly 100.
 """
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import sys
 
+import grading_store
 import pytest
 
 from autograder import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
@@ -76,16 +78,23 @@ def _grade(model_py, tmp_path):
     assert proc.returncode == 0, proc.stderr
     with open(str(results)) as f:
         out = json.load(f)
-    lost = {t['extra_data']['id'] for t in out['tests'] if t['status'] == 'failed' or t['score'] < t['max_score']}
-    return lost, out
+    return _lost(out), out
+
+
+def _lost(out):
+    return {t['extra_data']['id'] for t in out['tests'] if t['status'] == 'failed' or t['score'] < t['max_score']}
+
+
+# the reference's grading is the run's one (tests/helpers/grading_store.py: tests/e2e/test_grading.py checks it), through
+# ./run_autograder: an AUTOGRADER_ROOT open to the sandbox users until it is locked, so every test here is `lockdown`
+pytestmark = pytest.mark.lockdown
 
 
 @pytest.fixture(scope='module')
-def reference_lost(tmp_path_factory):
+def reference_lost():
     """The tests the grader docks the reference itself (none once the reference scores 100)."""
-    folder = tmp_path_factory.mktemp('reference')
-    (folder / 'model.py').write_text(REFERENCE)
-    return _grade(folder / 'model.py', folder)[0]
+    out, _ = grading_store.reference()
+    return _lost(out)
 
 
 def _public_tests(source, tmp_path):
