@@ -246,7 +246,7 @@ class Judging:
                      'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
                                         for k in ('cpu', 'wall')} if first.import_result is not None else None,
                      'isolation': first.isolation, 'student_text': self.text.report()}
-        self.info['evidence'] = {'records': {k: len(v) for k, v in self.records.items() if v},
+        self.info['evidence'] = {'records': {k: v if isinstance(v, int) else len(v) for k, v in self.records.items()},
                                  'charged': dict(self.cascade.charged)}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
             self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
@@ -304,6 +304,8 @@ class Judging:
             seen[probe_id] = self._student_text(probe_id, result)
             self.cascade.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT},
                                  self.records.get(probe_id, ()))
+            if probe_id in self.records:   # weighed: only the count is kept (staff's extra_data.evidence)
+                self.records[probe_id] = len(self.records[probe_id])
             if probe_id == report_schema.IMPORT:
                 self.judge_import(seen[probe_id])
             if progress is None:
