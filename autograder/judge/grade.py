@@ -222,6 +222,7 @@ class Judging:
         options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, profile),
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
+                       exits=submission.names_exit(self.upload.tree),
                        loss_curve_seeds=[profile.loss_curve.student_seed])
         first = self._run(probe_ids, on_result=self._on_result(self.progress),
                           skip=self.cascade.skip, **options)
@@ -236,6 +237,9 @@ class Judging:
         self.run_result = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in first.probes.items()},
+                     # each process's own memory at its most, as the harness read it (sandbox.probe_memory_mb)
+                     'probe_memory_mb': {k: round((v.harness or {}).get('memory_peak_bytes', 0) / 2 ** 20, 1)
+                                         for k, v in first.probes.items() if isinstance(v.harness, dict)},
                      'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
                      'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
                                         for k in ('cpu', 'wall')} if first.import_result is not None else None,

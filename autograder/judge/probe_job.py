@@ -71,7 +71,8 @@ class RunPlan:
     judge/cascade.Plan.job); private: paths student code must not read; budget_end: the time.time()
     past which no probe starts (a second run of one grading keeps the first's; None: the sandbox's
     total_seconds from now); second: a second run (its import check is a repeat: a failure of it is
-    said so in its probes' messages).
+    said so in its probes' messages); exits: whether model.py names a way to exit (submission.names_exit), the
+    only case in which a process that exited without results is told its code may have called it.
     """
     model_py: str
     job: dict
@@ -86,6 +87,7 @@ class RunPlan:
     need_data: bool = False
     budget_end: Optional[float] = None
     second: bool = False
+    exits: bool = True   # model.py names sys.exit, os._exit or the like (submission.names_exit): the words may blame them
 
 
 def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
@@ -134,7 +136,8 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
         services = run_plan.link_services
         check = session.import_check(process_job(run_plan.job, report_schema.IMPORT), run_plan.import_timeout,
                                      report_schema.IMPORT in services)
-        imported = worded(report_schema.IMPORT, served(check, services.get(report_schema.IMPORT)), settings)
+        imported = worded(report_schema.IMPORT, served(check, services.get(report_schema.IMPORT)), settings,
+                          run_plan.exits)
         _tell(on_result, report_schema.IMPORT, imported)
         for pid in run_plan.probe_ids if imported.status == 'ok' else ():
             skipped = skip(pid, dict(results)) if skip is not None else None
@@ -144,7 +147,7 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
                 results[pid] = ProbeResult('timeout', budget_spent(settings))
             else:
                 result = served(session.probe(_probe_job(run_plan, pid)), services.get(pid))
-                results[pid] = worded(pid, result, settings)
+                results[pid] = worded(pid, result, settings, run_plan.exits)
             _tell(on_result, pid, results[pid])
     missing = messages.second_import_failed(imported.message) if run_plan.second \
         else messages.NOT_IMPORTED
@@ -176,15 +179,15 @@ def _answer(service, request):
     return LinkAnswer(bytes(reply or b''), tuple(entries))
 
 
-def describe(h, settings):
-    """How the process of harness dict `h` ended, in words (`settings`: the sandbox's)."""
-    return messages.process_ended(h, settings.total_seconds, settings.cgroup_memory_mb)
+def describe(h, settings, exits=True):
+    """How the process of harness dict `h` ended, in words (`settings`: the sandbox's; `exits`: RunPlan.exits)."""
+    return messages.process_ended(h, settings.total_seconds, settings.cgroup_memory_mb, exits)
 
 
-def ending_message(probe_id, h, settings):
+def ending_message(probe_id, h, settings, exits=True):
     """The message of a process whose outputs were not read: the import check's, one that exited
     leaving no results, or one stopped or killed."""
-    text = describe(h, settings)
+    text = describe(h, settings, exits)
     if probe_id == report_schema.IMPORT:
         return messages.import_unfinished(text)
     if h['ended'] == 'exit':
@@ -192,14 +195,14 @@ def ending_message(probe_id, h, settings):
     return text
 
 
-def worded(probe_id, result, settings):
+def worded(probe_id, result, settings, exits=True):
     """`result` as the judges read it: outputs refused (readback's fact), or an unread process's
-    ending, put into words."""
+    ending, put into words (`exits`: RunPlan.exits)."""
     if result.refusal:
         return dataclasses.replace(result, message=messages.output_refused(result.refusal))
     if not result.unread:
         return result
-    return dataclasses.replace(result, message=ending_message(probe_id, result.harness, settings))
+    return dataclasses.replace(result, message=ending_message(probe_id, result.harness, settings, exits))
 
 
 def budget_spent(settings):
