@@ -26,7 +26,7 @@ from typing import Tuple
 from autograder import GRADING_YAML
 from autograder.contract import report_schema
 from autograder.judge import (cascade, config, fixtures, inputs, interface_check, messages, probe_job, registry,
-                              student_text, submission, verdicts)
+                              set_aside, student_text, submission, verdicts)
 from autograder.judge.areas import Verdict
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
@@ -223,6 +223,8 @@ class Judging:
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
                        exits=submission.names_exit(self.upload.tree),
+                       rope_cap=set_aside.Cap(self.grading.sandbox['rope_service_calls'],
+                                              self.grading.sandbox['rope_service_mb']),
                        loss_curve_seeds=[profile.loss_curve.student_seed])
         first = self._run(probe_ids, on_result=self._on_result(self.progress),
                           skip=self.cascade.skip, **options)

@@ -12,9 +12,25 @@ processes that had no such service). docs/ARCHITECTURE.md ("One mistake, one par
 that is acceptable.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from autograder.contract import rope_link
+from autograder.sandbox import LinkAnswer
+
+
+@dataclass(frozen=True)
+class Cap:
+    """What one probe process may ask of the grader's RoPE: `calls` requests and `mb` megabytes of values
+    (grading.yaml's sandbox.rope_service_calls and rope_service_mb, with their why): what an honest probe
+    needs, with margin. Past either the process gets no answer and is stopped (fail closed), so that a flood
+    costs the judge at most this many rotations and log entries per probe, never its memory or the budget."""
+    calls: int = 4000
+    mb: int = 64
+
+
+DEFAULT_CAP = Cap()
 
 NUMPY = {b'f': np.float32, b'd': np.float64}
 
@@ -31,10 +47,19 @@ def rotate(x, first, base, backward=False):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def rope_service():
+def rope_service(cap=None):
     """service(payload, pid) -> (reply, log entry): what answers the harness link
-    (probe_job.RunPlan.link_services) of a probe whose RoPE is set aside."""
+    (probe_job.RunPlan.link_services) of a probe whose RoPE is set aside; past `cap` (a Cap, default
+    DEFAULT_CAP) a LinkAnswer that stops the process, its fact the counts (no entry per call past it)."""
+    cap = cap or DEFAULT_CAP
+    asked = {'calls': 0, 'bytes': 0}
+
     def service(payload, pid):
+        asked['calls'] += 1
+        asked['bytes'] += len(payload)
+        if asked['calls'] > cap.calls or asked['bytes'] > cap.mb << 20:
+            return LinkAnswer(stop={'kind': 'rope_cap', 'calls': asked['calls'], 'cap_calls': cap.calls,
+                                    'mb': round(asked['bytes'] / 2 ** 20, 1), 'cap_mb': cap.mb})
         request = rope_link.decode(payload)
         if request is None:
             return b'', {'kind': 'rope', 'refused': 'not a well-formed request', 'bytes': len(payload)}

@@ -81,10 +81,13 @@ class LinkRequest:
 @dataclass(frozen=True)
 class LinkAnswer:
     """The caller's answer to a LinkRequest: the reply's bytes (cut to MAX_MESSAGE), the log entries it adds to
-    harness['link'], or `error`: why the caller could not answer (a fact, harness['link_errors'], empty reply)."""
+    harness['link'], or `error`: why the caller could not answer (a fact, harness['link_errors'], empty reply),
+    or `stop`: a fact (a dict with its 'kind') for which the caller will answer this process no more, e.g. a
+    service past its cap: the process is stopped (ended 'link', the fact in harness['link_errors']), unanswered."""
     reply: bytes = b''
     log: Tuple[dict, ...] = ()
     error: Optional[str] = None
+    stop: Optional[dict] = None
 
 
 def memory_of(pid):
@@ -258,6 +261,10 @@ class _Watch:
             return
         answer = yield LinkRequest(bytes(data[1:]), sender)
         answer = answer if isinstance(answer, LinkAnswer) else LinkAnswer()   # none: an empty reply
+        if answer.stop is not None:   # the caller answers this process no more: it fails closed, stopped here
+            self.out['link'].extend(answer.log)
+            self.stop('link', dict(answer.stop))
+            return
         if answer.error is not None:   # the caller's failure costs this probe's link, not the grading
             self.out.setdefault('link_errors', []).append({'kind': 'service_error', 'error': str(answer.error)})
         self.out['link'].extend(answer.log)
