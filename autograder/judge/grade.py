@@ -248,7 +248,9 @@ class Judging:
                      'isolation': first.isolation, 'student_text': self.text.report()}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
             self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
-                                                 rope_calls=len((r.harness or {}).get('link') or []))
+                                                 rope_calls=len((r.harness or {}).get('link') or []),
+                                                 rope_mb=round(sum(e.get('bytes', 0) for e in (r.harness or {}).get('link')
+                                                                   or [] if isinstance(e, dict)) / 2 ** 20, 2))
                                        for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
         curve = first.probes['loss-curve'].arrays.get('seed%d' % profile.loss_curve.student_seed) \

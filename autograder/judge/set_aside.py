@@ -67,6 +67,6 @@ def rope_service(cap=None):
         x = np.frombuffer(values, dtype=NUMPY[code]).reshape(rows, length, d)
         out = rotate(x, first, base, backward=op == b'b').astype(NUMPY[code])
         entry = {'kind': 'rope', 'op': 'backward' if op == b'b' else 'forward', 'rows': rows, 'positions':
-                 [first + 1, first + length], 'd': d, 'base': base}
+                 [first + 1, first + length], 'd': d, 'base': base, 'bytes': len(payload)}
         return out.tobytes(), entry
     return service
