@@ -763,7 +763,7 @@ def _loop_lines(name):
                                  in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
 def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
     graded = {name: _graded(ag_root, read(name), env, HANG_TIMEOUTS) for name in HANG_PAIR}
-    (spin_out, spin), (alloc_out, alloc) = graded['gqa_loop_spins'], graded['gqa_loop_allocates']
+    (_, spin), (_, alloc) = graded['gqa_loop_spins'], graded['gqa_loop_allocates']
     assert {i: t['score'] for i, t in alloc.items()} == {i: t['score'] for i, t in spin.items()}, \
         {i: (spin[i]['score'], t['score']) for i, t in alloc.items() if t['score'] != spin[i]['score']}
     for name, (out, tests) in graded.items():
