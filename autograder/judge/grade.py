@@ -202,6 +202,7 @@ class Judging:
             return
         self.static = static_findings(self.upload)
         profile = self.profile = grading.profiles[profile_name]
+        self.profile_name = profile_name
         self.untouched = interface_check.untouched_optional(self.upload.tree)
         self.probe_ids = _probe_ids(self.specs)
         # the input set drawn for these bytes (inputs.for_submission)
@@ -223,8 +224,9 @@ class Judging:
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
                        exits=submission.names_exit(self.upload.tree),
-                       rope_cap=set_aside.Cap(self.grading.sandbox['rope_service_calls'],
-                                              self.grading.sandbox['rope_service_mb']),
+                       # one budget of the grader's RoPE for the whole grading, both runs (judge/set_aside.py)
+                       rope_budget=set_aside.Budget(self.grading.sandbox['rope_service_calls'][self.profile_name],
+                                                    self.grading.sandbox['rope_service_mb'][self.profile_name]),
                        loss_curve_seeds=[profile.loss_curve.student_seed])
         first = self._run(probe_ids, on_result=self._on_result(self.progress),
                           skip=self.cascade.skip, **options)
@@ -248,9 +250,8 @@ class Judging:
                      'isolation': first.isolation, 'student_text': self.text.report()}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
             self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
-                                                 rope_calls=len((r.harness or {}).get('link') or []),
-                                                 rope_mb=round(sum(e.get('bytes', 0) for e in (r.harness or {}).get('link')
-                                                                   or [] if isinstance(e, dict)) / 2 ** 20, 2))
+                                                 rope_calls=set_aside.calls_of((r.harness or {}).get('link')),
+                                                 rope_mb=set_aside.mb_of((r.harness or {}).get('link')))
                                        for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
         curve = first.probes['loss-curve'].arrays.get('seed%d' % profile.loss_curve.student_seed) \

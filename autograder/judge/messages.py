@@ -927,8 +927,8 @@ def link_problem(fact):
     if kind == 'messages':
         return '%s: more than %d messages' % (FLOODED, fact['count'])
     if kind == 'rope_cap':
-        return ('your code asked the grader\'s RoPE for more than a test needs (%d calls and %.1f MB of values; a '
-                'test\'s process gets at most %d calls and %d MB) and got no more answers'
+        return ('your code asked the grader\'s RoPE for more than a grading needs (%d calls and %.1f MB of values; '
+                'a grading gets at most %d calls and %d MB) and got no more answers'
                 % (fact['calls'], fact['mb'], fact['cap_calls'], fact['cap_mb']))
     if kind == 'foreign_sender':
         return ('a process other than the test\'s own (pid %s, not %d: a forked helper, or '

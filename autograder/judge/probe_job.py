@@ -27,7 +27,7 @@ def job(profile, loss_curve_seeds=None):
     return out
 
 
-def link_services(profile, rope_for=(), rope_cap=None):
+def link_services(profile, rope_for=(), rope_budget=None):
     """
     {probe id: service(payload, pid) -> (reply, log entries) answering what its process asks over
     its harness link (execute calls it; the sandbox only hands the questions over)}: the memory
@@ -35,7 +35,8 @@ def link_services(profile, rope_for=(), rope_cap=None):
     logged here (contract/memory_readings.py),
     the only readings 9.1 believes (ProbeResult.harness['link']); the probes of `rope_for` (the
     cascade set their RoPE aside) get the grader's RoPE (judge/set_aside.py), every call logged, each
-    probe's service capped at `rope_cap` (set_aside.Cap: what an honest probe needs, with margin).
+    request counted against `rope_budget` (the grading's set_aside.Budget: what an honest submission needs,
+    with margin; None: no cap, for staff tools).
     """
     from autograder.contract.memory_readings import Readings
     readings = Readings(forwarded=profile.device == 'cuda')
@@ -45,7 +46,7 @@ def link_services(profile, rope_for=(), rope_cap=None):
         reply = readings(payload, pid)
         return reply, readings.log[before:]   # the entries this query added (memory_stats adds two)
     services = {'memory': memory}
-    services.update({pid: set_aside.rope_service(rope_cap) for pid in rope_for})
+    services.update({pid: set_aside.rope_service(rope_budget) for pid in rope_for})
     return services
 
 
@@ -92,13 +93,13 @@ class RunPlan:
 
 
 def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
-         probe_inputs=None, probe_jobs=None, rope_cap=None, **options):
+         probe_inputs=None, probe_jobs=None, rope_budget=None, **options):
     """
     The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
     link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts the cascade
-    set aside: judge/cascade.Plan.job) go into each probe's job; `rope_cap`: the cap of each grader's RoPE
-    service (set_aside.Cap; None: set_aside.DEFAULT_CAP); `options`: RunPlan's other fields
+    set aside: judge/cascade.Plan.job) go into each probe's job; `rope_budget`: what the grader's RoPE may
+    answer in the whole grading (set_aside.Budget, shared by its runs; None: no cap); `options`: RunPlan's other fields
     (expected, private, budget_end, second).
     """
     if probe_inputs is None:
@@ -106,7 +107,7 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     probe_jobs = probe_jobs or {}
     rope_for = [pid for pid, extra in probe_jobs.items() if 'rope' in extra.get('set_aside', ())]
     return RunPlan(model_py, job(profile, loss_curve_seeds), tuple(probe_ids), import_timeout,
-                   timeouts, probe_inputs, link_services=link_services(profile, rope_for, rope_cap),
+                   timeouts, probe_inputs, link_services=link_services(profile, rope_for, rope_budget),
                    need_data='loss-curve' in probe_ids, probe_jobs=probe_jobs, **options)
 
 

@@ -784,7 +784,8 @@ def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
 
 # ----------------------------------------------------------------------------- round five: every service capped
 # rope_flood (tests/hostile/build.py) against its honest control (no RoPE: the second run gives every GPT case the
-# grader's RoPE), in both modes: ~900,000 calls once took the judge from 83 to 420 MB and a grading from 28 to 371 s.
+# grader's RoPE), in both modes: ~900,000 calls once took the judge from 83 to 420 MB and a grading from 28 to 371 s;
+# the grading's one budget of calls (grading.yaml's rope_service_calls) now stops the process that asks past it.
 SERVICE_FLOODS = ('rope_flood',)
 
 
@@ -797,12 +798,12 @@ def test_a_flood_of_the_graders_rope_costs_the_judge_nothing(env, ag_root):
     attack_out, attack = _graded(ag_root, read('rope_flood'), env)
     gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
     assert not gained and total(attack_out) <= total(honest_out), gained
-    cap = GRADING.sandbox['rope_service_calls']
+    cap = GRADING.sandbox['rope_service_calls']['cpu']
     calls = {pid: run['rope_calls'] for pid, run in attack_out['extra_data']['second_run'].items()}
-    assert calls and max(calls.values()) <= cap, calls
+    assert calls and sum(calls.values()) <= cap, calls   # one budget for the grading: answered at most that often
     honest_calls = {pid: run['rope_calls'] for pid, run in honest_out['extra_data']['second_run'].items()}
-    assert max(honest_calls.values()) * 2 <= cap, honest_calls   # the honest probe is far from it: a margin
-    assert "asked the grader's RoPE for more than a test needs" in json.dumps(attack_out)
+    assert sum(honest_calls.values()) * 10 <= cap, honest_calls   # the honest submission is far from it
+    assert "asked the grader's RoPE for more than a grading needs" in json.dumps(attack_out)
     # a few MB and seconds at most, whatever the flood
     peak = attack_out['extra_data']['grader_peak_rss_mb'], honest_out['extra_data']['grader_peak_rss_mb']
     assert peak[0] <= peak[1] + 10, peak

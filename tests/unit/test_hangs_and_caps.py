@@ -109,25 +109,39 @@ def request(rows=1, length=4, d=8):
     return rope_link.encode(b'f', 0, rows, length, d, 10000.0, b'f', b'\0' * (rows * length * d * 4))
 
 
-def test_the_rope_service_answers_up_to_its_cap_then_stops_the_process_keeping_counts():
-    service = set_aside.rope_service(set_aside.Cap(calls=3, mb=1))
-    answered = [service(request(), 7) for _ in range(3)]
+def test_the_rope_service_answers_up_to_the_gradings_budget_then_stops_the_process():
+    budget = set_aside.Budget(calls=3, mb=1)
+    first, second = set_aside.rope_service(budget), set_aside.rope_service(budget)   # two probes, one grading
+    answered = [first(request(), 7), first(request(), 7), second(request(), 8)]
     assert all(isinstance(a, tuple) and len(a[0]) == 4 * 8 * 4 and a[1]['kind'] == 'rope' for a in answered)
-    past = service(request(), 7)
+    past = second(request(), 8)
     assert isinstance(past, LinkAnswer) and past.reply == b'' and past.log == ()
     assert past.stop == {'kind': 'rope_cap', 'calls': 4, 'cap_calls': 3, 'mb': 0.0, 'cap_mb': 1}
+    assert isinstance(first(request(), 7), LinkAnswer)   # spent for every probe of the grading
     # values: 1 MB in all, whatever the number of calls
-    service = set_aside.rope_service(set_aside.Cap(calls=1000, mb=1))
+    service = set_aside.rope_service(set_aside.Budget(calls=1000, mb=1))
     big = request(rows=60, length=30, d=8)   # ~57 KB
     answers = [service(big, 7) for _ in range(20)]
     stopped = [i for i, a in enumerate(answers) if isinstance(a, LinkAnswer)]
-    assert stopped and stopped[0] == (1 << 20) // len(big) and stopped[0] * len(big) <= 1 << 20
-    assert answers[stopped[0]].stop['kind'] == 'rope_cap'
+    assert stopped and stopped[0] == (1 << 20) // len(big) and answers[stopped[0]].stop['kind'] == 'rope_cap'
 
 
-def test_the_default_cap_is_grading_yamls():
+def test_past_the_logged_calls_a_probe_keeps_one_entry_of_counts():
+    budget = set_aside.Budget(calls=100, mb=64, logged=5)
+    service, log = set_aside.rope_service(budget), []
+    for _ in range(30):
+        reply, entry = service(request(), 7)
+        assert len(reply) == 4 * 8 * 4   # still answered: only the log is counts
+        if entry is not None:
+            log.append(entry)
+    assert len(log) == 6 and log[-1] == {'kind': 'rope', 'unlogged_calls': 25, 'bytes': 25 * len(request())}
+    assert set_aside.calls_of(log) == 30 and set_aside.mb_of(log) == round(30 * len(request()) / 2 ** 20, 2)
+
+
+def test_the_caps_are_grading_yamls_per_profile():
     sandbox = config.load().sandbox
-    assert set_aside.DEFAULT_CAP == set_aside.Cap(sandbox['rope_service_calls'], sandbox['rope_service_mb'])
+    assert set(sandbox['rope_service_calls']) == set(sandbox['rope_service_mb']) == set(config.load().profiles)
+    assert all(v > 0 for v in sandbox['rope_service_calls'].values())
 
 
 def test_a_stop_answer_stops_the_process_unanswered_with_its_fact():
@@ -138,15 +152,15 @@ def test_a_stop_answer_stops_the_process_unanswered_with_its_fact():
     w._reply = sent.append
     asks = w._serve(b'\x01' + request(), 4242, 0)
     assert isinstance(next(asks), probe.LinkRequest)
-    fact = {'kind': 'rope_cap', 'calls': 4001, 'cap_calls': 4000, 'mb': 0.2, 'cap_mb': 64}
+    fact = {'kind': 'rope_cap', 'calls': 20001, 'cap_calls': 20000, 'mb': 1.2, 'cap_mb': 512}
     try:
         asks.send(LinkAnswer(stop=fact))
     except StopIteration:
         pass
     assert w.out['ended'] == 'link' and w.out['link_errors'] == [fact] and sent == [] and killed == [4242]
     words = messages.process_ended(dict(w.out, cpu_limit=60, wall_seconds=1), 420, 512)
-    assert words == ("it was stopped: your code asked the grader's RoPE for more than a test needs (4001 calls and "
-                     "0.2 MB of values; a test's process gets at most 4000 calls and 64 MB) and got no more answers")
+    assert words == ("it was stopped: your code asked the grader's RoPE for more than a grading needs (20001 calls "
+                     "and 1.2 MB of values; a grading gets at most 20000 calls and 512 MB) and got no more answers")
 
 
 def test_a_service_may_answer_with_its_own_link_answer():
