@@ -201,9 +201,10 @@ class Cascade:
 
     @staticmethod
     def _stalled_at_import(result):
-        """A probe process stopped at its deadline that never said model.py was imported."""
+        """A probe process stopped at its deadline (or its memory cap: a hang that allocates) that never said
+        model.py was imported."""
         h = result.harness if isinstance(result.harness, dict) else {}
-        return h.get('ended') in ('timeout', 'wall') and 'imported_after' not in h
+        return h.get('ended') in ('timeout', 'wall', 'memory') and 'imported_after' not in h
 
     def _passes(self, probe_id, result, results):
         try:

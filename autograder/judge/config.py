@@ -94,7 +94,7 @@ SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu
                 'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int,
                 'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float), 'student_text_chars': int,
                 'student_text_budget': int,
-                'idle_seconds': (int, float)}
+                'idle_seconds': (int, float), 'probe_memory_mb': int, 'rope_service_calls': dict, 'rope_service_mb': dict}
 # the inside of a profile, from the fields of judge/profiles.py: every key, its YAML type, every key of every
 # section with its kind (a type, or ('list', kind): a list whose items are each of that kind), and the list keys
 PROFILE_KEYS, PROFILE_SECTIONS, PROFILE_LISTS = profile_schema()

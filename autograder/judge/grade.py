@@ -26,7 +26,7 @@ from typing import Tuple
 from autograder import GRADING_YAML
 from autograder.contract import report_schema
 from autograder.judge import (cascade, config, evidence, fixtures, inputs, interface_check, messages, probe_job,
-                              registry, student_text, submission, verdicts)
+                              registry, set_aside, student_text, submission, verdicts)
 from autograder.judge import grading_log   # HW1_GRADING_LOG: staff's tally of gradings (issue 43)
 from autograder.judge.areas import Verdict
 from autograder.judge.probe_job import RunResult
@@ -204,6 +204,7 @@ class Judging:
             return
         self.static = static_findings(self.upload)
         profile = self.profile = grading.profiles[profile_name]
+        self.profile_name = profile_name
         self.untouched = interface_check.untouched_optional(self.upload.tree)
         self.probe_ids = _probe_ids(self.specs)
         # the input set drawn for these bytes (inputs.for_submission)
@@ -224,6 +225,10 @@ class Judging:
         options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, profile),
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
+                       exits=submission.names_exit(self.upload.tree),
+                       # one budget of the grader's RoPE for the whole grading, both runs (judge/set_aside.py)
+                       rope_budget=set_aside.Budget(self.grading.sandbox['rope_service_calls'][self.profile_name],
+                                                    self.grading.sandbox['rope_service_mb'][self.profile_name]),
                        loss_curve_seeds=[profile.loss_curve.student_seed])
         # the first run records what the student's parts do inside each case (judge/evidence.py)
         recorded = [pid for pid in probe_ids if pid in registry.RECORDS]
@@ -242,6 +247,9 @@ class Judging:
         self.run_result = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: round(v.seconds, 2) for k, v in first.probes.items()},
+                     # each process's own memory at its most, as the harness read it (sandbox.probe_memory_mb)
+                     'probe_memory_mb': {k: round((v.harness or {}).get('memory_peak_bytes', 0) / 2 ** 20, 1)
+                                         for k, v in first.probes.items() if isinstance(v.harness, dict)},
                      'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
                      'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
                                         for k in ('cpu', 'wall')} if first.import_result is not None else None,
@@ -250,7 +258,8 @@ class Judging:
                                  'charged': dict(self.cascade.charged)}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
             self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
-                                                 rope_calls=len((r.harness or {}).get('link') or []))
+                                                 rope_calls=set_aside.calls_of((r.harness or {}).get('link')),
+                                                 rope_mb=set_aside.mb_of((r.harness or {}).get('link')))
                                        for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
         curve = first.probes['loss-curve'].arrays.get('seed%d' % profile.loss_curve.student_seed) \

@@ -926,6 +926,10 @@ def link_problem(fact):
         return '%s: %d replies it did not read' % (FLOODED, fact['count'])
     if kind == 'messages':
         return '%s: more than %d messages' % (FLOODED, fact['count'])
+    if kind == 'rope_cap':
+        return ('your code asked the grader\'s RoPE for more than a grading needs (%d calls and %.1f MB of values; '
+                'a grading gets at most %d calls and %d MB) and got no more answers'
+                % (fact['calls'], fact['mb'], fact['cap_calls'], fact['cap_mb']))
     if kind == 'foreign_sender':
         return ('a process other than the test\'s own (pid %s, not %d: a forked helper, or '
                 'something that inherited descriptor 3) wrote to the grader\'s channel'
@@ -933,13 +937,18 @@ def link_problem(fact):
     return fact.get('error', '')
 
 
-def process_ended(h, budget_seconds, memory_mb):
+def process_ended(h, budget_seconds, memory_mb, exits=True):
     """How the process of harness dict `h` ended (`budget_seconds`: the grading's time budget,
-    `memory_mb`: its memory limit)."""
+    `memory_mb`: its memory limit; `exits`: whether model.py names sys.exit, os._exit or the like,
+    submission.names_exit: an exit code is blamed on them only then)."""
     kind = h['ended']
     if kind == 'timeout':
         return ('it ran longer than the %g s allowed (%.1f s of CPU time: an infinite loop or a '
                 'very slow forward?) and was stopped' % (h['cpu_limit'], h.get('cpu_seconds', 0)))
+    if kind == 'memory':
+        return ('its memory kept growing past the %d MB a test\'s process may use (%d MB of its own after %.1f s '
+                'of CPU time: a loop that never ends, allocating as it goes?) and it was stopped'
+                % (h['memory_limit_bytes'] >> 20, h.get('memory_bytes', 0) >> 20, h.get('cpu_seconds', 0)))
     if kind == 'wall' and h.get('idle_seconds'):
         return ('it used almost no CPU for %g s (sleeping, or waiting for something that never '
                 'comes?) and was stopped' % h['idle_seconds'])
@@ -958,7 +967,9 @@ def process_ended(h, budget_seconds, memory_mb):
                 'limit is %d MB; allocating more than the test needs?)' % memory_mb)
     if h.get('signal'):
         return 'the process was killed by %s%s' % (h['signal'], SIGNAL_HINTS.get(h['signal'], ''))
-    return 'the process exited with code %d (sys.exit or os._exit in your code?)' % h['exit_code']
+    if exits:
+        return 'the process exited with code %d (sys.exit or os._exit in your code?)' % h['exit_code']
+    return 'the process exited with code %d' % h['exit_code']
 
 
 def import_unfinished(ending):

@@ -27,14 +27,16 @@ def job(profile, loss_curve_seeds=None):
     return out
 
 
-def link_services(profile, rope_for=()):
+def link_services(profile, rope_for=(), rope_budget=None):
     """
     {probe id: service(payload, pid) -> (reply, log entries) answering what its process asks over
     its harness link (execute calls it; the sandbox only hands the questions over)}: the memory
     probe's torch.cuda queries are answered from the kernel's figures of the asking process and
     logged here (contract/memory_readings.py),
     the only readings 9.1 believes (ProbeResult.harness['link']); the probes of `rope_for` (the
-    cascade set their RoPE aside) get the grader's RoPE (judge/set_aside.py), every call logged.
+    cascade set their RoPE aside) get the grader's RoPE (judge/set_aside.py), every call logged, each
+    request counted against `rope_budget` (the grading's set_aside.Budget: what an honest submission needs,
+    with margin; None: no cap, for staff tools).
     """
     from autograder.contract.memory_readings import Readings
     readings = Readings(forwarded=profile.device == 'cuda')
@@ -44,7 +46,7 @@ def link_services(profile, rope_for=()):
         reply = readings(payload, pid)
         return reply, readings.log[before:]   # the entries this query added (memory_stats adds two)
     services = {'memory': memory}
-    services.update({pid: set_aside.rope_service() for pid in rope_for})
+    services.update({pid: set_aside.rope_service(rope_budget) for pid in rope_for})
     return services
 
 
@@ -71,7 +73,8 @@ class RunPlan:
     judge/cascade.Plan.job); private: paths student code must not read; budget_end: the time.time()
     past which no probe starts (a second run of one grading keeps the first's; None: the sandbox's
     total_seconds from now); second: a second run (its import check is a repeat: a failure of it is
-    said so in its probes' messages).
+    said so in its probes' messages); exits: whether model.py names a way to exit (submission.names_exit), the
+    only case in which a process that exited without results is told its code may have called it.
     """
     model_py: str
     job: dict
@@ -86,15 +89,17 @@ class RunPlan:
     need_data: bool = False
     budget_end: Optional[float] = None
     second: bool = False
+    exits: bool = True   # model.py names sys.exit, os._exit or the like (submission.names_exit): the words may blame them
 
 
 def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
-         probe_inputs=None, probe_jobs=None, **options):
+         probe_inputs=None, probe_jobs=None, rope_budget=None, **options):
     """
     The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
     link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts the cascade
-    set aside: judge/cascade.Plan.job) go into each probe's job; `options`: RunPlan's other fields
+    set aside: judge/cascade.Plan.job) go into each probe's job; `rope_budget`: what the grader's RoPE may
+    answer in the whole grading (set_aside.Budget, shared by its runs; None: no cap); `options`: RunPlan's other fields
     (expected, private, budget_end, second).
     """
     if probe_inputs is None:
@@ -102,7 +107,7 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     probe_jobs = probe_jobs or {}
     rope_for = [pid for pid, extra in probe_jobs.items() if 'rope' in extra.get('set_aside', ())]
     return RunPlan(model_py, job(profile, loss_curve_seeds), tuple(probe_ids), import_timeout,
-                   timeouts, probe_inputs, link_services=link_services(profile, rope_for),
+                   timeouts, probe_inputs, link_services=link_services(profile, rope_for, rope_budget),
                    need_data='loss-curve' in probe_ids, probe_jobs=probe_jobs, **options)
 
 
@@ -134,7 +139,8 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
         services = run_plan.link_services
         check = session.import_check(process_job(run_plan.job, report_schema.IMPORT), run_plan.import_timeout,
                                      report_schema.IMPORT in services)
-        imported = worded(report_schema.IMPORT, served(check, services.get(report_schema.IMPORT)), settings)
+        imported = worded(report_schema.IMPORT, served(check, services.get(report_schema.IMPORT)), settings,
+                          run_plan.exits)
         _tell(on_result, report_schema.IMPORT, imported)
         for pid in run_plan.probe_ids if imported.status == 'ok' else ():
             skipped = skip(pid, dict(results)) if skip is not None else None
@@ -144,7 +150,7 @@ def execute(sandbox, run_plan, skip=None, on_result=None):
                 results[pid] = ProbeResult('timeout', budget_spent(settings))
             else:
                 result = served(session.probe(_probe_job(run_plan, pid)), services.get(pid))
-                results[pid] = worded(pid, result, settings)
+                results[pid] = worded(pid, result, settings, run_plan.exits)
             _tell(on_result, pid, results[pid])
     missing = messages.second_import_failed(imported.message) if run_plan.second \
         else messages.NOT_IMPORTED
@@ -171,20 +177,22 @@ def _answer(service, request):
         reply = service(request.payload, request.pid)
     except Exception as e:  # noqa: BLE001  a service's bug costs this probe's link, not the grading
         return LinkAnswer(error='%s: %s' % (type(e).__name__, str(e)[:300]))
+    if isinstance(reply, LinkAnswer):   # the service's own answer: a stop past its cap (set_aside.rope_service)
+        return reply
     reply, log = reply if isinstance(reply, tuple) else (reply, None)
     entries = log if isinstance(log, list) else [] if log is None else [log]
     return LinkAnswer(bytes(reply or b''), tuple(entries))
 
 
-def describe(h, settings):
-    """How the process of harness dict `h` ended, in words (`settings`: the sandbox's)."""
-    return messages.process_ended(h, settings.total_seconds, settings.cgroup_memory_mb)
+def describe(h, settings, exits=True):
+    """How the process of harness dict `h` ended, in words (`settings`: the sandbox's; `exits`: RunPlan.exits)."""
+    return messages.process_ended(h, settings.total_seconds, settings.cgroup_memory_mb, exits)
 
 
-def ending_message(probe_id, h, settings):
+def ending_message(probe_id, h, settings, exits=True):
     """The message of a process whose outputs were not read: the import check's, one that exited
     leaving no results, or one stopped or killed."""
-    text = describe(h, settings)
+    text = describe(h, settings, exits)
     if probe_id == report_schema.IMPORT:
         return messages.import_unfinished(text)
     if h['ended'] == 'exit':
@@ -192,14 +200,14 @@ def ending_message(probe_id, h, settings):
     return text
 
 
-def worded(probe_id, result, settings):
+def worded(probe_id, result, settings, exits=True):
     """`result` as the judges read it: outputs refused (readback's fact), or an unread process's
-    ending, put into words."""
+    ending, put into words (`exits`: RunPlan.exits)."""
     if result.refusal:
         return dataclasses.replace(result, message=messages.output_refused(result.refusal))
     if not result.unread:
         return result
-    return dataclasses.replace(result, message=ending_message(probe_id, result.harness, settings))
+    return dataclasses.replace(result, message=ending_message(probe_id, result.harness, settings, exits))
 
 
 def budget_spent(settings):

@@ -11,12 +11,13 @@ is a channel out. The cut bounds one text, the budget bounds them all: past it a
 by the grader's WITHHELD sentence, and the judges still say what failed in their own words (the
 case, the status). A text already shown costs nothing again: repeating it carries nothing new, and
 an honest error raised in every case of every test that uses the part is one text.
-One line: a newline (any line break or control character) from student code is shown escaped, so
+One line: a newline (any line break, control or format character) from student code is shown escaped, so
 student text never starts a line of the grader's output (no "ok"/"FAIL" line, no heading, no row).
 """
 
 import dataclasses
 import re
+import unicodedata
 
 from autograder.contract import report_schema
 from autograder.judge import messages
@@ -29,12 +30,24 @@ CASE_WHERE_SHOWN = 1    # traceback lines of a case error shown (areas.case_erro
 DTYPE_CHARS = 24        # a dtype's name ('torch.complex128' is 16): judged, so never withheld, only cut
 IMPORT_PRINTED_CHARS = 1000   # what model.py printed at import, shown in test 1.1
 _UNSAFE = re.compile('[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]')   # line breaks and control characters (not tab)
+# any character past ASCII: a format character (Unicode category Cf: bidi overrides and isolates, zero-width
+# characters, the BOM) is escaped like a control character, since it can reorder or hide the grader's own words on
+# screen; the test is unicodedata's, per character, so that every Cf of the interpreter's Unicode version is covered
+_UNSAFE_OR_WIDE = re.compile('[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]|[^\x00-\x7f]')
+
+
+def _escaped(m):
+    ch = m.group()
+    if _UNSAFE.match(ch) or unicodedata.category(ch) == 'Cf':
+        return ch.encode('unicode_escape').decode('ascii')
+    return ch
 
 
 def flatten(text):
-    """`text` as one line: line breaks and control characters escaped ('\\n', '\\x1b', '\\u2028')."""
+    """`text` as one line: line breaks, control and format characters escaped ('\\n', '\\x1b', '\\u2028',
+    '\\u202e')."""
     text = text if isinstance(text, str) else str(text)
-    return _UNSAFE.sub(lambda m: m.group().encode('unicode_escape').decode('ascii'), text)
+    return _UNSAFE_OR_WIDE.sub(_escaped, text)
 
 
 def _cut(flat, kept):

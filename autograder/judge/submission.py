@@ -388,6 +388,21 @@ def static_problems(upload) -> List[str]:
 
 TOO_DEEP = messages.TOO_DEEP   # why one sentence: see messages.TOO_DEEP
 
+EXIT_NAMES = frozenset({'exit', '_exit', 'quit', 'SystemExit', 'abort', 'kill', 'killpg'})
+
+
+def names_exit(tree):
+    """Whether model.py's tree names a way to end its own process (sys.exit, os._exit, exit, quit, SystemExit,
+    os.abort, os.kill: a name, an attribute or an imported name): only then may a process that exited without
+    results be told that its code may have ended it. The harness's own reading of the source, never the child's
+    words; None (no tree) names none."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Name) and node.id in EXIT_NAMES or \
+                isinstance(node, ast.Attribute) and node.attr in EXIT_NAMES or \
+                isinstance(node, ast.alias) and node.name in EXIT_NAMES:
+            return True
+    return False
+
 
 def parse(text):
     """

@@ -19,7 +19,12 @@ on it:
 - the deadline counts CPU time (the grading cgroup's, else the sandbox user's processes from
   /proc), with a wall-clock cap only against sleeping, an idle cap (almost no CPU for idle_seconds:
   asleep or waiting), and the whole grading's budget;
-- the stop: at a deadline, wall cap or budget the process is first asked for its Python stack
+- its memory, from outside: the probe process's own anonymous and shared pages (RssAnon + RssShmem, less
+  what it had when its wall was up, i.e. the zygote's pages it shares) read from /proc every turn; past
+  Deadlines.memory_bytes it is stopped like a process past its deadline (ended 'memory', its stack asked
+  for), before the cgroup's OOM killer or RLIMIT_AS end it in a way that differs between the modes: a loop
+  that grows without end is a hang, whichever resource it runs out of first;
+- the stop: at a deadline, wall cap, memory cap or budget the process is first asked for its Python stack
   (report_schema.HANG_SIGNAL: runner.arm_hang_dump writes it to out/), given at most DUMP_WAIT seconds,
   then killed;
 - the end: exit code or signal and rusage from the zygote (which reaps it), or the harness's own
@@ -49,16 +54,21 @@ DUMP_WAIT = 1.0                  # seconds a stopped process has to write its st
 IDLE_CPU = 0.1                   # CPU seconds: a process that used less over its idle window is asleep (stopped)
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine
 UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
+# how a process that did not finish was stopped: a hang, whether it spun (timeout), slept (wall), kept allocating
+# (memory) or ran into the grading's budget; its stack is asked for, and the judge charges it alike (status 'timeout')
+HUNG = ('timeout', 'wall', 'budget', 'memory')
 
 
 @dataclass(frozen=True)
 class Deadlines:
     """When a probe process is stopped: past `cpu_limit` CPU seconds, `wall_limit` wall seconds (against
-    sleeping), the grading's `budget_end` (a time.time()), or asleep for `idle_seconds` (None: never)."""
+    sleeping), the grading's `budget_end` (a time.time()), asleep for `idle_seconds` (None: never), or holding
+    more than `memory_bytes` of its own memory (None: never; memory_of)."""
     cpu_limit: float
     wall_limit: float
     budget_end: float
     idle_seconds: Optional[float] = None
+    memory_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -71,10 +81,28 @@ class LinkRequest:
 @dataclass(frozen=True)
 class LinkAnswer:
     """The caller's answer to a LinkRequest: the reply's bytes (cut to MAX_MESSAGE), the log entries it adds to
-    harness['link'], or `error`: why the caller could not answer (a fact, harness['link_errors'], empty reply)."""
+    harness['link'], or `error`: why the caller could not answer (a fact, harness['link_errors'], empty reply),
+    or `stop`: a fact (a dict with its 'kind') for which the caller will answer this process no more, e.g. a
+    service past its cap: the process is stopped (ended 'link', the fact in harness['link_errors']), unanswered."""
     reply: bytes = b''
     log: Tuple[dict, ...] = ()
     error: Optional[str] = None
+    stop: Optional[dict] = None
+
+
+def memory_of(pid):
+    """RssAnon + RssShmem of process `pid` in bytes (memory_readings' memory_allocated: the pages a tensor,
+    a list or a shared mapping holds, not the files it maps), or None when it cannot be read."""
+    try:
+        with open('/proc/%d/status' % pid, 'rb') as f:
+            text = f.read(8192)
+    except OSError:
+        return None
+    total = 0
+    for line in text.split(b'\n'):
+        if line.startswith((b'RssAnon:', b'RssShmem:')):
+            total += int(line.split()[1]) * 1024
+    return total
 
 
 def _sender(ancdata):
@@ -104,6 +132,7 @@ class _Watch:
         self.cpu_history = deque()   # (time, CPU seconds) over the last idle window
         self.status = self.rusage = None
         self.meter = None
+        self.memory_base = None   # memory_of(pid) when its wall was up: the zygote's pages, before any probe code
 
     # ------------------------------------------------------------------ the stop
 
@@ -144,12 +173,24 @@ class _Watch:
         then, cpu_then = self.cpu_history[0]
         return now - started > idle_seconds and then <= now - idle_seconds and cpu - cpu_then < IDLE_CPU
 
-    def check_time(self, cpu, limits, started):
-        """Stop the process at the first of its Deadlines `limits` it passed (its stack asked for first)."""
+    def own_memory(self):
+        """The process's own memory now (memory_of less its base), its peak kept in out['memory_peak_bytes']."""
+        if self.memory_base is None:
+            return 0
+        own = max(0, (memory_of(self.pid) or 0) - self.memory_base)
+        self.out['memory_peak_bytes'] = max(self.out.get('memory_peak_bytes', 0), own)
+        return own
+
+    def check_time(self, cpu, limits, started, memory=0):
+        """Stop the process at the first of its Deadlines `limits` it passed (its stack asked for first);
+        `memory`: its own memory now (own_memory)."""
         now = time.time()
         if self.stopped_at is None:
             if cpu > limits.cpu_limit:
                 self.stop('timeout', dump=True)
+            elif limits.memory_bytes and memory > limits.memory_bytes:
+                self.out.update(memory_limit_bytes=limits.memory_bytes, memory_bytes=memory)
+                self.stop('memory', dump=True)
             elif now - started > limits.wall_limit:
                 self.stop('wall', dump=True)
             elif limits.idle_seconds and self._idle(now, cpu, started, limits.idle_seconds):
@@ -188,6 +229,7 @@ class _Watch:
     def _first(self, data, sender):
         if sender == self.pid and data == wall.READY:
             problem = self.check_ready(self.pid)
+            self.memory_base = memory_of(self.pid)
             if problem:
                 self.out['wall_error'] = problem
                 self.stop('wall_failed')
@@ -219,6 +261,10 @@ class _Watch:
             return
         answer = yield LinkRequest(bytes(data[1:]), sender)
         answer = answer if isinstance(answer, LinkAnswer) else LinkAnswer()   # none: an empty reply
+        if answer.stop is not None:   # the caller answers this process no more: it fails closed, stopped here
+            self.out['link'].extend(answer.log)
+            self.stop('link', dict(answer.stop))
+            return
         if answer.error is not None:   # the caller's failure costs this probe's link, not the grading
             self.out.setdefault('link_errors', []).append({'kind': 'service_error', 'error': str(answer.error)})
         self.out['link'].extend(answer.log)
@@ -271,8 +317,9 @@ def watch(zygote, spec, log_path, deadlines, *, serve_link, check_ready, meter, 
     Fork the probe process and watch it to its end: a generator that yields each question the process
     asks over its harness link (a LinkRequest, where `serve_link`) and takes the caller's LinkAnswer
     back through send(), and returns (StopIteration.value) the harness dict:
-    pid, ended (exit | signal | timeout | wall | budget | link | wall_failed), exit_code, signal,
-    cpu_seconds, wall_seconds, max_rss_bytes, link (the answers' log), link_messages, link_errors (facts:
+    pid, ended (exit | signal | timeout | wall | memory | budget | link | wall_failed), exit_code, signal,
+    cpu_seconds, wall_seconds, max_rss_bytes, memory_peak_bytes (its own memory, the most seen; memory_of),
+    memory_limit_bytes and memory_bytes (where it ended 'memory'), link (the answers' log), link_messages, link_errors (facts:
     {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
     service_error ('error': the caller's LinkAnswer.error)}, worded by the judge, judge/messages.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
@@ -303,9 +350,10 @@ def watch(zygote, spec, log_path, deadlines, *, serve_link, check_ready, meter, 
             yield from w.turn()
             if w.status is not None:
                 break
+            memory = 0
             if w.stopped_at is None:
-                cpu = meter.sample()
-            w.check_time(cpu, deadlines, started)
+                cpu, memory = meter.sample(), w.own_memory()
+            w.check_time(cpu, deadlines, started, memory)
     except BaseException:   # GeneratorExit too: the caller closed the generator before the end
         kill(pid)   # the grader itself is stopping (SIGTERM): the probe must not outlive it
         raise

@@ -54,7 +54,7 @@ class ProbeResult:
     # key -> why its array was not read (too large): {'shape', 'count', 'expected' (None: no bound given)}
     refused: Dict[str, dict] = field(default_factory=dict)
     # facts the harness measured from outside the probe's process (trusted): cpu_seconds, wall_seconds,
-    # max_rss_bytes, ended (exit | signal | timeout | oom | budget | link), exit_code, signal, link (the handler's log),
+    # max_rss_bytes, ended (exit | signal | timeout | wall | memory | oom | budget | link), exit_code, signal, link (the handler's log),
     # hang ({'frames': [...]}: where model.py was when a deadline or wall cap stopped it; absent without a dump)
     harness: dict = field(default_factory=dict)
     # True: the process's outputs were not read (it was stopped, crashed, or exited leaving none);
@@ -65,6 +65,13 @@ class ProbeResult:
     # code of Unreadable, 'folder', 'status', or 'error' for any other exception) and its figures;
     # `message` is empty until the judge words it (judge/messages.py)
     refusal: dict = field(default_factory=dict)
+
+    @property
+    def hung(self):
+        """The process did not finish: stopped past its CPU deadline, its wall cap, its memory cap or the grading's
+        budget (probe.HUNG), or not started because that budget was spent. One status for all of them, so that a
+        loop that allocates as it goes is placed, named and charged like one that only spins."""
+        return self.status == 'timeout'
 
 
 class Unreadable(ValueError):

@@ -27,7 +27,7 @@ from typing import Optional
 from autograder import DATA_FILE, TEMPLATE_DIR
 from autograder.contract import report_schema
 from autograder.sandbox import cgroups, copies, defences, leftovers, probe, readback, scratch, seccomp, users, wall
-from autograder.sandbox.probe import LinkAnswer
+from autograder.sandbox.probe import HUNG, LinkAnswer
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
 from autograder.sandbox.settings import Settings
@@ -265,7 +265,8 @@ class Sandbox:
         wall_limit = cpu_limit * self.cfg.wall_factor + 10
         meter = self._cpu_meter()
         try:
-            deadlines = probe.Deadlines(cpu_limit, wall_limit, self.budget_end, self.cfg.idle_seconds)
+            memory = self.cfg.probe_memory_mb << 20 if self.cfg.probe_memory_mb and kind != 'selftest' else None
+            deadlines = probe.Deadlines(cpu_limit, wall_limit, self.budget_end, self.cfg.idle_seconds, memory)
             h = yield from probe.watch(
                 self.zygote, spec, folder.log, deadlines, serve_link=serve_link, check_ready=self._check_ready,
                 meter=meter, kill=self._kill,
@@ -277,7 +278,9 @@ class Sandbox:
             h['ended'] = 'timeout'
         if self.cgroup is not None:
             h['cgroup_peak_bytes'] = self.cgroup.memory_peak()
-            if (self.cgroup.oom_kills() or 0) > (oom_before or 0) and h['ended'] in ('signal', 'exit', 'wall'):
+            # the kernel's OOM kill is the fact, even where the harness had just stopped the process past its memory
+            # cap (one allocation that grew faster than the harness reads /proc: a blow-up, not a loop)
+            if (self.cgroup.oom_kills() or 0) > (oom_before or 0) and h['ended'] in ('signal', 'exit', 'wall', 'memory'):
                 h['ended'] = 'oom'
         h.update(cpu_limit=cpu_limit, wall_limit=wall_limit)
         self._keep_log(kind, folder.log)
@@ -312,7 +315,7 @@ class Sandbox:
                 result = readback.read_probe(folder.out, work.probe_id, work.expected,
                                              self.cfg.max_json_kb * 1024,
                                              self.cfg.max_file_mb << 20)
-            elif h['ended'] in ('timeout', 'wall', 'budget'):
+            elif h['ended'] in HUNG:
                 # where model.py was (none: no dump, or not in model.py)
                 hang = readback.read_hang(folder.out)
                 if hang:
@@ -444,8 +447,9 @@ class ProbeRun:
 
 
 def _ending_status(h, import_check):
-    """The status of a process whose outputs were not read: stopped, crashed, or exited without."""
-    if h['ended'] in ('timeout', 'wall', 'budget'):
+    """The status of a process whose outputs were not read: stopped (a hang, whether it spun, slept or kept
+    allocating: status 'timeout', ProbeResult.hung), crashed, or exited without."""
+    if h['ended'] in HUNG:
         return 'timeout'
     return 'invalid' if h['ended'] == 'exit' and not import_check else 'crashed'
 

@@ -24,6 +24,7 @@ class Settings:
     cgroup_memory_mb: int          # memory of a grading's processes (with cgroups)
     wall_factor: float             # wall-clock cap = wall_factor x CPU timeout + 10 s
     idle_seconds: Optional[float] = None   # a process with almost no CPU over this much wall time is stopped
+    probe_memory_mb: Optional[int] = None  # a probe process holding more of its own memory is stopped as a hang
     defences: Dict[str, str] = field(default_factory=dict)   # defence -> required | if_available | off
     python_copy: Optional[str] = None   # the interpreter's copy the sandbox user runs (pyenv under /root)
     max_output_chars: int = 4000   # (the grader's; carried, unused here)

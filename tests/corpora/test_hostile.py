@@ -428,7 +428,8 @@ def test_corpus_matches_cases():
     from os_cases import CASES as OS_CASES   # the attacks on the machine: tests/corpora/test_hostile_os.py
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
     assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS)
-                             + list(TEXT_ATTACKS) + ['sleep_import'])   # graded below, in Gradescope's mode
+                             + list(TEXT_ATTACKS) + ['sleep_import']   # graded below, in Gradescope's mode
+                             + list(HANG_PAIR) + list(SERVICE_FLOODS))
 
 
 def test_corpus_is_built_from_the_current_reference():
@@ -769,6 +770,74 @@ def test_student_text_stays_student_text(env, ag_root):
     assert {i: t.get('output_format') for i, t in attack.items()} == \
         {i: t.get('output_format') for i, t in honest.items()}
     assert 'FORGED' in attack['rope']['output'] and '\\nFAIL FORGED-ROW' in attack['rope']['output']
+
+
+# ----------------------------------------------------------------------------- round five: a hang, however it grows
+# The same GQA loop without its increment (tests/hostile/build.py), one that only spins and one that appends to a list
+# as it goes, graded in both modes: the same score, the same words, the line named, within 3 minutes. The allocating
+# one read "ran out of memory" with no line (every defence) or "exited with code 1 (sys.exit or os._exit in your
+# code?)" (Gradescope's mode), cost 7.1's MHA case and 8.1's RoPE case, and scored 35 or 50 where the spinning one
+# scores 63.33: the harness now stops a process past sandbox.probe_memory_mb as a hang (sandbox/probe.py).
+HANG_PAIR = ('gqa_loop_spins', 'gqa_loop_allocates')
+HANG_TIMEOUTS = {'gqa': 10}   # the spinning loop's 4.1 at CI's minutes; the allocating one stops at its memory cap
+
+
+def _loop_lines(name):
+    lines = read(name).splitlines()
+    first = next(i for i, l in enumerate(lines, 1) if 'while h < self.n_head' in l)
+    return first, first + 1
+
+
+@pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'),
+                                 in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
+def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
+    graded = {name: _graded(ag_root, read(name), env, HANG_TIMEOUTS) for name in HANG_PAIR}
+    (_, spin), (_, alloc) = graded['gqa_loop_spins'], graded['gqa_loop_allocates']
+    assert {i: t['score'] for i, t in alloc.items()} == {i: t['score'] for i, t in spin.items()}, \
+        {i: (spin[i]['score'], t['score']) for i, t in alloc.items() if t['score'] != spin[i]['score']}
+    for name, (out, tests) in graded.items():
+        text = json.dumps(out)
+        assert out['execution_time'] <= 180, (name, out['execution_time'])
+        assert 'out of memory' not in text and 'sys.exit' not in text and 'exited with code' not in text, name
+        msg = tests['gqa']['output']
+        assert re.search(r'stopped in GroupedQueryAttention\.forward \(model\.py line (%d|%d)\)' % _loop_lines(name),
+                         msg), (name, msg)
+        assert tests['gqa']['score'] == 0 and tests['gqa-rope']['output'].startswith(
+            'not run: GroupedQueryAttention did not return in test 4.1'), (name, tests['gqa-rope']['output'])
+        # its own part only: RoPE, the MHA, and every GPT test the harness judges without the GQA keep their points
+        for tid in ('rope', 'rope-cache', 'mha-rope', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
+            assert full(tests[tid]), (name, tid, tests[tid]['output'][:300])
+    assert 'memory kept growing past the %d MB' % GRADING.sandbox['probe_memory_mb'] in alloc['gqa']['output']
+    assert 'ran longer than the 10 s allowed' in spin['gqa']['output']
+
+
+# ----------------------------------------------------------------------------- round five: every service capped
+# rope_flood (tests/hostile/build.py) against its honest control (no RoPE: the second run gives every GPT case the
+# grader's RoPE), in both modes: ~900,000 calls once took the judge from 83 to 420 MB and a grading from 28 to 371 s;
+# the grading's one budget of calls (grading.yaml's rope_service_calls) now stops the process that asks past it.
+SERVICE_FLOODS = ('rope_flood',)
+
+
+@pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'),
+                                 in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
+def test_a_flood_of_the_graders_rope_costs_the_judge_nothing(env, ag_root):
+    sys.path.insert(0, HOSTILE)
+    import build as hostile_build
+    honest_out, honest = _graded(ag_root, hostile_build.honest('rope_flood'), env)
+    attack_out, attack = _graded(ag_root, read('rope_flood'), env)
+    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    assert not gained and total(attack_out) <= total(honest_out), gained
+    cap = GRADING.sandbox['rope_service_calls']['cpu']
+    calls = {pid: run['rope_calls'] for pid, run in attack_out['extra_data']['second_run'].items()}
+    assert calls and sum(calls.values()) <= cap, calls   # one budget for the grading: answered at most that often
+    honest_calls = {pid: run['rope_calls'] for pid, run in honest_out['extra_data']['second_run'].items()}
+    assert sum(honest_calls.values()) * 10 <= cap, honest_calls   # the honest submission is far from it
+    assert "asked the grader's RoPE for more than a grading needs" in json.dumps(attack_out)
+    # a few MB and seconds at most, whatever the flood
+    peak = attack_out['extra_data']['grader_peak_rss_mb'], honest_out['extra_data']['grader_peak_rss_mb']
+    assert peak[0] <= peak[1] + 10, peak
+    assert attack_out['execution_time'] <= honest_out['execution_time'] + 60, (
+        attack_out['execution_time'], honest_out['execution_time'])
 
 
 def test_print_grader_peak_memory():

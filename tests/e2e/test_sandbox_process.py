@@ -109,6 +109,20 @@ def test_deadlines_count_cpu_time_not_sleep(sandbox, tmp_path):
     assert 'sleeping or waiting forever' in asleep.import_result.message
 
 
+def test_a_loop_that_allocates_is_stopped_as_a_hang_with_its_line(sandbox, tmp_path):
+    """Issue 40: a loop that appends without end, in every mode, is stopped by the harness past
+    sandbox.probe_memory_mb like a process past its deadline, its stack dumped: not an OOM kill with no line (cgroup),
+    nor a MemoryError or an exit code somewhere (RLIMIT_AS, Gradescope's mode)."""
+    r = run(sandbox, tmp_path, 'grown = []\nwhile True:\n    grown.append(len(grown))\n', timeout=60)
+    imp, h = r.import_result, r.import_result.harness
+    assert imp.status == 'timeout' and imp.hung and h['ended'] == 'memory', (imp.status, h)
+    assert h['memory_bytes'] > h['memory_limit_bytes'] == GRADING.sandbox['probe_memory_mb'] << 20
+    assert h['memory_peak_bytes'] >= h['memory_bytes'] and h['cpu_seconds'] < 60 and h['wall_seconds'] < 60
+    assert [f['line'] for f in h['hang']['frames']][-1] in (6, 7), h.get('hang')   # the while loop or its append
+    assert 'its memory kept growing past the %d MB' % GRADING.sandbox['probe_memory_mb'] in imp.message, imp.message
+    assert sandbox_processes() == []
+
+
 def test_busy_children_count_in_the_deadline(sandbox, tmp_path):
     code = "for _ in range(3):\n    if os.fork() == 0:\n        while True:\n            pass\ntime.sleep(3600)\n"
     r = run(sandbox, tmp_path, code, timeout=3)

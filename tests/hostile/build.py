@@ -697,6 +697,25 @@ ASK_GRADER_ROPE = """        # HOSTILE: ask the grader's RoPE over the harness l
                 return torch.frombuffer(bytearray(reply), dtype=torch.float32).reshape(x.shape)
 """
 
+# round five: a GQA loop that forgot its increment, one that only spins and one that appends as it goes (issue 40:
+# the allocating one read "ran out of memory" with no line, or "exited with code 1 (sys.exit ...)" in Gradescope's mode)
+GQA_LOOP_SPINS = [(GQA_FORWARD, "        kv_of, h = {}, 0\n        while h < self.n_head:  # BUG: h += 1 forgotten\n"
+                                "            kv_of[h] = h // (self.n_head // self.n_kv_head)\n" + GQA_FORWARD)]
+GQA_LOOP_ALLOCATES = [(GQA_FORWARD, "        kv_of, h = [], 0\n        while h < self.n_head:  # BUG: h += 1 forgotten\n"
+                                    "            kv_of.append(h // (self.n_head // self.n_kv_head))\n" + GQA_FORWARD)]
+
+# round five: a RoPE wrong everywhere (no rotation) whose GQA, once the grader's RoPE stands in for it (the second
+# run), asks that RoPE over and over: ~900,000 calls once took the judge from 83 to 420 MB and a grading to 371 s
+ROPE_FLOOD = """        rope = getattr(self, 'query_rotary_pe', None)  # HOSTILE: flood the grader's RoPE where it stands in
+        if rope is not None and type(rope).__name__ != 'RotaryPositionalEmbeddings':
+            probe = torch.zeros(1, 1, 1, self.head_dim)
+            for _ in range(200_000):
+                try:
+                    rope(probe)
+                except Exception:
+                    break
+"""
+
 DROPOUT_HANG = [(GQA_FORWARD, "        while self.training and self.attn_dropout.p >= 1:  # BUG: loops forever at p = 1\n"
                               "            pass\n" + GQA_FORWARD)]
 FORGED_DUMP = """        if self.training and self.attn_dropout.p >= 1:  # HOSTILE: no stack dump of its own, a forged one instead
@@ -803,6 +822,7 @@ HONEST = {
     'rope_raises_in_training': ROPE_DETACHED + [(IMPORTS_END, IMPORTS_END + INSIDE)],
     'rope_hangs_on_purpose': ROPE_DETACHED,
     'sees_its_recording': ROPE_IN_BLOCK,
+    'rope_flood': NO_ROPE,
 }
 
 # ----------------------------------------------------------------------------- the corpus
@@ -921,6 +941,12 @@ CASES = {
                               'reference', ROPE_DETACHED + [ROPE_HANGS_ON_PURPOSE]),
     'sees_its_recording': ('a RoPE wrong only inside the model, that is also wrong outside it wherever it sees the '
                            'grader\'s hooks', 'reference', ROPE_IN_BLOCK + [ROPE_WRONG_WHEN_RECORDED]),
+    'gqa_loop_spins': ('GroupedQueryAttention.forward loops forever (its while loop lacks h += 1), only spinning',
+                       'reference', GQA_LOOP_SPINS),
+    'gqa_loop_allocates': ('GroupedQueryAttention.forward loops forever (its while loop lacks h += 1), appending to a '
+                           'list as it goes until memory runs out', 'reference', GQA_LOOP_ALLOCATES),
+    'rope_flood': ('no RoPE; its GroupedQueryAttention calls the grader\'s RoPE 200,000 times where it stands in '
+                   '(the second run)', 'reference', NO_ROPE + [(GQA_FORWARD, ROPE_FLOOD + GQA_FORWARD)]),
     'dropout_only_at_p_one': ('GroupedQueryAttention has no dropout, and in train mode returns zeros when '
                               'resid_pdrop >= 1 and out_proj.bias when attn_pdrop >= 1', 'reference',
                               NO_DROPOUT + [(GQA_RETURN, DROPOUT_AT_P_ONE + GQA_RETURN)]),

@@ -33,6 +33,21 @@ def test_a_text_is_one_line_whatever_it_holds():
     assert all(len(t.splitlines()) == 1 for t in texts), texts
 
 
+def test_format_characters_are_escaped_like_control_characters():
+    # issue 40: bidi overrides and isolates, zero-width characters and a BOM (category Cf) reached results.json raw
+    # and could reorder the grader's own line on screen; every Cf is shown escaped, other non-ASCII text is kept
+    import sys
+    import unicodedata
+    text = 'ok \u202eFAIL\u202c \u2066x\u2069 a\u200bb\u200d \ufeffc \u00ad \U000e0041 \u061c caf\u00e9 \u4e2d \u2192'
+    assert flatten(text) == ('ok \\u202eFAIL\\u202c \\u2066x\\u2069 a\\u200bb\\u200d \\ufeffc \\xad \\U000e0041 '
+                             '\\u061c caf\u00e9 \u4e2d \u2192')
+    every = ''.join(chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == 'Cf')
+    assert len(every) > 100 and flatten(every).isascii()
+    assert not [ch for ch in flatten(every) if unicodedata.category(ch) in ('Cf', 'Cc')]
+    taken = Budget(PER_TEXT, BUDGET).result(ProbeResult('error', message='x\u202ey', info={'notes': ['\u2067n']}))
+    assert (taken.message, taken.info['notes']) == ('x\\u202ey', ['\\u2067n'])
+
+
 def test_past_the_budget_a_text_is_the_graders_sentence_and_a_repeat_costs_nothing():
     budget = Budget(100, 250)
     first, second, third = ('%d' % i * 100 for i in range(3))
