@@ -93,7 +93,7 @@ class RunPlan:
 
 
 def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,
-         probe_inputs=None, probe_jobs=None, rope_budget=None, **options):
+         probe_inputs=None, probe_jobs=None, **options):
     """
     The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
@@ -102,6 +102,7 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     answer in the whole grading (set_aside.Budget, shared by its runs; None: no cap); `options`: RunPlan's other fields
     (expected, private, budget_end, second).
     """
+    rope_budget = options.pop('rope_budget', None)
     if probe_inputs is None:
         probe_inputs = inputs.per_probe(profile, probe_ids, arrays)
     probe_jobs = probe_jobs or {}
