@@ -340,9 +340,17 @@ class Sandbox:
             return {}   # student code runs as the grader's own user: nothing of the machine is closed to it
         started = time.perf_counter()
         self.lock_grader()
-        found = copies.find()
+        scan = {}
+        found = copies.find(report=scan)
         self.landed['grader_copies'] = len(found)
         self.landed['copy_scan_ms'] = round((time.perf_counter() - started) * 1000, 1)
+        self.landed['copy_scan_entries'] = scan['entries']
+        if 'incomplete' in scan and not (self.on['namespaces'] or self.on['landlock']):
+            # no wall: the search is the only defence, and it could not finish
+            raise SandboxRefused('the search for copies of the grader listed %d entries and stopped in %s; without '
+                                 'namespaces or Landlock it is the only defence of the file system, so no student '
+                                 'code was run. Empty the shared folders (/tmp, /var/tmp, /dev/shm), or grade where '
+                                 'Landlock or namespaces are available' % (scan['entries'], scan['incomplete']))
         return found
 
     def lock_grader(self):
