@@ -279,7 +279,8 @@ def sandbox_in_mode(request, weaker='gradescope'):
     """
     The body of a module-scoped `sandbox` fixture parametrized over 'strongest' and `weaker`: one Sandbox
     with every defence this machine gives, or with Gradescope's (HW1_SANDBOX_DISABLE=namespaces,cgroups:
-    no namespaces and no writable cgroups). The environment is restored afterwards.
+    no namespaces and no writable cgroups; Landlock where the kernel offers it, as Gradescope's may). The
+    environment is restored afterwards.
     """
     from autograder.sandbox import Sandbox
     if request.param == weaker and not SANDBOXED:
