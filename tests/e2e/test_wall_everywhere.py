@@ -23,7 +23,7 @@ import pytest
 from grader_runs import SANDBOXED, needs_gradescope_mode, needs_lockdown, sandbox_processes
 from autograder import GRADING_YAML
 from autograder.judge import config, probe_job
-from autograder.sandbox import Sandbox, SandboxRefused, wall
+from autograder.sandbox import Sandbox, SandboxRefused, cli, wall
 
 GRADING = config.load(GRADING_YAML)
 JOB = {'profile': GRADING.profiles['cpu'].as_json()}
@@ -135,6 +135,9 @@ def test_copies_the_search_missed_are_out_of_reach_in_every_mode(mode, tmp_path)
             assert out.count('PermissionError') == len(paths), out
             assert isolation['landlock'] is True and isolation['landlock_decoys'] == 3, isolation
             assert isolation['landlock_abi'] == wall.landlock_abi() and 'wall' not in isolation
+            lines, safe = cli.describe(isolation)   # what `sandbox check` prints of the same record
+            assert safe and any(line.split()[:2] == ['landlock_decoys', '3'] for line in lines), lines
+            assert any(line.split()[:2] == ['filesystem', 'Landlock'] for line in lines), lines
     finally:
         for top in tops:
             shutil.rmtree(top, ignore_errors=True)
@@ -142,7 +145,20 @@ def test_copies_the_search_missed_are_out_of_reach_in_every_mode(mode, tmp_path)
 
 
 @pytest.mark.gradescope_mode
-def test_without_namespaces_or_landlock_the_report_says_single_tenant(tmp_path):
-    _, isolation = grade('no-wall', 'X = 1\n', tmp_path)
+def test_without_namespaces_or_landlock_the_report_says_single_tenant():
+    """What a grading and `sandbox check` report in that mode, decided before anything runs (no grading: on a machine
+    with an open copy the grading itself is refused, which the test above shows)."""
+    old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
+    os.environ['HW1_SANDBOX_DISABLE'] = MODES['no-wall']
+    try:
+        with Sandbox(GRADING.sandbox) as sandbox:
+            isolation = dict(sandbox.isolation, selftest={'filesystem': True})
+    finally:
+        os.environ.pop('HW1_SANDBOX_DISABLE', None)
+        if old is not None:
+            os.environ['HW1_SANDBOX_DISABLE'] = old
     assert 'single-tenant machine' in isolation['wall'], isolation
     assert any(line.startswith('landlock: ') for line in isolation['lacks']), isolation['lacks']
+    lines, safe = cli.describe(isolation)
+    assert safe and lines[-1].startswith('sandbox: verdict: student code runs here, but the file system is NOT walled: '
+                                         'safe only on a single-tenant machine'), lines[-1]
