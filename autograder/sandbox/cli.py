@@ -88,6 +88,8 @@ FIGURES = {
     'grader_copies': 'copies of the grader found on this machine (checkouts, unpacked zips, fixtures, keys: named by a '
                      'process or in the usual places), each proven unreadable by the self-test probe',
     'copy_scan_ms': 'milliseconds to lock this copy and look for the others (every grading)',
+    'copy_scan_entries': 'entries the search listed (the usual places, and /tmp, /var/tmp and /dev/shm to any depth; '
+                         'zips others may read are searched by their contents)',
     'landlock_abi': 'the kernel\'s Landlock ABI version (the rights a probe\'s allow-list can name: 2 renames across '
                     'folders, 3 truncation, 5 device ioctls, 6 signals and abstract sockets scoped)',
     'landlock_decoys': 'files open to everyone under /tmp (five folders deep), /var/tmp and /dev/shm that the self-test '
