@@ -155,3 +155,13 @@ def test_the_machines_landlock_is_read_from_the_kernel():
     caps = defences.capabilities(None)
     assert caps['landlock'] is True if ABI >= 1 else caps['landlock'] in defences.LANDLOCK_MISSING.values() or \
         caps['landlock'].startswith('landlock_create_ruleset failed')
+
+
+def test_the_seccomp_filter_denies_none_of_landlocks_calls():
+    """Landlock comes first (wall.enter), but a filter that denied its calls would also stop a probe's own children
+    from adding a stricter wall: none of 444-446 is denied, on any architecture the filter knows."""
+    from autograder.sandbox import seccomp
+    for machine, (_, nrs) in seccomp.SYSCALLS.items():
+        denied = {nrs[name] for name in seccomp.DENIED if name in nrs}
+        assert not denied & {wall.SYS_LANDLOCK_CREATE_RULESET, wall.SYS_LANDLOCK_ADD_RULE,
+                             wall.SYS_LANDLOCK_RESTRICT_SELF}, machine
