@@ -143,7 +143,7 @@ def describe(plan_, landed=None):
                                       'CPU share or memory limit of its own (%s)' % plan_['cgroups'][1]),
         'lacks': lacks,
     }
-    if user and not ns and not landlock:
+    if not ns and not landlock:   # with or without a sandbox user: said plainly wherever it is read
         out['wall'] = SINGLE_TENANT
     for n in NAMES:
         out[n] = True if on[n] else plan_[n][1]
