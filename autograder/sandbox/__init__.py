@@ -12,7 +12,8 @@ student code, and nothing of autograder/child/ imports this package.
     zygote_handle.py  the harness's handle on the zygote (child/zygote.py is the zygote process
                   itself): starts it, asks it to fork probe processes, reads their exits
     wall.py       what a probe process does to itself before the probe runs (namespaces, allow-listed
-                  root, limits, user, seccomp); loaded by path into the zygote
+                  root, limits, user, Landlock where there are no namespaces, seccomp); loaded by path into
+                  the zygote
     probe.py      one probe process watched to its end, never waited on: the link (non-blocking, the probe's
                   own pid only), CPU deadline, idle and wall caps, the stack dump before the kill, how it ended
     seccomp.py    the seccomp filter (BPF), Docker's default deny-list and more

@@ -88,6 +88,12 @@ FIGURES = {
     'grader_copies': 'copies of the grader found on this machine (checkouts, unpacked zips, fixtures, keys: named by a '
                      'process or in the usual places), each proven unreadable by the self-test probe',
     'copy_scan_ms': 'milliseconds to lock this copy and look for the others (every grading)',
+    'copy_scan_entries': 'entries the search listed (the usual places, and /tmp, /var/tmp and /dev/shm to any depth; '
+                         'zips others may read are searched by their contents)',
+    'landlock_abi': 'the kernel\'s Landlock ABI version (the rights a probe\'s allow-list can name: 2 renames across '
+                    'folders, 3 truncation, 5 device ioctls, 6 signals and abstract sockets scoped)',
+    'landlock_decoys': 'files open to everyone under /tmp (five folders deep), /var/tmp and /dev/shm that the self-test '
+                       'probe found it could neither read nor write beside: the Landlock wall, proven',
     'cgroup.memory_mb': 'memory limit of the grading cgroup, MiB (all probes of one grading share it)',
     'cgroup.pids': 'most processes and threads the grading cgroup may hold at once',
     'cgroup.cpu_share': 'CPU weight of the grading against other gradings (equal shares)',
@@ -102,11 +108,12 @@ FIGURES = {
 def describe(isolation):
     """The check's lines for a person: each defence, each figure with what it means, then the one-line verdict."""
     lines = ['sandbox: the defences a grading gets on this machine (proven by a self-test probe):']
-    for key in ('network', 'proc', 'filesystem', 'tmp', 'processes', 'cpu'):
+    for key in ('network', 'proc', 'filesystem', 'tmp', 'processes', 'cpu', 'wall'):
         if key in isolation:
             lines.append('  %-22s %s' % (key, isolation[key]))
-    on = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if isolation.get(k)]
-    off = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if k in isolation and not isolation[k]]
+    names = ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs', 'landlock')
+    on = [k for k in names if isolation.get(k) is True]   # a defence not in force holds the reason, a string
+    off = [k for k in names if k in isolation and isolation[k] is not True and 'not used' not in str(isolation[k])]
     lines.append('  %-22s %s%s' % ('in force', ', '.join(on) or 'none', ('; not available: ' + ', '.join(off)) if off else ''))
     test = isolation.get('selftest') or {}
     lines.append('  %-22s %s' % ('self-test', ', '.join('%s %s' % (k, 'held' if v else 'FAILED') for k, v in test.items())
@@ -121,6 +128,9 @@ def describe(isolation):
     failed = [k for k, v in test.items() if not v]
     if failed:
         verdict = 'NOT SAFE: the self-test found %s not holding' % ', '.join(failed)
+    elif isolation.get('wall'):   # neither namespaces nor Landlock: said plainly, whatever else holds
+        verdict = ('student code runs here, but the file system is NOT walled: safe only on a single-tenant machine '
+                   '(lacks: %s)' % ', '.join(lacks))
     elif lacks:
         verdict = 'student code runs here, in a weaker mode (lacks: %s; grading.yaml sandbox.defences allows it)' % ', '.join(lacks)
     else:

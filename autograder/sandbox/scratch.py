@@ -13,6 +13,9 @@ With namespaces the probe sees (root_spec) the interpreter's installation and th
 /usr, /lib*, a few /etc files, read-only; /hw1/code and /hw1/job read-only, but /hw1/job/out and
 /hw1/job/home (= /tmp) writable; a fresh /proc and /dev/{null,zero,full,random,urandom}.
 Nothing else: no autograder root, no export, no other submission, no other probe's folder.
+Without namespaces, where Landlock is in force, the same paths at their real places are the only
+ones a probe can open (landlock_rules): the wall without a new root. decoys() plants what the
+self-test must find out of its reach there.
 """
 
 import json
@@ -29,6 +32,8 @@ HANDOUT_FILES = ('chargpt.py', 'mingpt/__init__.py', 'mingpt/preflight.py', 'min
 BASE = '/var/lib/hw1-sandbox'
 INSIDE_CODE, INSIDE_JOB = '/hw1/code', '/hw1/job'
 SYSTEM_DIRS = ('/usr', '/lib', '/lib64', '/lib32', '/libx32', '/bin', '/sbin')
+# the users and groups: generated (two lines each) in the allow-listed root, the machine's own under Landlock
+ETC_USERS = ('/etc/passwd', '/etc/group', '/etc/hosts', '/etc/hostname')
 ETC_FILES = ('/etc/ld.so.cache', '/etc/ld.so.conf', '/etc/ld.so.conf.d', '/etc/localtime', '/etc/nsswitch.conf')
 DEVICES = ('null', 'zero', 'full', 'random', 'urandom')
 ENV = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'LANG': 'C.UTF-8', 'PYTHONHASHSEED': '0',
@@ -136,6 +141,60 @@ def interpreter_dirs(zygote_info, extra=()):
     secret = [os.path.realpath(REPO_ROOT), os.path.realpath(PACKAGE_DIR)]
     return [d for d in dirs if not any(s == d or s.startswith(d.rstrip('/') + '/') for s in secret)
             and not d.startswith(os.path.realpath(PACKAGE_DIR) + '/')]
+
+
+def gpu_extras(devices=DEVICES):
+    """(devices, extra read-only folders) of a probe: on the gpu profile the driver's devices, and /sys for its library."""
+    if not os.path.exists('/dev/nvidiactl'):
+        return devices, ()
+    return devices + tuple(d for d in sorted(os.listdir('/dev')) if d.startswith('nvidia')), ('/sys',)
+
+
+def landlock_rules(scratch, folder, interpreter, devices=DEVICES, extra_ro=()):
+    """
+    wall.restrict_landlock's allow-list of a probe without namespaces: what root_spec would bind, at its real
+    place. Read: the system folders, the interpreter, a few /etc files, /proc (its own; another process's files
+    need ptrace rights the sandbox user lacks, and Landlock refuses them across its wall), the grading's code and
+    the probe's job folder. Write: its out/ and home/ (TMPDIR). Devices: /dev/null and the like. Nothing else:
+    not /tmp, /var/tmp or /dev/shm, not /root or /home, not the scratch folders of other probes or gradings.
+    """
+    read = [d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    read += [d for d in interpreter if d not in read]
+    read += [p for p in ETC_FILES + ETC_USERS if os.path.exists(p)]
+    read += ['/proc'] + list(extra_ro) + [os.path.join(scratch, 'code'), folder.job]
+    return {'read': read, 'write': [folder.out, folder.home],
+            'devices': ['/dev/' + d for d in devices if os.path.exists('/dev/' + d)]}
+
+
+def decoys(name):
+    """
+    Files the Landlock self-test must find it cannot read, and folders it must find it cannot write to, though
+    both are open to everyone: one five folders deep under /tmp, one in /var/tmp, one in /dev/shm (where copies
+    were left that no search found). Returns (files, folders, tops): remove_decoys(tops) removes them. Their
+    names mean nothing to the copies search (it must not take them for copies of the grader).
+    """
+    files, folders, tops = [], [], []
+    for top, depth in (('/tmp', 5), ('/var/tmp', 1), ('/dev/shm', 1)):
+        if not os.path.isdir(top):
+            continue
+        made = tempfile.mkdtemp(prefix='hw1-decoy-', dir=top)
+        tops.append(made)
+        folder = os.path.join(made, *['d%d' % i for i in range(1, depth)]) if depth > 1 else made
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, name)
+        with open(path, 'w') as f:
+            f.write('hw1 decoy: a probe must not read this\n')
+        os.chmod(path, 0o644)
+        for d in [made] + [os.path.join(made, *['d%d' % i for i in range(1, k + 1)]) for k in range(1, depth)]:
+            os.chmod(d, 0o777)   # open to everyone: only the wall can keep a probe out
+        files.append(path)
+        folders.append(folder)
+    return files, folders, tops
+
+
+def remove_decoys(tops):
+    for top in tops:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def root_spec(scratch, folder, interpreter, user, user_name, devices=DEVICES, extra_ro=()):

@@ -93,6 +93,8 @@ class Sandbox:
         self.zygote = zygote or Zygote(self.python, self.python_env)
         self._own_zygote = zygote is None
         self.isolation = defences.describe(self.plan)
+        if self.on['landlock'] and not self.on['namespaces']:
+            self.isolation['landlock_abi'] = wall.landlock_abi()
         self.isolation['python'] = self.python
 
     def close(self):
@@ -223,12 +225,14 @@ class Sandbox:
                 'seccomp': self.program.hex() if self.program else None, 'env': env}
         if self.on['namespaces']:
             self.zygote.start()
-            devices, extra = scratch.DEVICES, ()
-            if os.path.exists('/dev/nvidiactl'):   # the gpu profile: the driver's devices, and /sys for its library
-                devices += tuple(d for d in os.listdir('/dev') if d.startswith('nvidia'))
-                extra = ('/sys',)
+            devices, extra = scratch.gpu_extras()
             spec['root'] = scratch.root_spec(self.scratch, folder, scratch.interpreter_dirs(self.zygote.info),
                                              self.user, pwd.getpwuid(self.user[0]).pw_name, devices, extra)
+        elif self.on['landlock']:   # the same allow-list, at its real places: the wall without a new root
+            self.zygote.start()
+            devices, extra = scratch.gpu_extras()
+            spec['landlock'] = scratch.landlock_rules(self.scratch, folder, scratch.interpreter_dirs(self.zygote.info),
+                                                      devices, extra)
         return spec
 
     def _check_ready(self, pid):
@@ -339,9 +343,17 @@ class Sandbox:
             return {}   # student code runs as the grader's own user: nothing of the machine is closed to it
         started = time.perf_counter()
         self.lock_grader()
-        found = copies.find()
+        scan = {}
+        found = copies.find(report=scan)
         self.landed['grader_copies'] = len(found)
         self.landed['copy_scan_ms'] = round((time.perf_counter() - started) * 1000, 1)
+        self.landed['copy_scan_entries'] = scan['entries']
+        if 'incomplete' in scan and not (self.on['namespaces'] or self.on['landlock']):
+            # no wall: the search is the only defence, and it could not finish
+            raise SandboxRefused('the search for copies of the grader listed %d entries and stopped in %s; without '
+                                 'namespaces or Landlock it is the only defence of the file system, so no student '
+                                 'code was run. Empty the shared folders (/tmp, /var/tmp, /dev/shm), or grade where '
+                                 'Landlock or namespaces are available' % (scan['entries'], scan['incomplete']))
         return found
 
     def lock_grader(self):
@@ -354,6 +366,7 @@ class Sandbox:
         the copies of the grader on the machine ({copy: its secrets}), each secret of which it must not read."""
         from autograder import REPO_ROOT
         found = found or {}
+        decoy_tops = []
         folder = scratch.ProbeFolder(self.scratch, 'selftest', {}, self.user,
                                      (1, 64) if self.on['namespaces'] else None)
         got = {}
@@ -369,6 +382,11 @@ class Sandbox:
             if self.on['namespaces']:
                 hidden += [REPO_ROOT, scratch.BASE, '/root', '/var/lib', '/home', '/etc/shadow']
                 readonly += ['/', '/usr', '/etc', '/dev', paths['job']]
+            elif self.on['landlock']:   # decoys open to everyone, which only the wall keeps out of reach
+                files, folders, decoy_tops = scratch.decoys('hw1-landlock-decoy')
+                hidden += files + ['/', REPO_ROOT, scratch.BASE, '/root', '/home']
+                readonly += folders
+                self.landed['landlock_decoys'] = len(files)
             expect = {'uid': self.user[0] if self.user else None, 'gid': self.user[1] if self.user else None,
                       'seccomp': self.on['seccomp'], 'namespaces': self.on['namespaces'], 'hidden': hidden,
                       'writable': [paths['out'], paths['home']], 'readonly': readonly,
@@ -379,6 +397,7 @@ class Sandbox:
             h = run.result
         finally:
             folder.remove()
+            scratch.remove_decoys(decoy_tops)
         failed = {k: v for k, v in got.items() if v is not True}
         if h['ended'] != 'exit' or h['exit_code'] != 0 or not got or failed:
             advice = self._advice(failed.get('filesystem'), private, found)

@@ -10,7 +10,10 @@ line of the probe, in this order (each step needs the privilege the next one giv
      read-only binds of the interpreter, the system libraries and the probe's own scratch,
      writable out/ and home/ (= /tmp), a fresh /proc, a few devices; pivot_root into it;
   4. resource limits; the sandbox user (setgroups, setresgid, setresuid);
-     parent-death signal; no_new_privs and the seccomp filter (seccomp.py).
+     parent-death signal; without namespaces, where the kernel offers it, Landlock (restrict_landlock:
+     the probe may open only the allow-list the spec names, the same paths the allow-listed root
+     would hold); no_new_privs and the seccomp filter (seccomp.py), last, so that nothing it denies
+     is needed by the steps before it.
 
 Standard library and ctypes only, and it imports nothing of `autograder`: the zygote loads this
 file by its path before it forks (autograder/sandbox/zygote_handle.py), and the harness imports it for
@@ -37,6 +40,17 @@ LINK_FD = 3                  # the harness link's number in every probe process 
 WALL_FAILED = 121            # exit code of a probe process whose wall could not be built
 READY, FAILED = b'\x00hw1-wall-up', b'\x00hw1-wall-failed '   # first frame on the link, before any probe code
 CAP_SYS_ADMIN = 21
+# Landlock (linux/landlock.h): system call numbers are the same on every architecture (the generic table)
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
+# file-system rights, by the ABI version that introduced them
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR, FS_REMOVE_DIR, FS_REMOVE_FILE, FS_MAKE_CHAR, FS_MAKE_DIR, \
+    FS_MAKE_REG, FS_MAKE_SOCK, FS_MAKE_FIFO, FS_MAKE_BLOCK, FS_MAKE_SYM = (1 << i for i in range(13))
+FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15     # ABI 2, 3, 5
+FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2                                    # ABI 4: handled, never allowed
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2                         # ABI 6: no signal or abstract socket out
+O_PATH = 0o10000000
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -87,6 +101,78 @@ def has_cap_sys_admin():
     except (OSError, ValueError):
         pass
     return False
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [('handled_access_fs', ctypes.c_uint64), ('handled_access_net', ctypes.c_uint64),
+                ('scoped', ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1   # __attribute__((packed)) in linux/landlock.h: 12 bytes
+    _fields_ = [('allowed_access', ctypes.c_uint64), ('parent_fd', ctypes.c_int32)]
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version (1, 2, ...), or -errno: ENOSYS (no Landlock in the kernel, or a seccomp
+    profile that answers ENOSYS), EOPNOTSUPP (built in, off at boot: lsm=), EPERM (a container's seccomp profile)."""
+    ret = _libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                        ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    return ret if ret >= 0 else -ctypes.get_errno()
+
+
+def landlock_rights(abi):
+    """(every file-system right this ABI handles, read-only rights, writable-folder rights, device rights)."""
+    handled = FS_BY_ABI[min(abi, 5)]
+    read = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+    # a writable folder: everything but executing, device nodes (root-only anyway), and rights this ABI lacks
+    write = handled & ~(FS_EXECUTE | FS_MAKE_CHAR | FS_MAKE_BLOCK)
+    device = handled & (FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV)
+    return handled, read, write, device
+
+
+def restrict_landlock(rules):
+    """
+    Landlock this process (and everything it ever starts) to `rules`: {'read': [paths], 'write': [folders],
+    'devices': [files]}; no other path can be opened, listed, created or removed, and from ABI 6 no signal or
+    abstract socket reaches a process outside it. A path this process cannot open is skipped (it grants nothing). Raises
+    OSError when the kernel refuses any step: the caller's wall then fails, closed. Returns the ABI used.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(-abi, 'Landlock: %s' % os.strerror(-abi))
+    handled, read, write, device = landlock_rights(abi)
+    attr = _RulesetAttr(handled, (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
+                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24   # what this ABI's struct holds: an older kernel reads no more
+    ruleset = _libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
+                            ctypes.c_uint32(0))
+    if ruleset < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, 'landlock_create_ruleset: %s' % os.strerror(e))
+    try:
+        for key, rights in (('read', read), ('write', write), ('devices', device)):
+            for path in rules.get(key, ()):
+                try:
+                    fd = os.open(path, O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue   # missing, or out of this user's reach: a rule for it would grant nothing
+                try:
+                    allowed = rights
+                    if not os.path.isdir(path):   # a file's rule may name only a file's rights
+                        allowed &= FS_EXECUTE | FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+                    rule = _PathBeneathAttr(allowed, fd)
+                    _check(_libc.syscall(ctypes.c_long(SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                         ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
+                                         ctypes.c_uint32(0)), 'landlock_add_rule %s' % path)
+                finally:
+                    os.close(fd)
+        prctl(PR_SET_NO_NEW_PRIVS, 1)   # restrict_self needs it (or CAP_SYS_ADMIN, which Gradescope lacks)
+        _check(_libc.syscall(ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+               'landlock_restrict_self')
+    finally:
+        os.close(ruleset)
+    return abi
 
 
 def mount_tmpfs(path, size_mb, inodes):
@@ -217,5 +303,7 @@ def enter(spec, log_fd, link_fd, state):
         os.setresgid(spec['gid'], spec['gid'], spec['gid'])
         os.setresuid(spec['uid'], spec['uid'], spec['uid'])
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # cleared by setresuid: set after it; the zygote's death ends the probe
+    if spec.get('landlock'):   # before seccomp: the filter denies none of Landlock's calls, but the order needs none
+        restrict_landlock(spec['landlock'])
     if spec.get('seccomp'):
         install_seccomp(bytes.fromhex(spec['seccomp']))

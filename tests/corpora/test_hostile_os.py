@@ -8,8 +8,9 @@ process or file of the sandbox users left behind.
 What the OS can stop depends on the machine (autograder/sandbox/defences.py probes it; results.json's
 extra_data.isolation says what was in force). Here each case runs with the strongest set-up
 the machine allows and, where the grader is root, again with HW1_SANDBOX_DISABLE turning the
-namespaces and the cgroups off: Gradescope's set-up (a Docker container without CAP_SYS_ADMIN and
-with a read-only cgroup hierarchy).
+namespaces, the cgroups and Landlock off: Gradescope's set-up (a Docker container without CAP_SYS_ADMIN and
+with a read-only cgroup hierarchy) on a kernel without Landlock, where the shared folders can be written to
+and are swept after every probe. With Landlock they cannot be: tests/e2e/test_wall_everywhere.py.
 """
 
 import glob
@@ -43,7 +44,7 @@ IMPLEMENTATION = [t.id for t in GRADING.enabled_tests() if t.id != 'submission']
 SCRATCH_BASE = '/var/lib/hw1-sandbox'
 # the set-ups each case runs under: the strongest, and (as root) Gradescope's: no namespaces (so no tmpfs)
 # and no writable cgroups. The key keeps its name (other files parametrize on it).
-SETUPS = {'strongest': '', 'no-namespaces': 'namespaces,cgroups'}
+SETUPS = {'strongest': '', 'no-namespaces': 'namespaces,cgroups,landlock'}   # the sweep is what these cases test
 SETUP_PARAMS = [pytest.param(s, marks=pytest.mark.gradescope_mode) if SETUPS[s] else s for s in sorted(SETUPS)]
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox users (./setup.sh)')
 

@@ -1,7 +1,9 @@
 """
 Attacks on the OS wall's link, its CPU accounting and its sweep (issue 27), each run against one Sandbox in both modes:
-'strongest' (every defence this machine gives) and 'gradescope' (HW1_SANDBOX_DISABLE=namespaces,cgroups:
-no namespaces and no writable cgroups, the mode every student is graded in). Each attack is a tiny
+'strongest' (every defence this machine gives) and 'gradescope' (HW1_SANDBOX_DISABLE=namespaces,cgroups,landlock:
+no namespaces and no writable cgroups, the mode every student is graded in, on a kernel without Landlock, where
+the shared folders can be written to and the sweep is what holds; with Landlock they cannot be written:
+tests/e2e/test_wall_everywhere.py). Each attack is a tiny
 model.py whose import does the attack (the import runs in every probe process, like any code of
 model.py), and each test asserts what the defence guarantees. Without the defence (the code before
 issue 27), the outcome each test names in its docstring was measured.
@@ -38,7 +40,7 @@ pytestmark = pytest.mark.lockdown
 
 @pytest.fixture(scope='module', params=['strongest', pytest.param('gradescope', marks=pytest.mark.gradescope_mode)])
 def sandbox(request):
-    yield from sandbox_in_mode(request, 'gradescope')
+    yield from sandbox_in_mode(request, 'gradescope', 'namespaces,cgroups,landlock')   # the sweep's mode
 
 
 def run(sandbox, tmp_path, code, probes=(), timeout=60, skip=None, **kwargs):

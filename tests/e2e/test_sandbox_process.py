@@ -5,7 +5,8 @@ with an echo handler and the kernel's sender pid, a forged sender refused, per-p
 applied before model.py is imported, deadlines that count CPU time and not sleep, a background
 process that does not outlive its probe, an OOM kill reported as such, and what the harness
 measured in ProbeResult.harness, and another copy of the grader on the machine, open to others:
-refused before student code runs without namespaces, out of reach with them.
+out of reach with namespaces or Landlock (Gradescope's mode here), refused before student code runs
+with neither (tests/e2e/test_wall_everywhere.py).
 """
 
 import os
@@ -272,10 +273,13 @@ def test_an_open_copy_of_the_grader_is_refused_or_out_of_reach(sandbox, tmp_path
     code = "try:\n    print('READ', open(%r).read().strip())\nexcept OSError as e:\n    print('REFUSED', type(e).__name__)\n" % key
     try:
         assert copy in copies.find()   # as root: found in /var/tmp, one of the usual places
-        if sandbox.on['namespaces']:   # the allow-listed root hides it: the self-test passes, the probe reads nothing
+        if sandbox.on['namespaces'] or sandbox.on['landlock']:
+            # the allow-listed root hides it, or Landlock refuses it: the self-test passes, the probe reads nothing
             r = run(sandbox, tmp_path, code)
             assert r.isolation['grader_copies'] >= 2 and r.isolation['selftest']['filesystem'] is True
             assert 'REFUSED' in r.import_result.info['stdout'], r.import_result.info
+            if not sandbox.on['namespaces']:
+                assert 'REFUSED PermissionError' in r.import_result.info['stdout'], r.import_result.info
         else:   # Gradescope's mode: refused before any student code ran, naming the copy and the fix
             with pytest.raises(SandboxRefused) as refused:
                 run(sandbox, tmp_path, code)

@@ -275,11 +275,12 @@ def mode(path):
     return stat.S_IMODE(st.st_mode), st.st_uid
 
 
-def sandbox_in_mode(request, weaker='gradescope'):
+def sandbox_in_mode(request, weaker='gradescope', disable='namespaces,cgroups'):
     """
     The body of a module-scoped `sandbox` fixture parametrized over 'strongest' and `weaker`: one Sandbox
     with every defence this machine gives, or with Gradescope's (HW1_SANDBOX_DISABLE=namespaces,cgroups:
-    no namespaces and no writable cgroups). The environment is restored afterwards.
+    no namespaces and no writable cgroups; Landlock where the kernel offers it, as Gradescope's may), or
+    what `disable` turns off instead. The environment is restored afterwards.
     """
     from autograder.sandbox import Sandbox
     if request.param == weaker and not SANDBOXED:
@@ -287,7 +288,7 @@ def sandbox_in_mode(request, weaker='gradescope'):
     old = os.environ.pop('HW1_SANDBOX_DISABLE', None)
     if request.param == weaker:
         needs_gradescope_mode('grading without namespaces')
-        os.environ['HW1_SANDBOX_DISABLE'] = 'namespaces,cgroups'
+        os.environ['HW1_SANDBOX_DISABLE'] = disable
     try:
         with Sandbox(config.load(GRADING_YAML).sandbox) as sb:
             yield sb

@@ -84,3 +84,52 @@ def test_the_own_copy_is_closed_whole_or_around_an_interpreter_inside_it(tmp_pat
     assert modes == {'': 0o711, 'autograder': 0o700, 'reference': 0o700, '.venv': 0o755, 'README.md': 0o700}
     assert protect_source(close, traverse) == []   # nothing is ever opened, and a lock taken stays
 
+
+
+def _zip(path, names):
+    import zipfile
+    with zipfile.ZipFile(path, 'w') as z:
+        for name in names:
+            z.writestr(name, 'HOSTILE-SECRET\n')
+
+
+def test_the_shared_folders_are_searched_to_any_depth_and_zips_by_their_contents():
+    """Where a copy was once not found: five folders deep under /tmp, in /dev/shm, a zip renamed to hide its key
+    (and one with data before it, as a self-extracting archive is); a zip of anything else is no copy."""
+    tops = []
+    try:
+        for where in ('/tmp', '/dev/shm', '/var/tmp'):
+            tops.append(tempfile.mkdtemp(prefix='hw1-copies-', dir=where))
+        deep = _copy(os.path.join(tops[0], 'a', 'b', 'c', 'd', 'e', '.cache'))   # pruned elsewhere, not here
+        shm = _copy(tops[1])
+        renamed = os.path.join(tops[2], 'notes.dat')
+        _zip(renamed, ['course/draw.key'])
+        prefixed = os.path.join(tops[2], 'setup.bin')
+        _zip(prefixed + '.zip', ['x/autograder/fixtures/cpu/expected.npz'])
+        with open(prefixed, 'wb') as f, open(prefixed + '.zip', 'rb') as z:
+            f.write(b'#!/bin/sh\nexit 0\n' + z.read())
+        os.unlink(prefixed + '.zip')
+        innocent = os.path.join(tops[2], 'wheel.whl')
+        _zip(innocent, ['pkg/model.py', 'pkg/data/expected_values.npz', 'pkg/draw_keys.py'])
+        hidden = os.path.join(tops[2], 'closed.dat')
+        _zip(hidden, ['draw.key'])
+        os.chmod(hidden, 0o600)   # others cannot read it: no secret of theirs, and its contents are not read
+        report = {}
+        found = copies.find(report=report)
+        assert deep in found and shm in found, sorted(found)
+        assert found[renamed] == [renamed] and prefixed in found, sorted(found)
+        assert innocent not in found and hidden not in found
+        assert 0 < report['entries'] < copies.MAX_ENTRIES and 'incomplete' not in report
+        assert copies.zip_holds_copy(hidden)   # as root the helper itself reads it
+    finally:
+        for top in tops:
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_search_that_runs_out_of_entries_says_so(tmp_path, monkeypatch):
+    for i in range(30):
+        (tmp_path / ('d%d' % i)).mkdir()
+    monkeypatch.setattr(copies, 'MAX_ENTRIES', 10)
+    report = {}
+    copies.find(places=((str(tmp_path), copies.DEEP),), report=report)
+    assert report['incomplete'] == str(tmp_path) and report['entries'] > 10

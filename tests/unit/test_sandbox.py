@@ -122,9 +122,10 @@ def test_filter_installed_denies_and_allows_what_a_probe_needs():
 
 # ----------------------------------------------------------------------------- defences: fail closed
 
-ALL = {'user': True, 'seccomp': True, 'namespaces': True, 'cgroups': True}
+ALL = {'user': True, 'seccomp': True, 'namespaces': True, 'cgroups': True, 'landlock': True}
 GRADESCOPE = dict(ALL, namespaces='no CAP_SYS_ADMIN', cgroups='read-only /sys/fs/cgroup')
-LEVELS = {'user': 'required', 'seccomp': 'required', 'namespaces': 'if_available', 'cgroups': 'if_available'}
+LEVELS = {'user': 'required', 'seccomp': 'required', 'namespaces': 'if_available', 'cgroups': 'if_available',
+          'landlock': 'if_available'}
 
 
 def test_a_required_defence_the_machine_lacks_refuses(monkeypatch):
