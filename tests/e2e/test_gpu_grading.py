@@ -35,7 +35,8 @@ def test_the_cpu_dry_run_passes_every_check_and_writes_its_report(tmp_path):
 
     # the defences of both modes, as `sandbox check` proved them
     assert set(report['defences']) == {'strongest, committed', 'gradescope, committed'}
-    assert 'namespaces' in report['defences']['gradescope, committed']['lacks']
+    assert [l.split(':')[0] for l in report['defences']['gradescope, committed']['lacks']] == ['namespaces', 'cgroups']
+    assert report['defences']['strongest, committed']['lacks'] == []
     # the reference's outputs at the cpu sizes, compared array by array with the committed fixtures
     compare = report['compare']
     assert compare['arrays'] >= 20 and set(compare['tests']) >= {'rope', 'gqa', 'model', 'generate'}
