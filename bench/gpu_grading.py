@@ -476,7 +476,7 @@ def markdown(report):
             if 'refused' in d:
                 lines.append('| %s | refused: %s |' % (label, str(d['refused'])[:300].replace('|', '/')))
             else:
-                on = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups') if d.get(k)]
+                on = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups') if d.get(k) is True]   # else: why not
                 lines.append('| %s | in force: %s; lacks: %s |' % (label, ', '.join(on) or 'none',
                                                                   ', '.join(d.get('lacks') or []) or 'nothing'))
         lines.append('')

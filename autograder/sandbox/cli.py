@@ -105,8 +105,9 @@ def describe(isolation):
     for key in ('network', 'proc', 'filesystem', 'tmp', 'processes', 'cpu'):
         if key in isolation:
             lines.append('  %-22s %s' % (key, isolation[key]))
-    on = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if isolation.get(k)]
-    off = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if k in isolation and not isolation[k]]
+    # a defence is True when in force, else the reason it is not (defences.describe): a reason is not "in force"
+    on = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if isolation.get(k) is True]
+    off = [k for k in ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs') if k in isolation and isolation[k] is not True]
     lines.append('  %-22s %s%s' % ('in force', ', '.join(on) or 'none', ('; not available: ' + ', '.join(off)) if off else ''))
     test = isolation.get('selftest') or {}
     lines.append('  %-22s %s' % ('self-test', ', '.join('%s %s' % (k, 'held' if v else 'FAILED') for k, v in test.items())
