@@ -7,7 +7,11 @@
 #
 # Environment: PYTHON (default python3), TORCH_INDEX_URL (an index holding CPU-only torch
 # wheels; on Gradescope it defaults to the PyTorch CPU index so that no CUDA packages are
-# pulled), HW1_SKIP_DATA=1 (no corpus), HW1_SANDBOX_USER (default: grading.yaml sandbox.user).
+# pulled), HW1_SKIP_DATA=1 (no corpus), HW1_SANDBOX_USER (default: grading.yaml sandbox.user),
+# HW1_KEEP_TORCH=1 (keep the torch installed, whatever its version: a GPU machine's own CUDA build),
+# HW1_NO_EXTRAS=1 (no developers' or staff extras, no editable install: a machine that only grades).
+# A machine without network installs from a wheelhouse through pip's own variables:
+# PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR (bench/gpu_grading.py, which makes DIR with --make-wheelhouse).
 #
 # As root it also creates the sandbox users (grading.yaml sandbox.user and pool_size) and, where the
 # interpreter lives in a folder other users cannot enter (pyenv under /root), a hard-linked copy of
@@ -37,6 +41,8 @@ torch_args=(torch==2.13.0)
 [[ -n "${TORCH_INDEX_URL:-}" ]] && torch_args+=(--extra-index-url "$TORCH_INDEX_URL")
 if "$PY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
     echo "torch 2.13.0 already installed"
+elif [[ "${HW1_KEEP_TORCH:-0}" == 1 ]] && "$PY" -c 'import torch' 2>/dev/null; then
+    echo "torch $("$PY" -c 'import torch; print(torch.__version__)') kept (HW1_KEEP_TORCH=1)"
 else
     run "$PY" -m pip install -q "${torch_args[@]}"
 fi
@@ -44,7 +50,7 @@ run "$PY" -m pip install -q -r requirements.txt
 # developers, CI and staff: pytest, its two workers (pytest-xdist) and the linter (requirements-dev.txt), matplotlib for the figures of
 # `experiments` and `grade --png`, pandas/tabulate/markdown for the class report (requirements-staff.txt). Never on Gradescope, and not from the
 # unpacked Gradescope zip, which carries neither file.
-if [[ $on_gradescope == 0 ]]; then
+if [[ $on_gradescope == 0 && "${HW1_NO_EXTRAS:-0}" != 1 ]]; then
     for extra in requirements-dev.txt requirements-staff.txt; do
         if [[ -f $extra ]]; then run "$PY" -m pip install -q -r "$extra"; fi
     done

@@ -147,6 +147,15 @@ def test_the_weaker_mode_is_stated(monkeypatch):
     assert off['cgroups'] == (False, 'off in grading.yaml (sandbox.defences.cgroups)')
 
 
+def test_sandbox_check_lists_a_defence_that_is_not_in_force_as_not_available(monkeypatch):
+    """`sandbox check`'s line of defences: one whose isolation entry is the reason it is off is not "in force"."""
+    from autograder.sandbox import cli
+    monkeypatch.delenv('HW1_SANDBOX_DISABLE', raising=False)
+    isolation = dict(defences.describe(defences.plan(LEVELS, GRADESCOPE)), selftest={'user': True})
+    line = next(l for l in cli.describe(isolation)[0] if l.strip().startswith('in force'))
+    assert line.split(None, 2)[2] == 'user, seccomp; not available: namespaces, cgroups, tmpfs', line
+
+
 def test_the_environment_never_turns_off_a_required_defence(monkeypatch):
     monkeypatch.setenv('HW1_SANDBOX_DISABLE', 'namespaces,tmpfs')
     assert defences.plan(LEVELS, ALL)['namespaces'] == (False, 'turned off by HW1_SANDBOX_DISABLE')
