@@ -351,36 +351,30 @@ def _named(lead, a, b):
 
 def leads(sources, template=TEMPLATE, boilerplate=(), flag=FLAG, unit_flag=UNIT_FLAG):
     """(the TextPairs that are leads, most similar first, each with its margin; {kind: (the best score of a pair
-    that is not a lead, that pair)})."""
+    that is no lead of either kind, that pair)}: a lead's margin is its score less its kind's)."""
     found, limit = groups(sources, template, boilerplate)
     out = []
     for fp, subs in found.values():   # the same code under other names and formatting: every pair of the group
         out += [TextPair(a, b, (1.0, 1.0), ('all', 'all'), identical=True) for a, b in itertools.combinations(subs, 2)]
     reps = list(found.values())
-    background = {'file': (0.0, None), 'unit': (0.0, None)}
+    apart = []   # (kind, score, pair) of the compared pairs that are not leads: the class's background
 
-    def beaten(kind, score, a, b):
-        if score > background[kind][0]:
-            background[kind] = (score, (a, b))
     for i, j in _candidates([fp for fp, _ in reps], limit, MIN_UNIT_OWN // 2):
         (fa, subs_a), (fb, subs_b) = reps[i], reps[j]
         sa, sb, lines = compare(fa, fb)
         if max(sa, sb) >= flag:
             out += [_named(TextPair(a, b, (sa, sb), lines), a, b) for a in subs_a for b in subs_b]
             continue
-        beaten('file', max(sa, sb), subs_a[0], subs_b[0])
-        hits, best_apart = [], 0.0
-        for na, nb, ua, ub, la, lb in sorted(unit_pairs(fa, fb), key=lambda u: -min(u[2], u[3])):
-            if min(ua, ub) >= unit_flag:
-                hits.append((na, nb, ua, ub, la, lb))
-            else:
-                best_apart = max(best_apart, min(ua, ub))
-        beaten('unit', best_apart, subs_a[0], subs_b[0])
+        units = sorted(unit_pairs(fa, fb), key=lambda u: -min(u[2], u[3]))
+        hits = [u for u in units if min(u[2], u[3]) >= unit_flag]
         if hits:
-            lead = TextPair(subs_a[0], subs_b[0], hits[0][2:4], hits[0][4:6], kind='unit',
-                            units=tuple(h[:4] for h in hits))
-            out += [_named(TextPair(a, b, lead.similarity, lead.lines, kind='unit', units=lead.units), a, b)
-                    for a in subs_a for b in subs_b]
+            out += [_named(TextPair(a, b, hits[0][2:4], hits[0][4:6], kind='unit', units=tuple(h[:4] for h in hits)),
+                           a, b) for a in subs_a for b in subs_b]
+            continue
+        apart += [('file', max(sa, sb), (subs_a[0], subs_b[0])),
+                  ('unit', max([min(u[2], u[3]) for u in units] or [0.0]), (subs_a[0], subs_b[0]))]
+    background = {kind: max([(score, pair) for k, score, pair in apart if k == kind] or [(0.0, None)])
+                  for kind in ('file', 'unit')}
     for p in out:
         p.margin = p.score - background[p.kind][0]
     return sorted(out, key=lambda p: (p.kind != 'file', -p.score, p.a, p.b)), background
