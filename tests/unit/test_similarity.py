@@ -9,6 +9,7 @@ import ast
 import difflib
 import itertools
 import os
+import re
 
 import pytest
 
@@ -202,3 +203,19 @@ def test_the_numpy_candidates_of_a_large_class_find_what_comparing_every_pair_fi
     every = {(p.a, p.b) for p in text_match.pairs(sources)}
     monkeypatch.setattr(text_match, 'ALL_PAIRS', 0)   # as above ALL_PAIRS files: shared windows counted first
     assert {(p.a, p.b) for p in text_match.pairs(sources)} == every and len(every) == 22, sorted(every)
+
+
+def test_the_report_names_a_pasted_class_and_takes_boilerplate_from_its_command_line(tmp_path):
+    from autograder.staff.regrade import class_report, similarity
+    sources, _, _, _ = _class_with_copies()
+    pair = ('copy: a pasted class', 'per_head_loop')
+    ranked, _, _ = similarity.leads({}, sources)
+    lead = next(lead for lead in ranked if (lead.a, lead.b) == pair)
+    words = similarity._text_words(lead)
+    assert re.match(r'GroupedQueryAttention: 98% of each \(lines [0-9-]+ / [0-9-]+\); \+\d+ points above the closest '
+                    r'pair not flagged$', words), words
+    donor = tmp_path / 'given.py'
+    donor.write_text(sources['per_head_loop'], encoding='utf-8')   # as if staff had handed that file out
+    assert pair not in {(lead.a, lead.b) for lead in similarity.leads({}, sources, boilerplate=[str(donor)])[0]}
+    args = class_report._parser().parse_args(['grades.csv', '--boilerplate', 'a.py', '--boilerplate', 'old/'])
+    assert args.boilerplate == ['a.py', 'old/']
