@@ -7,7 +7,7 @@ The similarity pass of the class report at the size of a class (run by hand, nev
 Times, in this process (CPU seconds and wall), the two halves of autograder/staff/regrade/
 similarity.py without grading anything:
 
-- text (text_match.pairs) over the model.py files of class_export.realistic_submissions(N), the
+- text (text_match.pairs: token fingerprints, file and unit leads, margins) over the model.py files of class_export.realistic_submissions(N), the
   class `bench_batch.py --class realistic` grades (each correct style sent by several students:
   identical files, one fingerprint per distinct file), and over the same files made all distinct
   (a line with the student's own number added to each: no two alike once normalised, every
@@ -71,12 +71,11 @@ def main():
     args = ap.parse_args()
     print('machine: nproc %d, %s; python %s; load average %.1f; class of %d' % (
         os.cpu_count() or 0, cpu_model(), sys.version.split()[0], os.getloadavg()[0], args.size), flush=True)
-    timed('import copydetect', lambda: __import__('copydetect'))
     for distinct in (False, True):
         src = sources(args.size, distinct)
         found = timed('text, %d files%s' % (len(src), ' made distinct' if distinct else ' as the bench class'),
                       lambda: text_match.pairs(src))
-        print('    %d pairs flagged' % len(found))
+        print('    %d pairs flagged (%d by a class or function)' % (len(found), sum(p.kind == 'unit' for p in found)))
     p = prints(args.size)
     found = timed('behaviour, %d mutants\' prints' % len(p), lambda: behaviour_match.pairs(p))
     print('    %d pairs agree (%d inside common clusters)' % (len(found), sum(x.common for x in found)))

@@ -5,7 +5,7 @@ reference with another unknown bug) regraded twice from the same files: once by 
 `batch --jobs 2`, once by `batch --shard K/3` for K = 1, 2, 3. The shards give the same CSV as
 the one run (but for the seconds each grading took) and, merged by `report`, the same report and
 the same similarity leads; `diff` reads the shards as one gradebook. The similarity section
-names exactly the three planted pairs, the copied bug with the tests whose wrong outputs agree,
+names the three planted pairs (and the classes and functions the corpus's styles share by construction), the copied bug with the tests whose wrong outputs agree,
 and nothing of it is in any results.json.
 """
 
@@ -67,14 +67,19 @@ def test_one_run_and_three_shards_give_the_same_grades_and_the_planted_copies(tm
 
     rows = list(csv.DictReader(leads[0].splitlines()))
     found = [tuple(r['submissions'].split(' / ')) for r in rows]
-    assert set(found) == PAIRS and found[0] == COPIED_BUG, found   # both kinds of evidence rank first
+    assert PAIRS <= set(found) and found[0] == COPIED_BUG, found   # both kinds of evidence rank first
     by_pair = dict(zip(found, rows))
+    # besides: the classes and functions the corpus's styles share by construction (one author's banded_attention,
+    # the reference's GPT), leads by a unit of their own, never by the file
+    assert all(re.match(r'(banded_attention|GPT)\b.*points above the closest pair', by_pair[p]['text'])
+               for p in set(found) - PAIRS), [by_pair[p]['text'] for p in set(found) - PAIRS]
     bug = by_pair[COPIED_BUG]['tests whose wrong outputs agree']
     sets = [json.load(open(os.path.join(one, sub, 'behaviour.json')))['input_set'] for sub in COPIED_BUG]
     # 10.1 trains on inputs every set shares: it compares whatever the sets; 8.1's inputs are its set's own
     assert '10.1 loss-curve: `seed7`' in bug and 'in both (reference' in bug, bug
     assert ('8.1 model' in bug) == (sets[0] == sets[1]), (sets, bug)
-    assert by_pair[('submission_3000001', 'submission_3000002')]['text'] == 'the same code once names are normalised'
+    assert by_pair[('submission_3000001', 'submission_3000002')]['text'].startswith(
+        'the same code once names and formatting are normalised; +')
     assert all(by_pair[p]['tests whose wrong outputs agree'] == '' for p in PAIRS - {COPIED_BUG})
     assert '## Similarity (staff only: leads to read, not verdicts)' in _report(os.path.join(one, 'grades-report'))
     for sub in sorted(graded):   # the prints sit beside results.json, never in it

@@ -7,7 +7,14 @@ from independently styled files of the corpus (tests/submissions/correct):
   kept: the grader calls the methods by keyword);
 - `reordered(source)`: the methods of every class in reverse order;
 - a bug no known bug matches, planted into one style and copied renamed and reordered: the
-  copied bug (COPIED_BUG: GPT.forward skips the final LayerNorm).
+  copied bug (COPIED_BUG: GPT.forward skips the final LayerNorm);
+- `reformatted(source)`: through `black` where it is installed, and in any case with the other
+  quote, the comments and docstrings rewritten and blank lines added (restyled);
+- `pasted(own, donor, name)`: one class of `donor` pasted over the same class of an own file.
+
+disguised() gives the copies of issue 44's kinds (renamed, reordered and reformatted; a copied
+bug of its own; a pasted class; a copy of a correct file); older_starter_section() a small
+section whose students share an older starter's provided class.
 
 planted() gives every planted pair; class_submissions() a small class of them (PLANTED_PAIRS).
 """
@@ -115,6 +122,85 @@ def planted():
     return [('renamed variables', per_head, renamed(per_head)),
             ('reordered methods', complex_rope, reordered(complex_rope)),
             ('a copied bug, renamed and reordered', buggy(course), reordered(renamed(buggy(course), 'x_')))]
+
+
+def restyled(source):
+    """`source` with the other quote, its comments and docstrings rewritten, and blank lines added (no black needed)."""
+    out = []
+    toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    for tok in toks:
+        if tok.type == tokenize.COMMENT:
+            tok = tok._replace(string='# (my note)')
+        elif tok.type == tokenize.STRING and tok.string[:1] in '\'"' and '\\' not in tok.string:
+            q = tok.string[0]
+            body = tok.string.strip(q)
+            other = '"' if q == "'" else "'"
+            if other not in body and len(tok.string) - len(body) == 2:
+                tok = tok._replace(string=other + body + other)
+            elif tok.string.startswith(q * 3):
+                tok = tok._replace(string=q * 3 + 'my own words' + q * 3)
+        out.append(tok)
+    text = tokenize.untokenize(out)
+    return text.replace('\n\n', '\n\n\n')   # a blank line more wherever there was one
+
+
+def blacked(source):
+    """`source` through black (line length 79), or unchanged where black is not installed."""
+    try:
+        import black
+    except ImportError:
+        return source
+    return black.format_str(source, mode=black.Mode(line_length=79))
+
+
+def reformatted(source):
+    return blacked(restyled(source))
+
+
+def _class_source(source, name):
+    node = next(n for n in ast.parse(source).body if getattr(n, 'name', None) == name)
+    lines = source.splitlines(keepends=True)
+    return _start(node), node.end_lineno, ''.join(lines[_start(node):node.end_lineno])
+
+
+def pasted(own, donor, name):
+    """`own` with its class `name` replaced by donor's, word for word."""
+    first, last, _ = _class_source(own, name)
+    lines = own.splitlines(keepends=True)
+    return ''.join(lines[:first]) + _class_source(donor, name)[2] + ''.join(lines[last:])
+
+
+def disguised():
+    """[(what, original name, original, copy, the class a unit lead must name or None)]: issue 44's kinds, each from a
+    corpus style of its own, none of them used by planted()."""
+    grouped, sdpa, fused = corpus('grouped_einsum_5d'), corpus('sdpa_enable_gqa'), corpus('fused_qkv_einops_repeat')
+    own, donor = corpus('bmm_index_select'), corpus('per_head_loop')
+    return [('renamed, reordered and reformatted', 'grouped_einsum_5d', grouped, reformatted(reordered(renamed(grouped))), None),
+            ('a copied bug of its own, renamed and reformatted', 'sdpa bug', buggy(sdpa), reformatted(renamed(buggy(sdpa), 'z_')), None),
+            ('a pasted class', 'per_head_loop', donor, pasted(own, donor, 'GroupedQueryAttention'), 'GroupedQueryAttention'),
+            ('a copy of a correct file', 'fused_qkv_einops_repeat', fused, reformatted(fused), None)]
+
+
+OLDER_STARTER_CLASS = 'CausalSelfAttention'   # the class the older starter gave whole (minGPT's fused c_attn)
+OLDER_STUDENTS = ('per_head_loop', 'complex_rope_group_loop', 'bmm_index_select', 'sdpa_mask_fused_kv', 'mask_5d_view_cache_storage')
+SECTION_OTHERS = ('reference_clean', 'fused_qkv_einops_repeat', 'course_starter_required_only', 'einops_expand_gather',
+                  'grouped_einsum_5d', 'sdpa_enable_gqa', 'handout_attention_memory')
+
+
+def older_starter():
+    """An older starter: today's template with the CausalSelfAttention it gave whole (older_starter_c_attn's)."""
+    with open(os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.py'), encoding='utf-8') as f:
+        template = f.read()
+    return pasted(template, corpus('older_starter_c_attn'), OLDER_STARTER_CLASS)
+
+
+def older_starter_section():
+    """{name: model.py}: a section of 12, five of whom wrote their own code on the older starter (its class kept
+    word for word, each file of its own style), seven on today's template; no two written together."""
+    given = corpus('older_starter_c_attn')
+    out = {'older: ' + n: pasted(corpus(n), given, OLDER_STARTER_CLASS) for n in OLDER_STUDENTS}
+    out.update({n: corpus(n) for n in SECTION_OTHERS})
+    return out
 
 
 # the planted pairs of class_submissions(), by position in it

@@ -5,9 +5,11 @@ planted copies of tests/helpers/planted_copies.py added, the behaviour matcher o
 here, and the shard arithmetic.
 """
 
+import ast
 import difflib
 import itertools
 import os
+import re
 
 import pytest
 
@@ -17,6 +19,7 @@ from grader_runs import REPO
 from autograder.staff.regrade import behaviour_match, gradebook, shards, text_match
 
 CORRECT = os.path.join(REPO, 'tests', 'submissions', 'correct')
+UNIT_EDIT = 0.5   # two classes or functions of which fewer than half the lines differ share a scaffold
 EDIT = 0.15   # two files of which at most 15% of the lines differ are one file edited, not two written alone
 
 
@@ -26,8 +29,13 @@ def _changed_share(a, b):
     return changed / max(len(la), len(lb))
 
 
-def test_text_flags_every_planted_copy_and_no_pair_of_files_written_apart():
-    pytest.importorskip('copydetect')
+def _unit(source, name):
+    node = next((n for n in ast.parse(source).body if getattr(n, 'name', None) == name), None)
+    return ast.get_source_segment(source, node) if node is not None else ''
+
+
+def _class_with_copies():
+    """(sources, origin, unit_origin, the planted leads): the corpus's correct files with every planted copy added."""
     sources = {n: planted_copies.corpus(n) for n in sorted(os.listdir(CORRECT)) if os.path.isdir(os.path.join(CORRECT, n))}
     origin = {n: n for n in sources}
     for what, original, copy in planted_copies.planted():
@@ -36,24 +44,92 @@ def test_text_flags_every_planted_copy_and_no_pair_of_files_written_apart():
             name = 'planted bug'
             sources[name], origin[name] = original, 'course_einops_given_loader'
         sources['copy: ' + what], origin['copy: ' + what] = copy, origin[name]
-    flagged = {(p.a, p.b): p for p in text_match.pairs(sources)}
+    unit_origin = {}
+    for what, name, original, copy, unit in planted_copies.disguised():
+        if name not in sources:   # the second copied bug's original: an edit of sdpa_enable_gqa
+            sources[name], origin[name] = original, 'sdpa_enable_gqa'
+        sources['copy: ' + what], origin['copy: ' + what] = copy, origin[name]
+        if unit:   # the pasted class: the rest of the file is bmm_index_select's
+            origin['copy: ' + what], unit_origin[('copy: ' + what, unit)] = 'bmm_index_select', name
+    planted = {('copy: renamed variables', 'per_head_loop'): None, ('complex_rope_group_loop', 'copy: reordered methods'): None,
+               ('copy: a copied bug, renamed and reordered', 'planted bug'): None,
+               ('copy: renamed, reordered and reformatted', 'grouped_einsum_5d'): None,
+               ('copy: a copied bug of its own, renamed and reformatted', 'sdpa bug'): None,
+               ('copy: a pasted class', 'per_head_loop'): 'GroupedQueryAttention',
+               ('copy: a copy of a correct file', 'fused_qkv_einops_repeat'): None}   # each pair in name order
+    return sources, origin, unit_origin, planted
 
-    def derived(a, b):   # the same origin, or origins that are edits of one another
-        oa, ob = origin[a], origin[b]
-        return oa == ob or _changed_share(sources[oa], sources[ob]) <= EDIT
-    planted = [('copy: renamed variables', 'per_head_loop'), ('complex_rope_group_loop', 'copy: reordered methods'),
-               ('copy: a copied bug, renamed and reordered', 'planted bug')]   # each pair in name order, as pairs() gives
-    for pair in planted:
+
+def _written_apart(lead, sources, origin, unit_origin=None):
+    """Whether a lead joins two files written apart: neither is an edit of the other (at most EDIT of the lines), and
+    for a unit lead, a named unit of the one shares fewer than half its lines with the other's. The corpus's entries
+    were written around one author's GPT, banded_attention and KVCache (most lines alike, load_pretrained apart):
+    such a unit is shared by construction, not written twice."""
+    unit_origin = unit_origin or {}
+    oa, ob = origin[lead.a], origin[lead.b]
+    if lead.kind == 'file':
+        return not (oa == ob or _changed_share(sources[oa], sources[ob]) <= EDIT)
+    for na, nb, _, _ in lead.units:
+        ua, ub = unit_origin.get((lead.a, na), oa), unit_origin.get((lead.b, nb), ob)
+        if ua != ub and _changed_share(_unit(sources[ua], na), _unit(sources[ub], nb)) > UNIT_EDIT:
+            return True
+    return False
+
+
+def test_text_flags_every_planted_copy_and_no_pair_of_files_written_apart():
+    sources, origin, unit_origin, planted = _class_with_copies()
+    found, background = text_match.leads(sources)
+    flagged = {(p.a, p.b): p for p in found}
+    for pair, unit in planted.items():
         assert pair in flagged, (pair, sorted(flagged))
-    assert flagged[planted[0]].identical                              # names normalised: the same code
-    assert min(flagged[p].score for p in planted) >= 0.75
-    pairs = list(itertools.combinations(sorted(sources), 2))
-    apart = [p for p in pairs if not derived(*p)]
-    assert [p for p in apart if p in flagged] == []                  # no pair of files written apart
-    # what is flagged besides: the corpus's own edits of one file (README: "X without its optional code", the
-    # reclassified memory styles, the course's region variants), each with at most 15% of its lines changed
-    corpus_flagged = [p for p in flagged if origin[p[0]] == p[0] and origin[p[1]] == p[1]]
-    assert len(apart) == 455 and len(corpus_flagged) == 21, (len(apart), len(corpus_flagged))
+        lead = flagged[pair]
+        assert lead.kind == ('unit' if unit else 'file') and lead.score >= 0.75, lead
+        assert unit is None or lead.units[0][0] == lead.units[0][1] == unit, lead.units
+        # each stands clear of the closest pair of the class that is not a lead
+        assert lead.margin == lead.score - background[lead.kind][0] and lead.margin >= 0.15, (pair, lead.margin)
+    assert flagged[('copy: renamed variables', 'per_head_loop')].identical     # names normalised: the same code
+    assert flagged[('copy: a copy of a correct file', 'fused_qkv_einops_repeat')].identical   # black, quotes, comments
+    assert [(p.a, p.b, p.units) for p in found if _written_apart(p, sources, origin, unit_origin)] == []
+    assert background['file'][1] not in flagged and background['unit'][1] not in flagged
+    # what is flagged besides: the corpus's own edits of one file and the units its entries share by design
+    corpus = [p for p in found if origin[p.a] == p.a and origin[p.b] == p.b]
+    assert len(corpus) == 12, [(p.a, p.b) for p in corpus]
+
+
+def test_formatting_never_turns_the_template_into_own_code():
+    template = open(text_match.TEMPLATE, encoding='utf-8').read()
+    given = text_match.boilerplate_hashes()
+    for variant in (planted_copies.restyled(template), planted_copies.reformatted(template)):
+        assert variant != template
+        fp = text_match.Fingerprint(variant)
+        fp.remove(given)
+        assert fp.own_count == 0
+    # and a file's own code is the same count of tokens however it is formatted
+    own = text_match.Fingerprint(planted_copies.corpus('sdpa_enable_gqa'))
+    again = text_match.Fingerprint(planted_copies.reformatted(planted_copies.corpus('sdpa_enable_gqa')))
+    for fp in (own, again):
+        fp.remove(given)
+    assert own.own_count == again.own_count > 1000 and own.key == again.key
+
+
+def test_an_older_starter_given_as_boilerplate_leaves_its_section_without_false_leads(tmp_path):
+    section = planted_copies.older_starter_section()
+    older = sorted(n for n in section if n.startswith('older: '))
+    origin = {n: n.replace('older: ', '') for n in section}
+    texts = dict(section, **{o: planted_copies.corpus(o) for o in list(origin.values()) + ['older_starter_c_attn']})
+    unit_origin = {(n, planted_copies.OLDER_STARTER_CLASS): 'older_starter_c_attn' for n in older}
+    starter = tmp_path / 'older_starter' / 'model.py'
+    starter.parent.mkdir()
+    starter.write_text(planted_copies.older_starter(), encoding='utf-8')
+    without = {(p.a, p.b): p for p in text_match.pairs(section)}
+    # without it, the class the older starter gave is every older pair's lead: the test can fail
+    assert all(any(u[0] == planted_copies.OLDER_STARTER_CLASS for u in without[pair].units)
+               for pair in itertools.combinations(older, 2)), sorted(without)
+    given = text_match.pairs(section, boilerplate=[str(starter.parent)])
+    assert [p for p in given if p.a in older and p.b in older and
+            any(u[0] == planted_copies.OLDER_STARTER_CLASS for u in p.units)] == []
+    assert [(p.a, p.b, p.units) for p in given if _written_apart(p, texts, origin, unit_origin)] == []
+    assert text_match.common_limit(12) == text_match.common_limit(30) == 5 < text_match.common_limit(300) == 15
 
 
 def test_renaming_and_reordering_keep_the_code_runnable_python():
@@ -119,7 +195,6 @@ def test_shards_are_a_fixed_partition_and_a_set_must_be_whole(tmp_path):
 
 
 def test_the_numpy_candidates_of_a_large_class_find_what_comparing_every_pair_finds(monkeypatch):
-    pytest.importorskip('copydetect')
     names = ['per_head_loop', 'complex_rope_group_loop', 'course_einops_given_loader', 'course_starter_required_only',
              'reference_clean', 'kv_repeat_outside_measure', 'memory_partial_course_style', 'hf_rope_persistent_inv_freq']
     sources = {n: planted_copies.corpus(n) for n in names}
@@ -127,4 +202,20 @@ def test_the_numpy_candidates_of_a_large_class_find_what_comparing_every_pair_fi
         sources['copy: ' + what] = copy
     every = {(p.a, p.b) for p in text_match.pairs(sources)}
     monkeypatch.setattr(text_match, 'ALL_PAIRS', 0)   # as above ALL_PAIRS files: shared windows counted first
-    assert {(p.a, p.b) for p in text_match.pairs(sources)} == every and len(every) == 9, sorted(every)
+    assert {(p.a, p.b) for p in text_match.pairs(sources)} == every and len(every) == 22, sorted(every)
+
+
+def test_the_report_names_a_pasted_class_and_takes_boilerplate_from_its_command_line(tmp_path):
+    from autograder.staff.regrade import class_report, similarity
+    sources, _, _, _ = _class_with_copies()
+    pair = ('copy: a pasted class', 'per_head_loop')
+    ranked, _, _ = similarity.leads({}, sources)
+    lead = next(lead for lead in ranked if (lead.a, lead.b) == pair)
+    words = similarity._text_words(lead)
+    assert re.match(r'GroupedQueryAttention: 98% of each \(lines [0-9-]+ / [0-9-]+\); \+\d+ points above the closest '
+                    r'pair not flagged$', words), words
+    donor = tmp_path / 'given.py'
+    donor.write_text(sources['per_head_loop'], encoding='utf-8')   # as if staff had handed that file out
+    assert pair not in {(lead.a, lead.b) for lead in similarity.leads({}, sources, boilerplate=[str(donor)])[0]}
+    args = class_report._parser().parse_args(['grades.csv', '--boilerplate', 'a.py', '--boilerplate', 'old/'])
+    assert args.boilerplate == ['a.py', 'old/']

@@ -229,9 +229,10 @@ def default_folder(csv_path):
     return re.sub(r'\.shard-(\*|\d+)-of-\d+$', '', stem) + '-report'
 
 
-def write(csv_path, folder=None, similar=True):
+def write(csv_path, folder=None, similar=True, boilerplate=()):
     """Write report.md, report.html, scores.png and tests.png (and similarity.csv); returns their paths.
-    `csv_path`: a CSV, an export folder, or a list of them (shards, merged). ReportError when it cannot."""
+    `csv_path`: a CSV, an export folder, or a list of them (shards, merged); `boilerplate`: code staff gave besides
+    the template (files or folders), no evidence of copying. ReportError when it cannot."""
     _, _, markdown = _libs()
     try:
         book = shards.read(csv_path)
@@ -239,7 +240,10 @@ def write(csv_path, folder=None, similar=True):
         raise ReportError(str(e))
     folder = folder or default_folder(book.path)
     os.makedirs(folder, exist_ok=True)
-    extra = similarity.section(book, folder, _md) if similar else ()
+    missing = [b for b in boilerplate if not os.path.exists(b)]
+    if missing:
+        raise ReportError('--boilerplate: no such file or folder: %s' % ', '.join(missing))
+    extra = similarity.section(book, folder, _md, boilerplate) if similar else ()
     text, subs, tests, required_max = render(book, extra)
     draw(subs, tests, folder, required_max)
     body = markdown.markdown(text, extensions=['tables'])
@@ -266,6 +270,10 @@ def _parser():
                     help='also write the merged gradebook (CSV and its meta and behaviour files) to PATH: the one CSV '
                          'of a sharded regrade, for the upload and for `diff`')
     ap.add_argument('--no-similarity', action='store_true', help='leave out the similarity section (staff leads)')
+    ap.add_argument('--boilerplate', action='append', default=[], metavar='PATH',
+                    help='code staff gave besides the handout template (an older starter, provided code): a .py file '
+                         'or a folder of them, removed from every model.py before the similarity section compares '
+                         'them; repeatable')
     return ap
 
 
@@ -282,7 +290,7 @@ def main(argv):
         if args.write_csv:
             shards.write_merged(book, args.write_csv)
             print('report: the merged gradebook of %d shard(s) written to %s' % (len(book.pieces()), args.write_csv))
-        paths = write(args.sources, folder, similar=not args.no_similarity)
+        paths = write(args.sources, folder, similar=not args.no_similarity, boilerplate=args.boilerplate)
     except (gradebook.GradebookError, ReportError) as e:
         print('report: %s' % e, file=sys.stderr)
         return 2

@@ -2,7 +2,9 @@
 The similarity section of the class report (staff only): pairs of submissions ranked by
 evidence, each with why. By behaviour (behaviour_match.py): the tests on which their WRONG
 outputs agree, with the values; by text (text_match.py): how much of each file's own code the
-other holds, and where. Pairs with both kinds of evidence come first, then the most tests in
+other holds, and where, or a class or function the two share beyond the template and the
+boilerplate staff gave (`report --boilerplate PATH`), each with its margin over the closest pair
+of the class that is not a lead. Pairs with both kinds of evidence come first, then the most tests in
 agreement, then the most similar text. These are leads for a person to read, never verdicts:
 two students can make the same mistake on their own, and a hint in the handout can make
 answers alike. Nothing here reaches a student: it reads the regrade's side files and the
@@ -54,21 +56,18 @@ def read_sources(book):
     return sources
 
 
-def leads(prints, sources):
-    """(the ranked Leads, the common behaviour clusters, a note when the text pass could not run)."""
+def leads(prints, sources, boilerplate=()):
+    """(the ranked Leads, the common behaviour clusters, a note when the text pass could not run); `boilerplate`:
+    files or folders of code staff gave (older starters, provided code), removed like the template."""
     found = {}
     by_behaviour = behaviour_match.pairs(prints)
     for p in by_behaviour:
         if not p.common:
             found[(p.a, p.b)] = Lead(p.a, p.b, behaviour=p)
-    note = None
-    try:
-        for t in text_match.pairs(sources):
-            found.setdefault((t.a, t.b), Lead(t.a, t.b)).text = t
-    except ImportError as e:
-        note = 'text similarity skipped: %s (pip install -r requirements-staff.txt)' % e
+    for t in text_match.pairs(sources, boilerplate=boilerplate):
+        found.setdefault((t.a, t.b), Lead(t.a, t.b)).text = t
     common = [g for g in behaviour_match.clusters([p for p in by_behaviour if p.common])]
-    return sorted(found.values(), key=Lead.rank), common, note
+    return sorted(found.values(), key=Lead.rank), common, None
 
 
 def _behaviour_words(lead, number):
@@ -82,10 +81,15 @@ def _text_words(lead):
     t = lead.text
     if t is None:
         return ''
+    margin = '' if t.margin is None else '; %+.0f points above the closest pair not flagged' % (100 * t.margin)
     if t.identical:
-        return 'the same code once names are normalised'
+        return 'the same code once names and formatting are normalised' + margin
+    if t.kind == 'unit':
+        return '; '.join(('%s: %.0f%% of each' % (na, 100 * min(sa, sb))) if na == nb and abs(sa - sb) < 0.01 else
+                         '%s / %s: %.0f%% / %.0f%%' % (na, nb, 100 * sa, 100 * sb)
+                         for na, nb, sa, sb in t.units) + ' (lines %s / %s)' % t.lines + margin
     return '%.0f%% / %.0f%% of their own code; longest shared passage: lines %s / %s' % (
-        100 * t.similarity[0], 100 * t.similarity[1], t.lines[0], t.lines[1])
+        100 * t.similarity[0], 100 * t.similarity[1], t.lines[0], t.lines[1]) + margin
 
 
 def _table(leads_, names, number):
@@ -106,22 +110,25 @@ def write_csv(path, leads_, names, number):
             w.writerow({k: v.replace('<br>', '; ') for k, v in row.items()})
 
 
-def section(book, folder, md_table):
+def section(book, folder, md_table, boilerplate=()):
     """The report's lines for this section; writes folder/similarity.csv with every pair."""
     names = {}
     for r in book.rows:
         names[r['submission']] = ', '.join(n for n in (names.get(r['submission']), r['name']) if n)
     number = {tid: col.split(' ')[0] for tid, col in book.tests.items()}
     prints = behaviour_prints.gathered(book)
-    ranked, common, note = leads(prints, read_sources(book))
+    ranked, common, note = leads(prints, read_sources(book), boilerplate)
     write_csv(os.path.join(folder, CSV_NAME), ranked, names, number)
+    given = ' and the boilerplate given (%s)' % ', '.join('`%s`' % os.path.basename(b) for b in boilerplate) if boilerplate else ''
     lines = ['## Similarity (staff only: leads to read, not verdicts)', '',
              'Pairs whose WRONG outputs agree on a test where no known bug is named (same inputs, equal within '
              'float noise; outputs a correct submission gets right are never counted), and pairs whose code outside '
-             'the handout template is alike (copydetect, names normalised; at least %d%% of one file\'s own code in the other). '
-             'Two students can make the same mistake on their own: read both files before anything else. '
-             '%d pair(s); the first %d below, every one in `%s`.' % (100 * text_match.FLAG, len(ranked),
-                                                                    min(SHOWN, len(ranked)), CSV_NAME), '']
+             'the handout template%s is alike (Python tokens, names and formatting normalised; at least %d%% of one '
+             'file\'s own code in the other, or a class or function at least %d%% of each). Each text lead says by how '
+             'many points it stands above the closest pair of this class that is not flagged. Two students can make '
+             'the same mistake on their own: read both files before anything else. %d pair(s); the first %d below, '
+             'every one in `%s`.' % (given, 100 * text_match.FLAG, 100 * text_match.UNIT_FLAG, len(ranked),
+                                     min(SHOWN, len(ranked)), CSV_NAME), '']
     if note:
         lines += [note + '.', '']
     import pandas as pd
