@@ -71,6 +71,16 @@ def case_error(name, status, message, where):
     return '%s: %s: %s%s' % (name, word, message, ('\n    at ' + where[-1]) if where else '')
 
 
+# the cause an error's own text shows (areas.error_cause picks it by ERROR_CAUSE_MARKS), said after the error
+ERROR_CAUSES = {
+    'cuda': (' (the grader has no GPU: a device written into the code, device="cuda" or .cuda(), fails '
+             'here; take the device from the input, x.device, or from a parameter of the module)'),
+    'is_causal_with_mask': (' (F.scaled_dot_product_attention takes either is_causal=True or an '
+                            'attn_mask, not both; with a KV cache pass the mask rows of positions past .. '
+                            'past+T-1 as attn_mask)'),
+}
+
+
 def status_and_message(status, message):
     """Another probe's failure, cited as evidence ('timeout: ...'), with the status as given."""
     return '%s: %s' % (status, message)
@@ -215,6 +225,13 @@ def max_error(error, allowed_, where, expected, got):
             '%s: expected %s, got %s' % (error, allowed_, where, expected, got))
 
 
+def low_precision(dtype):
+    """After a comparison whose output values all lie on a low-precision dtype's grid (areas.low_precision_grid)."""
+    return ('; every value of this output is a %s number: your code computed in %s (autocast left on, '
+            'or a cast to torch.%s?), and %s\'s rounding is far above the float32 tolerance'
+            % (dtype, dtype, dtype, dtype))
+
+
 def guarded_shape(got, expected):
     return 'has shape %s, expected %s' % (got, expected)
 
@@ -339,6 +356,13 @@ def dropout_unjudgeable(what, p, against, n):
 def dropout_nothing_dropped(what, p):
     return ('FAIL %s at p = %g in train mode: nothing is dropped, the output is the one without '
             'dropout' % (what, p))
+
+
+def dropout_on_grid(dtype):
+    """After a dropout check whose outputs are all %s numbers (areas.low_precision_grid)."""
+    return (' (your outputs are all %s numbers: the module computed in %s, autocast left on?; dropout '
+            'is judged here at %s\'s precision, and the values tests 4.1 and 5.1 judge the precision)'
+            % (dtype, dtype, dtype))
 
 
 DROPOUT_UNSCALED = ': the kept values are not scaled by 1/(1 - p)'
