@@ -110,7 +110,8 @@ def _mid_train(what, got, base, offset, p, tol):
         room = tol.atol + GRID_RTOL[grid] * (np.abs(offset) + np.abs(value) / (1 - p))
         dropped = np.abs(got - offset) <= room
         kept = np.abs(got - (offset + value / (1 - p))) <= room
-        judged &= ~(dropped & kept)   # an element both could be tells nothing about the share
+        # an element is judged only where dropped, kept unscaled and kept scaled are each told apart at that precision
+        judged &= np.abs(value) * p / (1 - p) > 2 * room
     n = int(judged.sum())
     if n < MIN_JUDGED:
         return False, messages.dropout_unjudgeable(what, p, 'out_proj.bias' if np.any(offset) else 'zero',
