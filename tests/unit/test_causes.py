@@ -119,3 +119,22 @@ def test_evaluate_counts_a_message_named_only_when_it_says_the_declared_cause_an
                  ('gqa',), ('bfloat16',))
     assert evaluate.cause_cells(wrong) == {'gqa': 'WRONG (gqa-tiled)'}
     assert evaluate.cause_cells(_row('correct', {'gqa': 'ok', 'rope': ''})) == {}
+
+
+# ----------------------------------------------------------------------------- the public tests say the same
+
+def test_the_public_tests_word_these_causes_as_the_grader_does():
+    import ast
+    import os
+    from autograder import REPO_ROOT
+    from autograder.judge import areas, messages
+    path = os.path.join(REPO_ROOT, 'student_template', 'templates', 'tests', '_support', 'public_checks.py')
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read())
+    consts = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+              if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id in ('LOW_PRECISION', 'ERROR_CAUSES', 'ERROR_CAUSE_MARKS', 'MIN_GRID', 'GRID_SHARE')}
+    assert consts['LOW_PRECISION'] % (('bfloat16',) * 4) == messages.low_precision('bfloat16')
+    assert consts['ERROR_CAUSES'] == messages.ERROR_CAUSES
+    assert consts['ERROR_CAUSE_MARKS'] == areas.ERROR_CAUSE_MARKS
+    assert (consts['MIN_GRID'], consts['GRID_SHARE']) == (areas.MIN_GRID, areas.GRID_SHARE)
