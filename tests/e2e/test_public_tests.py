@@ -63,14 +63,21 @@ with open(out_path, 'w') as f:
 '''
 
 # the public test each known bug belongs to: it must fail there and name the bug
-ROPE_MODULE_BUGS = ['rope-positions-from-0', 'rope-interleaved', 'rope-sign', 'rope-theta-pow2', 'rope-theta-i',
-                    'rope-base-1000', 'rope-sin-cos-swapped']
+ROPE_MODULE_BUGS = ['rope-positions-from-0', 'rope-positions-reversed', 'rope-interleaved', 'rope-sign',
+                    'rope-theta-pow2', 'rope-theta-i', 'rope-base-1000', 'rope-sin-cos-swapped']
+ROPE_CACHE_BUGS = ['rope-cache-wrong-end']
 ROPE_ATTENTION_BUGS = ['rope-d-n-embd', 'rope-on-values', 'rope-q-only']
 GROUPING_BUGS = ['gqa-tiled', 'gqa-group-sum']
-ATTENTION_CORE_BUGS = ['gqa-no-scale', 'gqa-scale-n-embd', 'gqa-no-mask', 'gqa-mask-off-by-one', 'gqa-softmax-dim']
+ATTENTION_CORE_BUGS = ['gqa-no-scale', 'gqa-scaled-twice', 'gqa-scale-n-embd', 'gqa-no-mask', 'gqa-mask-off-by-one',
+                       'gqa-softmax-dim', 'heads-merged-d-h']
 GENERATE_BUGS = ['generate-top-k-ignored', 'generate-crop-first-block']
+WINDOW_BUGS = ['sw-window-narrower', 'sw-window-wider']
+# known bugs no public test can show: the public tests run no KV cache (an optional part the grader's 12.1 judges)
+GRADER_ONLY = {'kv-cache-mask-top-left'}
 BELONGS = dict([(f, 'test_02_rope_d8') for f in ROPE_MODULE_BUGS] + [(f, 'test_04_mha_rope') for f in ROPE_ATTENTION_BUGS]
+               + [(f, 'test_03_rope_cache') for f in ROPE_CACHE_BUGS]
                + [(f, 'test_06_gqa_kv2') for f in GROUPING_BUGS + ATTENTION_CORE_BUGS]
+               + [(f, 'test_15_optional_sliding_window_mask') for f in WINDOW_BUGS]
                + [(f, 'test_17_generate') for f in GENERATE_BUGS])
 # tests that use no RoPE, no attention or no grouping cannot be failed by such a bug
 UNRELATED = {
@@ -80,12 +87,17 @@ UNRELATED = {
     'grouping': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_04_mha_rope',
                  'test_10_dropout', 'test_11_causality_mha_rope'],
     'attention core': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_10_dropout'],
+    'rope cache': ['test_01_rope_d2', 'test_02_rope_d8', 'test_04_mha_rope', 'test_05_gqa_kv1', 'test_06_gqa_kv2',
+                   'test_07_gqa_kv3', 'test_10_dropout', 'test_13_gpt'],
+    'sliding window': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_04_mha_rope', 'test_05_gqa_kv1',
+                       'test_06_gqa_kv2', 'test_07_gqa_kv3', 'test_10_dropout', 'test_13_gpt', 'test_17_generate'],
     'generate': ['test_01_rope_d2', 'test_02_rope_d8', 'test_03_rope_cache', 'test_04_mha_rope', 'test_05_gqa_kv1',
                  'test_06_gqa_kv2', 'test_07_gqa_kv3', 'test_10_dropout', 'test_11_causality_mha_rope', 'test_13_gpt',
                  'test_14_memory_figure'],
 }
 FAMILY = dict([(f, 'rope module') for f in ROPE_MODULE_BUGS] + [(f, 'rope in attention') for f in ROPE_ATTENTION_BUGS]
               + [(f, 'grouping') for f in GROUPING_BUGS] + [(f, 'attention core') for f in ATTENTION_CORE_BUGS]
+              + [(f, 'rope cache') for f in ROPE_CACHE_BUGS] + [(f, 'sliding window') for f in WINDOW_BUGS]
               + [(f, 'generate') for f in GENERATE_BUGS])
 
 # the optional sliding window as a stub, and wrong (each query sees one token too many)
@@ -165,7 +177,7 @@ def test_correct_models_pass_every_public_test(outcomes, label):
     assert failing == {}, label
 
 
-@pytest.mark.parametrize('known_bug', [f.id for f in known_bugs.KNOWN_BUGS])
+@pytest.mark.parametrize('known_bug', [f.id for f in known_bugs.KNOWN_BUGS if f.id not in GRADER_ONLY])
 def test_each_known_bug_fails_its_test_and_is_named(outcomes, known_bug):
     outcome = outcomes['bug/' + known_bug]
     kind, message = outcome[BELONGS[known_bug]]
@@ -185,7 +197,7 @@ def test_each_known_bug_fails_its_test_and_is_named(outcomes, known_bug):
 
 
 def test_every_known_bug_has_an_expectation():
-    assert set(BELONGS) == set(known_bugs.BY_ID), 'give each new known bug the public test it belongs to'
+    assert set(BELONGS) | GRADER_ONLY == set(known_bugs.BY_ID), 'give each new known bug the public test it belongs to'
 
 
 def test_optional_stub_is_not_attempted_and_wrong_optional_fails(outcomes):
