@@ -464,7 +464,8 @@ def causal_ok(case, c, number):
 def causal_failed(case, c, number, desc):
     return ('FAIL %s: changing the tokens from position %d on changed the outputs at earlier '
             'positions (against test %s\'s outputs for the original input: %s): the model looks at '
-            'future tokens; check the causal mask' % (case, c, number, desc))
+            'future tokens (a mask that lets a query see a later key does that, and so does a softmax '
+            'over the queries, dim=-2, instead of the keys)' % (case, c, number, desc))
 
 
 # ----------------------------------------------------------------------------- generation (8.2)
