@@ -419,11 +419,16 @@ class Cascade:
 
     def nothing_left(self, probe_id):
         """The sentence of a test none of whose units is judged (all set aside), else None."""
+        failed = self.left_out_by(probe_id)
+        return None if failed is None else messages.nothing_left([messages.part_fails(p, n) for p, n in failed])
+
+    def left_out_by(self, probe_id):
+        """[(part, number of the test it fails)] of a test none of whose units is judged (all set aside), else None."""
         plan = self.plans.get(probe_id)
         if plan is None or not plan.units or any(d != 'excluded' for d in plan.units.values()):
             return None
         failed = sorted({p for u in plan.units for p in registry.case_parts(probe_id, u)[0] if p in self.failed})
-        return messages.nothing_left([messages.part_fails(p, self.failed[p]) for p in failed])
+        return [(p, self.failed[p]) for p in failed]
 
     def blocked(self, spec):
         """Why an optional test cannot be judged: a required part it builds on fails (its number), else None."""

@@ -28,6 +28,7 @@ from autograder.contract import report_schema
 from autograder.judge import (cascade, config, fixtures, inputs, interface_check, messages, probe_job, registry,
                               student_text, submission, verdicts)
 from autograder.judge.areas import Verdict
+from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import GradingStopped, Sandbox, SandboxRefused, protect_source
@@ -363,11 +364,20 @@ class Judging:
             return Verdict(0.0, [result.message])
         nothing = self.cascade.nothing_left(spec.id)
         if nothing:
-            return Verdict(0.0, [nothing])
+            return Verdict(0.0, [nothing] + self._part_causes(spec.id))
         verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
         return verdict
 
+
+    def _part_causes(self, probe_id):
+        """The known bug each failed part's own test named (Verdict.known_bug), said where a test has nothing left."""
+        lines = []
+        for part, number in self.cascade.left_out_by(probe_id) or ():
+            judged = [self.verdict(t) for t in self.specs if t.number == number and t.id != probe_id]
+            for bug_id in sorted({v.known_bug for v in judged if v.known_bug}):
+                lines.append(messages.part_likely_bug(part, number, KNOWN_BUGS[bug_id].description, bug_id))
+        return lines
 
     def _optional_verdict(self, spec, result):
         """An untouched optional part reads "Not attempted" whatever else fails (unless its tests pass anyway: code

@@ -1105,6 +1105,12 @@ def nothing_left(fails):
             % ', '.join(fails))
 
 
+def part_likely_bug(part, number, description, bug_id):
+    """After nothing_left: the known bug a failed part's own test named."""
+    return ('Likely bug in your %s (test %s): %s (its outputs there match a known wrong variant: %s).'
+            % (SHORT.get(part, part), number, description, bug_id))
+
+
 def builds_on_failed(part_words, number):
     """An optional test that builds on a failed required part (lower case: not_judged_line caps)."""
     return 'not judged: it builds on your %s, which fails %s' % (part_words, number)

@@ -26,6 +26,7 @@ class Verdict:
     # the table of expected against got (judge/markdown.py): one row per failing comparison, from the judge's own
     # numbers (compare's cells, generate's tokens), never read back from the lines, which may hold student text
     rows: List['Row'] = field(default_factory=list)
+    known_bug: str = ''   # the known bug (known_bugs.py) its outputs match, where the judge named one
 
     @property
     def passed(self):

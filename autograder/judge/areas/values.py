@@ -71,7 +71,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
         lines.append(messages.likely_bug(BY_ID[fp].description, fp, BY_ID[fp].note))
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, messages.cases_match(passed, len(cases)))
-    return Verdict(fraction, lines, rows=[r for r in rows if r])
+    return Verdict(fraction, lines, rows=[r for r in rows if r], known_bug=fp_votes.most_common(1)[0][0] if fp_votes else '')
 
 
 def judge_values(test, result, fixtures, grading):
