@@ -28,8 +28,8 @@ from grader_rules import (TEST_SECONDS, CheckFailed, blocking_problem, import_er
 # ----------------------------------------------------------------------------- the grader's words
 # What a student reads where the grader says the same thing (Gradescope's test output).
 LIKELY_BUG = 'Likely bug: %s (your outputs match a known wrong variant: %s).'
-# the grader's words for the causes an output's values or an error's text show (autograder/judge/messages.py
-# low_precision and ERROR_CAUSES; tests/unit/test_causes.py keeps them the same)
+# the grader's words for the causes an output's values or an error's text show (the grader's own sentences,
+# word for word: tests/unit/test_causes.py keeps them the same)
 LOW_PRECISION = ('; every value of this output is a %s number: your code computed in %s (autocast left on, '
                  'or a cast to torch.%s?), and %s\'s rounding is far above the float32 tolerance')
 ERROR_CAUSES = {
@@ -325,7 +325,7 @@ def likely_bugs(name, got):
 
 
 # ----------------------------------------------------------------------------- low precision
-# The grader's rule (autograder/judge/areas low_precision_grid): an output whose values are all (98 %) those of
+# The grader's rule: an output whose values are all (98 %) those of
 # bfloat16 or float16, at least 16 distinct values off that grid in the staff solution's output, was computed
 # in that dtype; a float32 value lies on those grids by chance once in 65536 or 8192.
 
@@ -345,8 +345,8 @@ def low_precision_grid(got, expected):
     got = got.detach().to('cpu', torch.float64).flatten()
     exp = expected.to(torch.float64).flatten()
     for dtype in ('bfloat16', 'float16'):
-        judged = torch.isfinite(got) & (got != 0) & ~_on_grid(torch.nan_to_num(exp), dtype)
-        values = got[judged]
+        counted = torch.isfinite(got) & (got != 0) & ~_on_grid(torch.nan_to_num(exp), dtype)
+        values = got[counted]
         if values.unique().numel() >= MIN_GRID and float(_on_grid(values, dtype).double().mean()) >= GRID_SHARE:
             return dtype
     return None
