@@ -367,7 +367,17 @@ class Judging:
             return Verdict(0.0, [nothing] + self._part_causes(spec.id))
         verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
+        if spec.id == 'loss-curve' and not verdict.passed:
+            verdict.lines += self._gradients_cause()
         return verdict
+
+    def _gradients_cause(self):
+        """10.1's training follows the gradients 10.2 judges: where 10.2 finds some missing or wrong, 10.1 says so."""
+        gradients = [t for t in self.specs if t.id == 'gradients']
+        if not gradients or self.run_result.probes.get('gradients') is None:
+            return []
+        judged = self.verdict(gradients[0])
+        return [messages.training_follows_gradients(gradients[0].number)] if judged.training_gradients_differ else []
 
 
     def _part_causes(self, probe_id):

@@ -723,6 +723,12 @@ def gradients_failed(what, missing, total, wrong):
             'a wrong one' % (what, missing, total, wrong))
 
 
+def training_follows_gradients(number):
+    """After 10.1's failure, where test `number` (10.2) finds parameters with a missing or wrong gradient."""
+    return ('Test %s finds the gradients of this very training run (its first step) missing or wrong for some '
+            'parameters, and names them: training follows those gradients, so its logits differ.' % number)
+
+
 def no_gradient(name, hint_):
     return '     %s gets no gradient: %s' % (name, hint_)
 

@@ -27,6 +27,7 @@ class Verdict:
     # numbers (compare's cells, generate's tokens), never read back from the lines, which may hold student text
     rows: List['Row'] = field(default_factory=list)
     known_bug: str = ''   # the known bug (known_bugs.py) its outputs match, where the judge named one
+    training_gradients_differ: bool = False   # 10.2: the gradients of 10.1's own training run are missing or wrong
 
     @property
     def passed(self):

@@ -46,6 +46,9 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
     for case, keys in cases.items():
         if case in errors:
             lines.append(messages.FAIL + case_error_line(case, errors[case]))
+            h = hint(case) if hint else None   # a longer call that raises says why as one that is wrong does
+            if h:
+                lines.append(messages.hint(h))
             continue
         case_ok, details = True, []
         for key in keys:
