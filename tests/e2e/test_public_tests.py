@@ -108,6 +108,13 @@ SLIDING_STUBS = [
      '    raise NotImplementedError("TODO (optional): implement banded_attention (handout section 4.2)")\n'),
 ]
 SLIDING_WRONG = [('    return (offset >= 0) & (offset < w)\n', '    return (offset >= 0) & (offset <= w)\n')]
+# causes the values or the error show, in the grader's words: GroupedQueryAttention's output cast to bfloat16 (as
+# autocast left on gives), and a device written into RoPE's code (this machine has no CUDA build, nor the grader)
+BF16 = [('        y = y.transpose(1, 2).contiguous().view(B, T, C)\n        y = self.resid_dropout(self.out_proj(y))\n',
+         '        y = y.transpose(1, 2).contiguous().view(B, T, C)\n'
+         '        y = self.resid_dropout(self.out_proj(y)).bfloat16().float()\n')]
+CUDA = [('m = torch.arange(1, T + 1, dtype=torch.float64, device=x.device)',
+         "m = torch.arange(1, T + 1, dtype=torch.float64, device='cuda')")]
 # a shape error inside GroupedQueryAttention.forward: the keys repeated along the sequence, not the heads
 SHAPE_ERROR = [('        k = k.repeat_interleave(g, dim=1)', '        k = k.repeat_interleave(g, dim=2)')]
 
@@ -145,6 +152,9 @@ def outcomes(tmp_path_factory):
     sources['optional-stub'] = _patched(SLIDING_STUBS)
     sources['optional-wrong'] = _patched(SLIDING_WRONG)
     sources['shape-error'] = _patched(SHAPE_ERROR)
+    sources['bf16'] = _patched(BF16)
+    sources['cuda'] = _patched(CUDA) if not torch_has_cuda() else None
+    sources = {label: source for label, source in sources.items() if source is not None}
     variants = [(label, _variant(tmp_path, label.replace('/', '_'), source)) for label, source in sources.items()]
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
     env.update(PYTHONDONTWRITEBYTECODE='1', OMP_NUM_THREADS='1')
@@ -163,6 +173,22 @@ def outcomes(tmp_path_factory):
             found.update(json.load(f))
     assert sorted(found) == sorted(sources)
     return found
+
+
+def torch_has_cuda():
+    """Whether this interpreter's torch is a CUDA build (then a device written into the code works here)."""
+    proc = subprocess.run([sys.executable, '-c', 'import torch; print(torch.backends.cuda.is_built())'],
+                          stdout=subprocess.PIPE, universal_newlines=True)
+    return proc.stdout.strip() == 'True'
+
+
+def test_a_low_precision_output_and_a_device_in_the_code_are_named_as_the_grader_names_them(outcomes):
+    from autograder.judge import messages
+    kind, message = outcomes['bf16']['test_06_gqa_kv2']
+    assert kind == 'FAIL' and messages.low_precision('bfloat16') in message, message
+    if 'cuda' in outcomes:
+        kind, message = outcomes['cuda']['test_02_rope_d8']
+        assert kind == 'FAIL' and messages.ERROR_CAUSES['cuda'] in message and 'model.py line' in message, message
 
 
 def _kinds(outcome):

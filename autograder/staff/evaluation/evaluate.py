@@ -3,7 +3,8 @@
 discrimination report over a corpus of submissions (tests/submissions).
 
 DIR/correct/<name>/ and DIR/buggy/<name>/ each hold a model.py and an expected.yaml
-(verdict: correct | buggy; for buggy ones must_fail: [test ids] and known bug: id or null).
+(verdict: correct | buggy; for buggy ones must_fail: [test ids], known bug: id or null, and cause:
+a phrase or phrases the failing must-fail messages must hold).
 Every submission is graded on batch's regrade engine (worker_pool.py: one process per submission,
 --jobs at a time, a per-submission timeout, a crash or timeout becomes that submission's error,
 a progress bar), a temporary results.json each, and run through the course's current public
@@ -17,6 +18,8 @@ a test outside must_fail losing them), and the totals with their targets:
     false failures on correct variants (any test below max_score)   target 0
     bugs caught exactly (the tests that lost points == must_fail)    target 100%
     known bugs named (the expected id appears in a test's output)  target >= 90%
+    failing must-fail messages that name the cause (expected.yaml's cause or known_bug; NAMED_CAUSES
+    says which other causes a message can name: one not the submission's is wrong)  target >= 90%, 0 wrong
     points lost beyond each bug's own part (tests outside must_fail)  target 0
     red optional tests where expected.yaml says not_implemented      target 0
 Exits 1 when a target is missed or a submission could not be graded, 2 when there is no
@@ -292,7 +295,10 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
           'Corpus: `tests/submissions` (correct variants must get full marks; every buggy one must lose '
           'points on exactly the tests of its `must_fail`). "course tests" is `autograder/staff/evaluation/course_tests.py`, a '
           're-implementation of what the course\'s current public test_model.py checks (GQA output, RoPE '
-          'd=2, dropout layers, rotary d): the baseline.', '', '## Totals', '']
+          'd=2, dropout layers, rotary d): the baseline. A failing must-fail message "names the cause" when it holds '
+          'its submission\'s `cause` or `known_bug` (expected.yaml); it names a wrong one when it names another known '
+          'bug, a low-precision dtype or the no-GPU cause (evaluate.NAMED_CAUSES); the causes not named are listed '
+          'under the disagreements.', '', '## Totals', '']
     md += ['- ' + l for l in summary_lines(s)]
     md += ['', '## Per submission', '',
            'Cells: `ok` full marks, `lost` points lost, `-` not run; `!` contradicts expected.yaml. Tests: ' +
