@@ -186,9 +186,10 @@ def test_a_low_precision_output_and_a_device_in_the_code_are_named_as_the_grader
     from autograder.judge import messages
     kind, message = outcomes['bf16']['test_06_gqa_kv2']
     assert kind == 'FAIL' and messages.low_precision('bfloat16') in message, message
+    assert outcomes['bf16']['test_10_dropout'][0] == 'PASS', outcomes['bf16']['test_10_dropout']   # not blamed
     if 'cuda' in outcomes:
         kind, message = outcomes['cuda']['test_02_rope_d8']
-        assert kind == 'FAIL' and messages.ERROR_CAUSES['cuda'] in message and 'model.py line' in message, message
+        assert kind == 'FAIL' and messages.ERROR_CAUSES['cuda'] in message, message
 
 
 def _kinds(outcome):

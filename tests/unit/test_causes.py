@@ -131,10 +131,14 @@ def test_the_public_tests_word_these_causes_as_the_grader_does():
     path = os.path.join(REPO_ROOT, 'student_template', 'templates', 'tests', '_support', 'public_checks.py')
     with open(path, encoding='utf-8') as f:
         tree = ast.parse(f.read())
-    consts = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+    # the project's own template: its constants are evaluated (GRID_RTOL holds 2.0 ** -6)
+    consts = {node.targets[0].id: eval(compile(ast.Expression(node.value), path, 'eval'), {}) for node in tree.body
               if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-              and node.targets[0].id in ('LOW_PRECISION', 'ERROR_CAUSES', 'ERROR_CAUSE_MARKS', 'MIN_GRID', 'GRID_SHARE')}
+              and node.targets[0].id in ('LOW_PRECISION', 'ERROR_CAUSES', 'ERROR_CAUSE_MARKS', 'MIN_GRID', 'GRID_SHARE',
+                                         'GRID_RTOL')}
     assert consts['LOW_PRECISION'] % (('bfloat16',) * 4) == messages.low_precision('bfloat16')
     assert consts['ERROR_CAUSES'] == messages.ERROR_CAUSES
     assert consts['ERROR_CAUSE_MARKS'] == areas.ERROR_CAUSE_MARKS
     assert (consts['MIN_GRID'], consts['GRID_SHARE']) == (areas.MIN_GRID, areas.GRID_SHARE)
+    from autograder.judge.areas.behaviour import GRID_RTOL
+    assert consts['GRID_RTOL'] == GRID_RTOL

@@ -331,6 +331,8 @@ def likely_bugs(name, got):
 
 MIN_GRID = 16
 GRID_SHARE = 0.98
+# the rounding a dropout check allows in that dtype (the grader's 6.1): a few roundings of 2^-8 or 2^-11 each
+GRID_RTOL = {'bfloat16': 2.0 ** -6, 'float16': 2.0 ** -9}
 
 
 def _on_grid(values, dtype):
