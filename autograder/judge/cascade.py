@@ -465,11 +465,18 @@ class Cascade:
 
     def nothing_left(self, probe_id):
         """The sentence of a test none of whose units is judged (all set aside), else None."""
+        failed = self.left_out_by(probe_id)
+        return None if failed is None else messages.nothing_left([messages.part_fails(p, self.reason(p))
+                                                                  for p, _ in failed])
+
+    def left_out_by(self, probe_id):
+        """[(part, number of the test it fails, or None where it was shown wrong elsewhere)] of a test none of whose
+        units is judged (all set aside), else None."""
         plan = self.plans.get(probe_id)
         if plan is None or not plan.units or any(d != 'excluded' for d in plan.units.values()):
             return None
         failed = sorted({p for u in plan.units for p in registry.case_parts(probe_id, u)[0] if self._bad(p)})
-        return messages.nothing_left([messages.part_fails(p, self.reason(p)) for p in failed])
+        return [(p, self.failed.get(p)) for p in failed]   # the number of the test it fails (None: shown wrong)
 
     def blocked(self, spec):
         """Why an optional test cannot be judged: a required part it builds on fails (its number), else None."""

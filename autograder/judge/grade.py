@@ -29,6 +29,7 @@ from autograder.judge import (cascade, config, evidence, fixtures, inputs, inter
                               registry, set_aside, student_text, submission, verdicts)
 from autograder.judge import grading_log   # HW1_GRADING_LOG: staff's tally of gradings (issue 43)
 from autograder.judge.areas import Verdict
+from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 from autograder.judge.probe_job import RunResult
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import GradingStopped, Sandbox, SandboxRefused, protect_source
@@ -386,9 +387,11 @@ class Judging:
             return Verdict(0.0, [result.message])
         nothing = self.cascade.nothing_left(spec.id)
         if nothing:
-            return Verdict(0.0, [nothing])
+            return Verdict(0.0, [nothing] + self._part_causes(spec.id))
         verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
         verdict.lines[:0] = self.cascade.lines(spec.id, result)
+        if spec.id == 'loss-curve' and not verdict.passed:
+            verdict.lines += self._gradients_cause()
         return verdict
 
     def final(self, spec):
@@ -401,6 +404,22 @@ class Judging:
             return dataclasses.replace(verdict, fraction=0.0, lines=[charged] + list(verdict.lines))
         return verdict
 
+    def _gradients_cause(self):
+        """10.1's training follows the gradients 10.2 judges: where 10.2 finds some missing or wrong, 10.1 says so."""
+        gradients = [t for t in self.specs if t.id == 'gradients']
+        if not gradients or self.run_result.probes.get('gradients') is None:
+            return []
+        judged = self.verdict(gradients[0])
+        return [messages.training_follows_gradients(gradients[0].number)] if judged.training_gradients_differ else []
+
+    def _part_causes(self, probe_id):
+        """The known bug each failed part's own test named (Verdict.known_bug), said where a test has nothing left."""
+        lines = []
+        for part, number in self.cascade.left_out_by(probe_id) or ():
+            judged = [self.verdict(t) for t in self.specs if t.number == number and t.id != probe_id]
+            for bug_id in sorted({v.known_bug for v in judged if v.known_bug}):
+                lines.append(messages.part_likely_bug(part, number, KNOWN_BUGS[bug_id].description, bug_id))
+        return lines
 
     def _optional_verdict(self, spec, result):
         """An untouched optional part reads "Not attempted" whatever else fails (unless its tests pass anyway: code

@@ -22,6 +22,11 @@ SCALE = "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))        
 MASK = "        att = att.masked_fill(mask == 0, float('-inf'))                   # no query sees a later key\n"
 SOFTMAX = "        att = F.softmax(att, dim=-1)                                      # each query row sums to 1\n"
 CROP = "            idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]\n"
+GQA_MERGE = "        y = y.transpose(1, 2).contiguous().view(B, T, C)\n"   # GQA's head merge (CSA's carries a comment)
+MASK_ROWS = "    mask = bias[:, :, past:past + T, :past + T]\n"
+WINDOW = "    w = window // 2 + 1\n"   # sliding_window_mask and banded_attention
+CACHE_SLICE = ("        cos = self.cos_cached[offset:T]                 # (T, d)\n"
+               "        sin = self.sin_cached[offset:T]                 # (T, d)\n")
 TOP_K = ("            if top_k is not None:\n                v, _ = torch.topk(logits, top_k)\n"
          "                logits[logits < v[:, [-1]]] = -float('Inf')\n")
 
@@ -54,6 +59,14 @@ KNOWN_BUGS = [
     KnownBug('rope-positions-from-0', 'RoPE positions start at 0; the handout numbers them 1..T',
                 [("m = torch.arange(1, T + 1, dtype=torch.float64", "m = torch.arange(0, T, dtype=torch.float64", 1)],
                 SHIFT_NOTE),
+    KnownBug('rope-positions-reversed', 'RoPE positions run backwards (T..1); the handout numbers them 1..T',
+                [("m = torch.arange(1, T + 1, dtype=torch.float64", "m = torch.arange(T, 0, -1, dtype=torch.float64", 1)]),
+    KnownBug('rope-cache-wrong-end', 'the cos/sin cache is sliced from its end (cache[-T:]): once a longer call has '
+                                        'built it, a shorter call gets the positions of the cache\'s last rows; '
+                                        'positions 1..T are its first T rows (cache[:T])',
+                [(CACHE_SLICE, "        n = self.cos_cached.shape[0]\n"
+                               "        cos = self.cos_cached[n - (T - offset):]\n"
+                               "        sin = self.sin_cached[n - (T - offset):]\n", 1)]),
     KnownBug('rope-interleaved', 'RoPE rotates adjacent pairs (x0, x1), (x2, x3), ...; the handout rotates '
                                     'feature i with feature i + d/2 (rotate-half: [Y1 | Y2] and [-Y2 | Y1])',
                 [("C = torch.cat([C, C], dim=-1)", "C = C.repeat_interleave(2, dim=-1)", 1),
@@ -94,6 +107,10 @@ KNOWN_BUGS = [
                              ".expand(-1, -1, g, -1, -1).reshape(B, self.n_head, T, -1)\n", 1)]),
     KnownBug('gqa-no-scale', 'the scores are not divided by sqrt(head_dim)',
                 [(SCALE, "        att = q @ k.transpose(-2, -1)\n", 1)]),
+    KnownBug('gqa-scaled-twice', 'the scores are divided by sqrt(head_dim) twice (by head_dim): scaled twice? '
+                                    'F.scaled_dot_product_attention already divides by sqrt(head_dim) unless its '
+                                    'scale= says otherwise, so q must not be scaled before it',
+                [(SCALE, "        att = ((q * (1.0 / math.sqrt(hs))) @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))\n", 1)]),
     KnownBug('gqa-scale-n-embd', 'the scores are divided by sqrt(n_embd); the handout divides by sqrt(d_k) = sqrt(head_dim)',
                 [(SCALE, "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.n_embd))\n", 1)]),
     KnownBug('gqa-no-mask', 'no causal mask: queries attend to future tokens',
@@ -102,6 +119,23 @@ KNOWN_BUGS = [
                 [(MASK, "        att = att.masked_fill(torch.ones_like(att).tril(1) == 0, float('-inf'))\n", 1)]),
     KnownBug('gqa-softmax-dim', 'softmax over the wrong dimension (dim=-2); each query row must sum to 1 (dim=-1)',
                 [(SOFTMAX, "        att = F.softmax(att, dim=-2)\n", 1)]),
+    KnownBug('heads-merged-d-h', 'the heads are merged in the other order: feature j of head h must land at '
+                                    'h * head_dim + j ((h d), as y.transpose(1, 2).reshape(B, T, C)); it lands at '
+                                    'j * n_head + h (einops \'(d h)\' for \'(h d)\'?)',
+                [(GQA_MERGE, "        y = y.permute(0, 2, 3, 1).reshape(B, T, C)\n", 1)]),
+    # the KV cache's mask: F.scaled_dot_product_attention(is_causal=True) aligns it top-left, and ignores an
+    # attn_mask passed beside it (torch 2.13), so with fewer queries than keys a query sees the first keys only
+    KnownBug('kv-cache-mask-top-left', 'with a KV cache the causal mask is aligned top-left (SDPA\'s is_causal=True, '
+                                          'which also wins over an attn_mask passed with it): a cached step\'s query '
+                                          'sees only the first key; queries at positions past .. past+T-1 must see '
+                                          'every key up to their own (mask rows past .. past+T-1)',
+                [(MASK_ROWS, "    mask = bias[:, :, :T, :past + T]\n", 1)]),
+    KnownBug('sw-window-narrower', 'the sliding window holds window//2 tokens, one fewer than the handout\'s '
+                                      'w\' = window//2 + 1 (keys t-w\'+1 .. t: the query\'s own and window//2 before it)',
+                [(WINDOW, "    w = window // 2\n", 2)]),
+    KnownBug('sw-window-wider', 'the sliding window holds window//2 + 2 tokens, one more than the handout\'s '
+                                   'w\' = window//2 + 1 (keys t-w\'+1 .. t: the query\'s own and window//2 before it)',
+                [(WINDOW, "    w = window // 2 + 2\n", 2)]),
     # GPT.generate: given code in the course's starter, but a student may rewrite it (the KV cache)
     KnownBug('generate-top-k-ignored', 'generate samples from every token: top_k does not crop the logits '
                                           'to the k largest before sampling',

@@ -71,6 +71,16 @@ def case_error(name, status, message, where):
     return '%s: %s: %s%s' % (name, word, message, ('\n    at ' + where[-1]) if where else '')
 
 
+# the cause an error's own text shows (areas.error_cause picks it by ERROR_CAUSE_MARKS), said after the error
+ERROR_CAUSES = {
+    'cuda': (' (the grader has no GPU: a device written into the code, device="cuda" or .cuda(), fails '
+             'here; take the device from the input, x.device, or from a parameter of the module)'),
+    'is_causal_with_mask': (' (F.scaled_dot_product_attention takes either is_causal=True or an '
+                            'attn_mask, not both; with a KV cache pass the mask rows of positions past .. '
+                            'past+T-1 as attn_mask)'),
+}
+
+
 def status_and_message(status, message):
     """Another probe's failure, cited as evidence ('timeout: ...'), with the status as given."""
     return '%s: %s' % (status, message)
@@ -215,6 +225,13 @@ def max_error(error, allowed_, where, expected, got):
             '%s: expected %s, got %s' % (error, allowed_, where, expected, got))
 
 
+def low_precision(dtype):
+    """After a comparison whose output values all lie on a low-precision dtype's grid (areas.low_precision_grid)."""
+    return ('; every value of this output is a %s number: your code computed in %s (autocast left on, '
+            'or a cast to torch.%s?), and %s\'s rounding is far above the float32 tolerance'
+            % (dtype, dtype, dtype, dtype))
+
+
 def guarded_shape(got, expected):
     return 'has shape %s, expected %s' % (got, expected)
 
@@ -341,6 +358,13 @@ def dropout_nothing_dropped(what, p):
             'dropout' % (what, p))
 
 
+def dropout_on_grid(dtype):
+    """After a dropout check whose outputs are all %s numbers (areas.low_precision_grid)."""
+    return (' (your outputs are all %s numbers: the module computed in %s, autocast left on?; dropout '
+            'is judged here at %s\'s precision, and the values tests 4.1 and 5.1 judge the precision)'
+            % (dtype, dtype, dtype))
+
+
 DROPOUT_UNSCALED = ': the kept values are not scaled by 1/(1 - p)'
 
 
@@ -440,7 +464,8 @@ def causal_ok(case, c, number):
 def causal_failed(case, c, number, desc):
     return ('FAIL %s: changing the tokens from position %d on changed the outputs at earlier '
             'positions (against test %s\'s outputs for the original input: %s): the model looks at '
-            'future tokens; check the causal mask' % (case, c, number, desc))
+            'future tokens (a mask that lets a query see a later key does that, and so does a softmax '
+            'over the queries, dim=-2, instead of the keys)' % (case, c, number, desc))
 
 
 # ----------------------------------------------------------------------------- generation (8.2)
@@ -696,6 +721,12 @@ def gradients_ok(what, count):
 def gradients_failed(what, missing, total, wrong):
     return ('FAIL %s: %d of %d parameters get no gradient, %d get '
             'a wrong one' % (what, missing, total, wrong))
+
+
+def training_follows_gradients(number):
+    """After 10.1's failure, where test `number` (10.2) finds parameters with a missing or wrong gradient."""
+    return ('Test %s finds the gradients of this very training run (its first step) missing or wrong for some '
+            'parameters, and names them: training follows those gradients, so its logits differ.' % number)
 
 
 def no_gradient(name, hint_):
@@ -1124,6 +1155,12 @@ def nothing_left(fails):
     return ('Not judged: every case of this test runs only parts of yours that are set aside here '
             '(%s), so nothing of yours would be judged here: it earns nothing.'
             % '; '.join(fails))
+
+
+def part_likely_bug(part, number, description, bug_id):
+    """After nothing_left: the known bug a failed part's own test named."""
+    return ('Likely bug in your %s (test %s): %s (its outputs there match a known wrong variant: %s).'
+            % (SHORT.get(part, part), number, description, bug_id))
 
 
 def builds_on_failed(part_words, reason):

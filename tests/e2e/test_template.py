@@ -296,7 +296,9 @@ def test_student_files_are_short_generated_and_free_of_grader_words(generated):
     # grader's rules in tests/_support/), and what students read speaks of the homework: build.generate refuses
     # a grader word, this shows the committed files agree
     assert len(generated['test_model.py'].splitlines()) <= 210
-    assert len(generated['tests/_support/public_checks.py'].splitlines()) <= 450
+    # 500: it also carries the grader's words for the causes an output or an error shows (a low-precision grid,
+    # a device written into the code), which the public tests say as the grader does (issue 41)
+    assert len(generated['tests/_support/public_checks.py'].splitlines()) <= 500
     assert len(generated['tests/_support/memory_check.py'].splitlines()) <= 650
     from autograder.staff.handout import handout_memory
     template = open(os.path.join(build.TEMPLATES_DIR, 'tests', '_support', 'memory_check.py'), encoding='utf-8').read()

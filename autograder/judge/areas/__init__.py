@@ -26,6 +26,8 @@ class Verdict:
     # the table of expected against got (judge/markdown.py): one row per failing comparison, from the judge's own
     # numbers (compare's cells, generate's tokens), never read back from the lines, which may hold student text
     rows: List['Row'] = field(default_factory=list)
+    known_bug: str = ''   # the known bug (known_bugs.py) its outputs match, where the judge named one
+    training_gradients_differ: bool = False   # 10.2: the gradients of 10.1's own training run are missing or wrong
 
     @property
     def passed(self):
@@ -62,17 +64,35 @@ def evidence_output(evidence, probe_id, key):
     return (array, None) if array is not None else (None, messages.NO_OUTPUT)
 
 
+# words of an error's text -> the cause it shows (messages.ERROR_CAUSES): torch's own messages, stable across
+# its versions. 'Torch not compiled with CUDA enabled' and 'Found no NVIDIA driver' are what a device
+# written into the code gives on the grader's CPU; the SDPA one is older torch's refusal of both arguments.
+ERROR_CAUSE_MARKS = (('Torch not compiled with CUDA enabled', 'cuda'), ('Found no NVIDIA driver', 'cuda'),
+                     ('No CUDA GPUs are available', 'cuda'),
+                     ('attn_mask should not be set when is_causal=True', 'is_causal_with_mask'))
+
+
+def error_cause(message):
+    """The sentence naming the cause that an error's text shows, else ''."""
+    for mark, cause in ERROR_CAUSE_MARKS:
+        if isinstance(message, str) and mark in message:
+            return messages.ERROR_CAUSES[cause]
+    return ''
+
+
 def probe_failure(result):
     """A Verdict of 0 when the whole probe did not produce results, else None."""
     if result.status == 'ok':
         return None
-    return Verdict(0.0, messages.probe_failed(result.status, result.message,
+    cause = error_cause(result.message)
+    return Verdict(0.0, messages.probe_failed(result.status, result.message + cause if cause else result.message,
                                               result.info.get('where', [])[-3:]))
 
 
 def case_error_line(name, err):
     """The line of a case the child reported failed (`err`: its status, message and traceback)."""
-    return messages.case_error(name, err.get('status'), err.get('message', ''),
+    message = err.get('message', '')
+    return messages.case_error(name, err.get('status'), message + error_cause(message),
                                err.get('where') or [])
 
 
@@ -89,6 +109,44 @@ def row(case, desc):
     """The table row (a Row) of a failed comparison of `case` described by compare's `desc`, or None."""
     cells = getattr(desc, 'cells', None)
     return (str(case),) + cells if cells else None
+
+
+# A float32 value lies on bfloat16's grid (its low 16 bits zero) by chance once in 65536, on float16's (in its
+# range, its low 13 bits zero) once in 8192: outputs that all do, where the reference's do not, ran in that dtype.
+# MIN_GRID distinct values are needed before that is said (a few could be chance, or exact values such as 0 and 0.5).
+MIN_GRID = 16
+GRID_SHARE = 0.98   # of those values; a bias added in float32 after a low-precision layer leaves the grid
+
+
+def _on_grid(values, dtype):
+    if dtype == 'bfloat16':
+        f32 = values.astype(np.float32)
+        return (f32.astype(np.float64) == values) & ((f32.view(np.uint32) & 0xFFFF) == 0)
+    with np.errstate(over='ignore', invalid='ignore'):
+        return np.isfinite(values) & (values.astype(np.float16).astype(np.float64) == values)
+
+
+def low_precision_grid(observed, expected=None):
+    """
+    'bfloat16' or 'float16' when the output's values are those of that dtype (all but a few of at least
+    MIN_GRID finite values the reference's output does not itself have on that grid), else None: the evidence
+    that the code computed in low precision (autocast left on, .half()). Nothing is said otherwise.
+    """
+    if observed is None or observed.dtype.kind != 'f':
+        return None
+    if observed.dtype == np.float16:
+        return 'float16'
+    obs = observed.astype(np.float64).ravel()
+    exp = None if expected is None or expected.shape != observed.shape else expected.astype(np.float64).ravel()
+    for dtype in ('bfloat16', 'float16'):
+        judged = np.isfinite(obs) & (obs != 0)
+        if exp is not None:
+            judged &= ~_on_grid(np.where(np.isfinite(exp), exp, 0.0), dtype)
+        # distinct values: a constant or a few round numbers (0.5, 1, 2) lie on every grid by construction
+        n = len(np.unique(obs[judged]))
+        if n >= MIN_GRID and float(_on_grid(obs[judged], dtype).mean()) >= GRID_SHARE:
+            return dtype
+    return None
 
 
 def compare(observed, expected, atol, rtol):
@@ -114,7 +172,8 @@ def compare(observed, expected, atol, rtol):
     error, allowed = '%.3g' % float(err.max()), messages.allowed(atol, rtol)
     cells = (fmt_index(where), '%.6g' % float(exp[where]), '%.6g' % float(obs[where]),
              messages.error_allowed(error, allowed))
-    desc = Compared(messages.max_error(error, allowed, *cells[:3]))
+    grid = None if ok else low_precision_grid(observed, expected)
+    desc = Compared(messages.max_error(error, allowed, *cells[:3]) + (messages.low_precision(grid) if grid else ''))
     desc.cells = None if ok else cells
     return ok, desc
 

@@ -13,7 +13,7 @@ processes of the grading (registry `evidence`), never on the reference's values:
 import numpy as np
 
 from autograder.judge import inputs, messages
-from autograder.judge.areas import Verdict, case_error_line, close, compare, evidence_output
+from autograder.judge.areas import Verdict, case_error_line, close, compare, evidence_output, low_precision_grid
 
 DROPOUT_KV = inputs.DROPOUT_KV   # the dropout probe's module: GroupedQueryAttention with n_kv_head = 2
 # three checks, each of a p = 1 case on weights 'gqa-kv2' and a 0 < p < 1 case on weights 'dropout'
@@ -24,6 +24,19 @@ DROPOUT_CHECKS = ((messages.ATTENTION_DROPOUT, 'attn_p1_train', 'mid_attn_train'
                   (messages.EVAL_MODE, 'both_p1_eval', 'mid_eval'))
 DROPOUT_CASES = tuple(c for _, p1, mid in DROPOUT_CHECKS for c in (p1, mid)) + ('mid_eval_p0',)
 MIN_JUDGED = 100   # elements whose dropped and kept values differ clearly, needed to judge a share of p
+# Outputs on a low-precision grid (areas.low_precision_grid: the module ran in bfloat16 or float16) are judged
+# at that dtype's precision: a few roundings (the weight, its 1/(1 - p) scaling, the bias) of 2^-8 (bfloat16)
+# or 2^-11 (float16) each, relative to the values rounded. Dropout is judged on what dropout does; the
+# precision costs the value tests (4.1, 5.1), whose messages name the dtype, not this one.
+GRID_RTOL = {'bfloat16': 2.0 ** -6, 'float16': 2.0 ** -9}
+
+
+class _GridTolerance:
+    """The test's tolerance widened to a low-precision dtype's rounding (GRID_RTOL)."""
+
+    def __init__(self, tol, grid):
+        self.atol, self.rtol = tol.atol, max(tol.rtol, GRID_RTOL[grid])
+        self.binomial_sigmas = tol.binomial_sigmas
 
 
 def _input_seed(grading, fixtures):
@@ -43,6 +56,11 @@ def _out_proj_bias(grading, fixtures, label='gqa-kv%d' % DROPOUT_KV):
 
 def _p1_case(case, got, p0, bias, tol):
     """(ok, line) of one p = 1 case: `got` its output, `p0` the same module's eval output at p = 0 (4.1)."""
+    grid = low_precision_grid(got, np.broadcast_to(bias, p0.shape)) \
+        if case == 'attn_p1_train' and not isinstance(tol, _GridTolerance) else None
+    if grid:
+        ok, line = _p1_case(case, got, p0, bias, _GridTolerance(tol, grid))
+        return ok, line + messages.dropout_on_grid(grid)
     zeros = np.zeros_like(p0)
     is_p0 = close(got, p0, tol.atol, tol.rtol)
     is_bias = close(got, np.broadcast_to(bias, p0.shape), tol.atol, tol.rtol)
@@ -80,17 +98,26 @@ def _mid_train(what, got, base, offset, p, tol):
     elements where the two differ clearly must be p within tolerance.binomial_sigmas standard deviations.
     `base` is the same module's eval output at p = 0 in the same process.
     """
+    grid = low_precision_grid(got)
     got, base = got.astype(np.float64), base.astype(np.float64)
     offset = np.broadcast_to(offset, base.shape).astype(np.float64)
     value = base - offset
     dropped, kept = _near(got, offset, tol), _near(got, offset + value / (1 - p), tol)
     judged = np.abs(value) > 100 * (tol.atol + tol.rtol * np.abs(offset))
+    said = messages.dropout_on_grid(grid) if grid else ''
+    if grid:
+        # each rounding is relative to the values rounded (the bias and the scaled weight), not to their sum
+        room = tol.atol + GRID_RTOL[grid] * (np.abs(offset) + np.abs(value) / (1 - p))
+        dropped = np.abs(got - offset) <= room
+        kept = np.abs(got - (offset + value / (1 - p))) <= room
+        # an element is judged only where dropped, kept unscaled and kept scaled are each told apart at that precision
+        judged &= np.abs(value) * p / (1 - p) > 2 * room
     n = int(judged.sum())
     if n < MIN_JUDGED:
         return False, messages.dropout_unjudgeable(what, p, 'out_proj.bias' if np.any(offset) else 'zero',
-                                                   n)
+                                                   n) + said
     if np.all(_near(got, base, tol)):
-        return False, messages.dropout_nothing_dropped(what, p)
+        return False, messages.dropout_nothing_dropped(what, p) + said
     neither = ~(dropped | kept)
     if neither.any():
         where = tuple(int(i) for i in np.argwhere(neither)[0])
@@ -98,13 +125,13 @@ def _mid_train(what, got, base, offset, p, tol):
         why = (messages.DROPOUT_UNSCALED if unscaled > 0.9 else '')
         return False, messages.dropout_neither(what, p, int(neither.sum()), got.size, list(where),
                                                got[where], offset[where],
-                                               offset[where] + value[where] / (1 - p), why)
+                                               offset[where] + value[where] / (1 - p), why) + said
     share = float(dropped[judged].mean())
     sd = np.sqrt(p * (1 - p) / n)
     if abs(share - p) > tol.binomial_sigmas * sd:
         return False, messages.dropout_share_off(what, p, share, n, tol.binomial_sigmas * sd,
-                                                 tol.binomial_sigmas)
-    return True, messages.dropout_share_ok(what, p, share, n)
+                                                 tol.binomial_sigmas) + said
+    return True, messages.dropout_share_ok(what, p, share, n) + said
 
 
 def judge_dropout(test, result, fixtures, grading, evidence):

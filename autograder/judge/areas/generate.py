@@ -14,6 +14,7 @@ import numpy as np
 
 from autograder.judge import messages
 from autograder.judge.areas import Verdict, case_error_line, compare, evidence_output
+from autograder.judge.areas.values import known_bug_matches
 from autograder.contract.configs import GENERATE_NEW, KV_CACHE_CONFIGS
 from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
 
@@ -169,4 +170,21 @@ def judge_kv_cache(test, result, fixtures, grading):
     total = 2 * len(labels)
     if untouched == len(labels):
         return Verdict(0.0, [messages.KV_NOT_IMPLEMENTED] + lines, not_implemented=True)
+    likely = _likely_step(test, result, expected, fixtures, labels)
+    if likely:
+        lines.append(messages.likely_bug(KNOWN_BUGS[likely].description, likely, KNOWN_BUGS[likely].note))
     return Verdict(passed / total, [messages.kv_checks(passed, total)] + lines)
+
+
+def _likely_step(test, result, expected, fixtures, labels):
+    """The known bug (known_bugs.py) whose logits of the cached steps are the failing ones' (values.py's rule), or None."""
+    tol, votes = test.tolerance, {}
+    outputs = fixtures.known_bug_outputs(test.id)
+    for label in labels:
+        for key in (label + '/step/prefill', label + '/step/logits'):
+            got = result.arrays.get(key)
+            if got is None or compare(got, expected[key], tol.atol, tol.rtol)[0]:
+                continue
+            for fp in known_bug_matches(key, got, outputs, tol):
+                votes[fp] = votes.get(fp, 0) + 1
+    return max(sorted(votes), key=votes.get) if votes else None

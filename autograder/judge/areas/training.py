@@ -68,25 +68,27 @@ def _gradient_lines(what, names, observed, expected, tol, rows):
 
 
 def _training_gradients(evidence, fixtures, grading, tol, rows):
-    """(ok, lines) of the gradients at step 0 of 10.1's training run against the reference's run at the same seed."""
+    """(ok, lines, differ) of the gradients at step 0 of 10.1's training run against the reference's run at the same
+    seed; differ: they were compared and some are missing or wrong (what 10.1's failure then follows)."""
     lc = grading.profiles[fixtures.profile_name].loss_curve
     case = 'seed%d' % lc.student_seed
     prefix = case + '/step0/'
     expected = {k[len(prefix):]: v for k, v in fixtures.probe('loss-curve').items() if k.startswith(prefix)}
     what = messages.TRAINING_RUN
     if not expected:
-        return False, [messages.NO_TRAINING_FIXTURES]
+        return False, [messages.NO_TRAINING_FIXTURES], False
     run = evidence.get('loss-curve')
     if run is None or run.status != 'ok':
         why = messages.IT_DID_NOT_RUN if run is None else \
             messages.status_words_and_message(run.status, run.message)
-        return False, [messages.training_no_gradients(what, why)]
+        return False, [messages.training_no_gradients(what, why)], False
     errors = run.info.get('case_errors', {})
     for name in (case, prefix.rstrip('/')):
         if name in errors:
-            return False, [messages.FAIL + case_error_line(what, errors[name])]
+            return False, [messages.FAIL + case_error_line(what, errors[name])], False
     observed = {k[len(prefix):]: v for k, v in run.arrays.items() if k.startswith(prefix)}
-    return _gradient_lines(what, sorted(expected), observed, expected, tol, rows)
+    ok, lines = _gradient_lines(what, sorted(expected), observed, expected, tol, rows)
+    return ok, lines, not ok   # compared, and some missing or wrong
 
 
 def judge_gradients(test, result, fixtures, grading, evidence):
@@ -110,11 +112,12 @@ def judge_gradients(test, result, fixtures, grading, evidence):
                                           rows)
         passed += ok
         lines += case_lines
-    train_ok, train_lines = _training_gradients(evidence, fixtures, grading, tol, rows)
+    train_ok, train_lines, differ = _training_gradients(evidence, fixtures, grading, tol, rows)
     lines += train_lines
     if not train_ok:
         lines.append(messages.TRAINING_GRADIENTS_WRONG)
-        return Verdict(0.0, [messages.gradient_checks(passed, len(cases) + 1)] + lines, rows=rows)
+        return Verdict(0.0, [messages.gradient_checks(passed, len(cases) + 1)] + lines, rows=rows,
+                       training_gradients_differ=differ)
     # the configurations the cascade set aside are not here: the training's gradients are then the whole test
     return Verdict(passed / len(cases) if cases else 1.0,
                    [messages.gradient_checks(passed + 1, len(cases) + 1)] + lines, rows=rows)

@@ -46,6 +46,9 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
     for case, keys in cases.items():
         if case in errors:
             lines.append(messages.FAIL + case_error_line(case, errors[case]))
+            h = hint(case) if hint else None   # a longer call that raises says why as one that is wrong does
+            if h:
+                lines.append(messages.hint(h))
             continue
         case_ok, details = True, []
         for key in keys:
@@ -71,7 +74,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
         lines.append(messages.likely_bug(BY_ID[fp].description, fp, BY_ID[fp].note))
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, messages.cases_match(passed, len(cases)))
-    return Verdict(fraction, lines, rows=[r for r in rows if r])
+    return Verdict(fraction, lines, rows=[r for r in rows if r], known_bug=fp_votes.most_common(1)[0][0] if fp_votes else '')
 
 
 def judge_values(test, result, fixtures, grading):

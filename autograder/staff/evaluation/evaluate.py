@@ -3,7 +3,8 @@
 discrimination report over a corpus of submissions (tests/submissions).
 
 DIR/correct/<name>/ and DIR/buggy/<name>/ each hold a model.py and an expected.yaml
-(verdict: correct | buggy; for buggy ones must_fail: [test ids] and known bug: id or null).
+(verdict: correct | buggy; for buggy ones must_fail: [test ids], known bug: id or null, and cause:
+a phrase or phrases the failing must-fail messages must hold).
 Every submission is graded on batch's regrade engine (worker_pool.py: one process per submission,
 --jobs at a time, a per-submission timeout, a crash or timeout becomes that submission's error,
 a progress bar), a temporary results.json each, and run through the course's current public
@@ -17,6 +18,8 @@ a test outside must_fail losing them), and the totals with their targets:
     false failures on correct variants (any test below max_score)   target 0
     bugs caught exactly (the tests that lost points == must_fail)    target 100%
     known bugs named (the expected id appears in a test's output)  target >= 90%
+    failing must-fail messages that name the cause (expected.yaml's cause or known_bug; NAMED_CAUSES
+    says which other causes a message can name: one not the submission's is wrong)  target >= 90%, 0 wrong
     points lost beyond each bug's own part (tests outside must_fail)  target 0
     red optional tests where expected.yaml says not_implemented      target 0
 Exits 1 when a target is missed or a submission could not be graded, 2 when there is no
@@ -33,6 +36,8 @@ import sys
 import tempfile
 import time
 
+import re
+
 import yaml
 
 from autograder.judge import config, fixtures, results
@@ -40,6 +45,13 @@ from autograder.staff.evaluation import course_tests
 from autograder.staff.regrade import worker_pool
 
 KNOWN_BUG_TARGET = 0.90
+CAUSE_TARGET = 0.90   # failing must-fail messages that name their submission's cause
+# The causes a message can name, as the judge words them: a known bug by its id ("... wrong variant: ID)"), a
+# low-precision grid (messages.low_precision, dropout_on_grid), a device written into the code (ERROR_CAUSES).
+# A message naming one of these that is not its submission's cause names a wrong one.
+NAMED_CAUSES = [(re.compile(r'wrong variant: ([a-z0-9-]+)\)'), None),
+                (re.compile(r'\b(b?float16) number'), None),
+                (re.compile(r'the grader has no GPU'), 'the grader has no GPU')]
 
 
 def load_corpus(root):
@@ -58,10 +70,49 @@ def load_corpus(root):
             subs.append({'name': name, 'kind': kind, 'path': os.path.join(d, 'model.py'),
                          'verdict': exp.get('verdict', kind), 'must_fail': list(exp.get('must_fail') or []),
                          'known_bug': exp.get('known_bug'), 'bug': exp.get('bug', ''),
+                         # what each failing must_fail test's message must name: `cause` (a phrase, or a list of
+                         # phrases any of which will do), else the known bug's id; none declared: not counted
+                         'causes': _causes(exp),
                          # optional parts (extra credit) this submission leaves untouched: their tests must say
                          # "not implemented (optional)", and their 0 is then not a false failure
                          'not_implemented': list(exp.get('not_implemented') or [])})
     return subs
+
+
+def _causes(exp):
+    cause = exp.get('cause')
+    phrases = [cause] if isinstance(cause, str) else list(cause or [])
+    return phrases + ([exp['known_bug']] if exp.get('known_bug') else [])
+
+
+def named_causes(output):
+    """The causes a test's output names (NAMED_CAUSES): known bug ids, dtypes, phrases."""
+    found = set()
+    for pattern, fixed in NAMED_CAUSES:
+        found.update(fixed or m for m in pattern.findall(output))
+    return found
+
+
+def cause_cells(r):
+    """{test id: 'named' | 'NOT NAMED' | 'WRONG (...)'} of a submission's failing must-fail tests (buggy) or of any
+    test naming a cause (correct: every cause named there is wrong)."""
+    cells = {}
+    for tid, t in r['tests'].items():
+        said = named_causes(t['output'])
+        if r['verdict'] == 'correct':
+            if said:
+                cells[tid] = 'WRONG (%s)' % ', '.join(sorted(said))
+            continue
+        if tid not in r['must_fail'] or tid not in r['lost']:
+            continue
+        wrong = sorted(c for c in said if c not in r['causes'])
+        if wrong:
+            cells[tid] = 'WRONG (%s)' % ', '.join(wrong)
+        elif r['causes']:
+            cells[tid] = 'named' if any(c in t['output'] for c in r['causes']) else 'NOT NAMED'
+        else:
+            cells[tid] = 'undeclared'
+    return cells
 
 
 def skipped_tests(sub):
@@ -111,6 +162,7 @@ def analyse(rows, test_ids):
             r['caught'] = lost == set(r['must_fail']) and bool(r['must_fail'])
             fp = r['known_bug']
             r['fp_named'] = bool(fp) and any(fp in t['output'] for t in r['tests'].values())
+        r['cause_cells'] = cause_cells(r)
         r['disagreements'] = []
         for tid in test_ids:
             t = r['tests'].get(tid)
@@ -134,6 +186,12 @@ def analyse(rows, test_ids):
         'course_false_failures': sum(not r['course']['passed'] for r in correct),
         'course_caught': sum(not r['course']['passed'] for r in buggy),
     }
+    cells = [c for r in rows for c in r['cause_cells'].values()]
+    s['cause_named'] = cells.count('named')
+    s['cause_judged'] = sum(c in ('named', 'NOT NAMED') or c.startswith('WRONG') for c in cells)
+    s['cause_wrong'] = sum(c.startswith('WRONG') for c in cells)
+    s['cause_undeclared'] = cells.count('undeclared')
+    s['cause_rate'] = s['cause_named'] / s['cause_judged'] if s['cause_judged'] else 1.0
     s['beyond_own_part'] = round(sum(r.get('beyond_own_part', 0.0) for r in buggy), 4)
     s['beyond_own_part_subs'] = sum(r.get('beyond_own_part', 0.0) > 0 for r in buggy)
     s['red_optional'] = sum(len(r.get('red_optional', ())) for r in rows)
@@ -142,7 +200,8 @@ def analyse(rows, test_ids):
     s['course_rate'] = s['course_caught'] / len(buggy) if buggy else 1.0
     s['errors'] = sum(bool(r.get('engine_error')) for r in rows)
     s['ok'] = s['errors'] == 0 and s['false_failures'] == 0 and s['caught'] == len(buggy) and \
-        s['fp_rate'] >= KNOWN_BUG_TARGET and s['beyond_own_part'] == 0 and s['red_optional'] == 0
+        s['fp_rate'] >= KNOWN_BUG_TARGET and s['beyond_own_part'] == 0 and s['red_optional'] == 0 and \
+        s['cause_rate'] >= CAUSE_TARGET and s['cause_wrong'] == 0
     return s
 
 
@@ -186,6 +245,9 @@ def summary_lines(s):
                                                                                   pct(s['caught_rate'])),
         'known bugs named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
                                                             pct(KNOWN_BUG_TARGET)),
+        'failing must-fail messages that name the cause: %d / %d = %s (target >= %s), naming a wrong one: %d '
+        '(target 0); on submissions that declare none: %d' % (s['cause_named'], s['cause_judged'], pct(s['cause_rate']),
+                                                              pct(CAUSE_TARGET), s['cause_wrong'], s['cause_undeclared']),
         'points lost beyond the bug\'s own part (tests outside must_fail): %s on %d submissions (target 0)' % (
             s['beyond_own_part'], s['beyond_own_part_subs']),
         'red optional tests on submissions that do not attempt the part: %d (target 0)' % s['red_optional'],
@@ -202,6 +264,10 @@ def disagreement_lines(rows):
             out = r['tests'][tid]['output']
             first = ' | '.join(l.strip() for l in out.splitlines() if l.strip())[:300]
             lines.append('%s/%s  %s: expected %s, got %s.  %s' % (r['kind'], r['name'], tid, exp, got, first))
+        for tid, cell in sorted(r.get('cause_cells', {}).items()):
+            if cell == 'NOT NAMED' or cell.startswith('WRONG'):
+                lines.append('%s/%s  %s: cause %s: %s' % (r['kind'], r['name'], tid, cell,
+                                                          ' or '.join(r['causes']) or 'none declared'))
         if r['verdict'] != 'correct' and r['known_bug'] and not r['fp_named']:
             lines.append('%s/%s  known bug %s not named in any output' % (r['kind'], r['name'], r['known_bug']))
         if r.get('engine_error'):
@@ -229,7 +295,10 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
           'Corpus: `tests/submissions` (correct variants must get full marks; every buggy one must lose '
           'points on exactly the tests of its `must_fail`). "course tests" is `autograder/staff/evaluation/course_tests.py`, a '
           're-implementation of what the course\'s current public test_model.py checks (GQA output, RoPE '
-          'd=2, dropout layers, rotary d): the baseline.', '', '## Totals', '']
+          'd=2, dropout layers, rotary d): the baseline. A failing must-fail message "names the cause" when it holds '
+          'its submission\'s `cause` or `known_bug` (expected.yaml); it names a wrong one when it names another known '
+          'bug, a low-precision dtype or the no-GPU cause (evaluate.NAMED_CAUSES); the causes not named are listed '
+          'under the disagreements.', '', '## Totals', '']
     md += ['- ' + l for l in summary_lines(s)]
     md += ['', '## Per submission', '',
            'Cells: `ok` full marks, `lost` points lost, `-` not run; `!` contradicts expected.yaml. Tests: ' +

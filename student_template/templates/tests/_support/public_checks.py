@@ -15,6 +15,7 @@ import json
 import math
 import os
 import sys
+import traceback
 
 import torch
 from torch import nn
@@ -27,6 +28,20 @@ from grader_rules import (TEST_SECONDS, CheckFailed, blocking_problem, import_er
 # ----------------------------------------------------------------------------- the grader's words
 # What a student reads where the grader says the same thing (Gradescope's test output).
 LIKELY_BUG = 'Likely bug: %s (your outputs match a known wrong variant: %s).'
+# the grader's words for the causes an output's values or an error's text show (the grader's own sentences,
+# word for word: tests/unit/test_causes.py keeps them the same)
+LOW_PRECISION = ('; every value of this output is a %s number: your code computed in %s (autocast left on, '
+                 'or a cast to torch.%s?), and %s\'s rounding is far above the float32 tolerance')
+ERROR_CAUSES = {
+    'cuda': (' (the grader has no GPU: a device written into the code, device="cuda" or .cuda(), fails '
+             'here; take the device from the input, x.device, or from a parameter of the module)'),
+    'is_causal_with_mask': (' (F.scaled_dot_product_attention takes either is_causal=True or an '
+                            'attn_mask, not both; with a KV cache pass the mask rows of positions past .. '
+                            'past+T-1 as attn_mask)'),
+}
+ERROR_CAUSE_MARKS = (('Torch not compiled with CUDA enabled', 'cuda'), ('Found no NVIDIA driver', 'cuda'),
+                     ('No CUDA GPUs are available', 'cuda'),
+                     ('attn_mask should not be set when is_causal=True', 'is_causal_with_mask'))
 NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) is not in your model.py (missing, a TODO that '
                  'raises NotImplementedError, or a setting your code never reads), so it was not graded and costs '
                  'nothing.')
@@ -309,6 +324,41 @@ def likely_bugs(name, got):
     return found
 
 
+# ----------------------------------------------------------------------------- low precision
+# The grader's rule: an output whose values are all (98 %) those of
+# bfloat16 or float16, at least 16 distinct values off that grid in the staff solution's output, was computed
+# in that dtype; a float32 value lies on those grids by chance once in 65536 or 8192.
+
+MIN_GRID = 16
+GRID_SHARE = 0.98
+# the rounding a dropout check allows in that dtype (the grader's 6.1): a few roundings of 2^-8 or 2^-11 each
+GRID_RTOL = {'bfloat16': 2.0 ** -6, 'float16': 2.0 ** -9}
+
+
+def _on_grid(values, dtype):
+    low = values.to(torch.bfloat16 if dtype == 'bfloat16' else torch.float16).to(torch.float64)
+    return torch.isfinite(low) & (low == values)
+
+
+def low_precision_grid(got, expected):
+    """'bfloat16' or 'float16' when `got` (its dtype, else its values) shows that it was computed in it, else None."""
+    if got.dtype in (torch.bfloat16, torch.float16):
+        return str(got.dtype).replace('torch.', '')
+    got = got.detach().to('cpu', torch.float64).flatten()
+    exp = expected.to(torch.float64).flatten()
+    for dtype in ('bfloat16', 'float16'):
+        counted = torch.isfinite(got) & (got != 0) & ~_on_grid(torch.nan_to_num(exp), dtype)
+        values = got[counted]
+        if values.unique().numel() >= MIN_GRID and float(_on_grid(values, dtype).double().mean()) >= GRID_SHARE:
+            return dtype
+    return None
+
+
+def error_cause(text):
+    """The grader's sentence for the cause an error's text shows, else ''."""
+    return next((ERROR_CAUSES[cause] for mark, cause in ERROR_CAUSE_MARKS if mark in text), '')
+
+
 # ----------------------------------------------------------------------------- checks
 
 
@@ -324,6 +374,7 @@ def compare(got, name, note, atol=ATOL, tokens=False):
         raise CheckFailed('%s: expected a tensor of shape %s, got %s.\n%s' % (name, shape, type(got).__name__, note))
     if tuple(got.shape) != tuple(shape):
         raise CheckFailed('%s: output has shape %s, expected %s.\n%s' % (name, tuple(got.shape), tuple(shape), note))
+    grid = low_precision_grid(got, expected)
     got64 = got.detach().to('cpu', torch.float64)
     error = (got64 - expected).abs()
     error[~torch.isfinite(got64)] = float('inf')
@@ -339,6 +390,7 @@ def compare(got, name, note, atol=ATOL, tokens=False):
     else:
         head = '%s: max abs error %.3g at index %s (tolerance %g); %d of %d values differ from the staff solution' % (
             name, worst, where, atol, wrong, error.numel())
+        head += LOW_PRECISION % ((grid,) * 4) if grid else ''
     row = where[:-1]
     lo = max(0, where[-1] - 3)
     cols = slice(lo, lo + 6)
@@ -397,6 +449,14 @@ def student_code(test, optional=False):
             failure = None
         except CheckFailed as e:
             failure = _message_only(e)
+        except Exception as e:
+            cause = error_cause(str(e))
+            if not cause:
+                raise
+            # the cause said, and the line of model.py that raised it (the traceback itself is not shown)
+            lines = ['model.py line %d: %s' % (f.lineno, (f.line or '').strip())
+                     for f in traceback.extract_tb(e.__traceback__) if f.filename.endswith('model.py')]
+            failure = CheckFailed('%s: %s%s%s' % (type(e).__name__, e, cause, ''.join('\n  at ' + l for l in lines[-1:])))
         if failure is None:
             self.skipTest(NOT_ATTEMPTED)
         raise failure   # outside the except block, so no "during handling of ..." traceback follows
