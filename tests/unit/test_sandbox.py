@@ -11,6 +11,7 @@ import os
 import pwd
 import socket
 import struct
+import subprocess
 import tempfile
 import time
 
@@ -73,7 +74,7 @@ def test_filter_decisions(machine):
         if name in nrs:
             assert run_bpf(program, arch, nrs[name]) == eperm, name
     # what a probe needs: read/write/mmap (0..9 on x86_64, 63/64/222 on aarch64), threads and fork via clone
-    for nr in ((0, 1, 9, 57, 59, 231) if machine == 'x86_64' else (63, 64, 222, 93, 94)):
+    for nr in ((0, 1, 9, 57, 231) if machine == 'x86_64' else (63, 64, 222, 93, 94)):
         assert run_bpf(program, arch, nr) == seccomp.SECCOMP_RET_ALLOW, nr
     thread_flags = 0x3d0f00    # CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_CLEARTID
     assert run_bpf(program, arch, nrs['clone'], thread_flags) == seccomp.SECCOMP_RET_ALLOW
@@ -103,6 +104,11 @@ def test_filter_installed_denies_and_allows_what_a_probe_needs():
             return False
         if libc.syscall(seccomp.numbers()['clone3'], 0, 0) != -1 or ctypes.get_errno() != errno.ENOSYS:
             return False
+        try:   # no other program runs (issue 41: the public tests say so; `id` ran at import in both modes)
+            subprocess.run(['id'], capture_output=True)
+            return False
+        except PermissionError:
+            pass
         r, w = os.pipe()      # files, pipes, processes, threads still work
         os.write(w, b'x')
         with tempfile.TemporaryFile() as f:
@@ -265,7 +271,6 @@ def claimed_user():
 
 
 def subprocess_rm(path):
-    import subprocess
     subprocess.run(['rm', '-rf', path], check=True)
 
 
