@@ -154,6 +154,14 @@ def expected_outputs(fx, probe_ids, profile):
     return spec
 
 
+def probe_seconds(result):
+    """A probe's seconds for staff (extra_data.probe_seconds): its own compute as its report gives it, and for a
+    process whose report was never read (stopped at a deadline or wall cap, killed) the wall seconds the harness
+    measured, not the 0.0 of a report that does not exist (a hang of 60 s read 0.0)."""
+    wall = (result.harness or {}).get('wall_seconds')
+    return round(float(wall) if result.unread and isinstance(wall, (int, float)) else result.seconds, 2)
+
+
 def graded_specs(grading, skip=()):
     """The tests graded: those enabled in grading.yaml, less any the caller skips (never on Gradescope)."""
     return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
@@ -235,13 +243,13 @@ class Judging:
         probes, self.fx = self.cascade.merge(first.probes, second)
         self.run_result = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
-                     'probe_seconds': {k: round(v.seconds, 2) for k, v in first.probes.items()},
+                     'probe_seconds': {k: probe_seconds(v) for k, v in first.probes.items()},
                      'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
                      'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
                                         for k in ('cpu', 'wall')} if first.import_result is not None else None,
                      'isolation': first.isolation, 'student_text': self.text.report()}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
-            self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
+            self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=probe_seconds(r),
                                                  rope_calls=len((r.harness or {}).get('link') or []))
                                        for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
