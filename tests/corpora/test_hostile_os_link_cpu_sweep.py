@@ -107,6 +107,22 @@ print('PROBE', link.ask(b'mark end'))
     assert sandbox_processes() == []
 
 
+def test_a_probe_hashes_strings_with_the_fixed_seed_and_starts_no_program(sandbox, tmp_path):
+    """Issue 41: a set in the student's own error read differently at every grading (the zygote's -I ignored
+    PYTHONHASHSEED), and subprocess.run(['id']) at import ran in both modes although the public tests say no
+    other program runs on the grader (seccomp now denies execve)."""
+    import subprocess
+    import sys
+    words = '{"q_proj", "k_proj", "v_proj", "out_proj", "rope", "alibi"}'
+    code = ("import subprocess\ntry:\n    subprocess.run(['id'])\n    ran = 'ran'\nexcept PermissionError:\n"
+            "    ran = 'refused'\nraise AssertionError(ran + ' ' + repr(%s))\n" % words)
+    messages = {run(sandbox, tmp_path, code).import_result.message for _ in range(2)}
+    seeded = subprocess.run([sys.executable, '-c', 'print(repr(%s))' % words], env={'PYTHONHASHSEED': '0'},
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert len(messages) == 1 and ('AssertionError: refused ' + seeded) in messages.pop(), (messages, seeded)
+    assert sandbox_processes() == []
+
+
 # ----------------------------------------------------------------------------- CPU
 
 def test_zombie_children_count(sandbox, tmp_path):

@@ -12,13 +12,14 @@ import pwd
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
 from grader_runs import SANDBOX_USER, SANDBOXED
-from autograder.sandbox import cgroups, defences, leftovers, seccomp, users, wall
+from autograder.sandbox import cgroups, defences, leftovers, seccomp, users, wall, zygote_handle
 
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason='needs root and the sandbox user (./setup.sh)')
 libc = ctypes.CDLL(None, use_errno=True)
@@ -124,6 +125,15 @@ def test_filter_installed_denies_and_allows_what_a_probe_needs():
 
     assert in_fork(attempt) == 0
     socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()   # the filter stayed in the fork
+
+
+def test_the_zygote_interpreter_hashes_strings_with_the_fixed_seed():
+    """Issue 41: the zygote ran with -I, which ignores PYTHONHASHSEED: a set in a student's AssertionError read
+    differently at every grading. Its probes are its forks, so the seed must hold from the interpreter's start."""
+    code = 'import sys; print(hash("hw1"), sys.flags.hash_randomization, repr({"q", "k", "v", "out"}))'
+    runs = {subprocess.run([sys.executable, *zygote_handle.FLAGS, '-c', code], env=zygote_handle.ENV,
+                           capture_output=True, text=True, check=True).stdout for _ in range(3)}
+    assert len(runs) == 1 and runs.pop().split()[1] == '0', runs
 
 
 # ----------------------------------------------------------------------------- defences: fail closed

@@ -120,7 +120,7 @@ def stopped_after(seconds, test=None):
 def function_at(line, path=MODEL_PY):
     """'Class.method' (or 'function') of model.py whose body holds `line`, the innermost; None at the top level."""
     try:
-        with open(path, encoding='utf-8', errors='replace') as f:
+        with open(path, encoding='utf-8-sig', errors='replace') as f:   # a byte-order mark read like any file (issue 41)
             tree = ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
         return None
