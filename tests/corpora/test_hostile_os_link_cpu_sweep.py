@@ -109,17 +109,18 @@ print('PROBE', link.ask(b'mark end'))
 
 def test_a_probe_hashes_strings_with_the_fixed_seed_and_starts_no_program(sandbox, tmp_path):
     """Issue 41: a set in the student's own error read differently at every grading (the zygote's -I ignored
-    PYTHONHASHSEED), and subprocess.run(['id']) at import ran in both modes although the public tests say no
-    other program runs on the grader (seccomp now denies execve)."""
-    import subprocess
-    import sys
-    words = '{"q_proj", "k_proj", "v_proj", "out_proj", "rope", "alibi"}'
-    code = ("import subprocess\ntry:\n    subprocess.run(['id'])\n    ran = 'ran'\nexcept PermissionError:\n"
-            "    ran = 'refused'\nraise AssertionError(ran + ' ' + repr(%s))\n" % words)
-    messages = {run(sandbox, tmp_path, code).import_result.message for _ in range(2)}
-    seeded = subprocess.run([sys.executable, '-c', 'print(repr(%s))' % words], env={'PYTHONHASHSEED': '0'},
-                            capture_output=True, text=True, check=True).stdout.strip()
-    assert len(messages) == 1 and ('AssertionError: refused ' + seeded) in messages.pop(), (messages, seeded)
+    PYTHONHASHSEED: each zygote, so each grading, hashed strings at random), and subprocess.run(['id']) at import
+    ran in both modes although the public tests say no other program runs on the grader (seccomp denies execve).
+    Two zygotes, as two gradings get: the same words (the order also follows what the zygote imported, the same
+    in every grading, so it is compared between zygotes, not with a plain interpreter)."""
+    code = ("import subprocess, sys\ntry:\n    subprocess.run(['id'])\n    ran = 'ran'\nexcept PermissionError:\n"
+            "    ran = 'refused'\nraise AssertionError('%s %d %r' % (ran, sys.flags.hash_randomization, "
+            "{'q_proj', 'k_proj', 'v_proj', 'out_proj', 'rope', 'alibi', 'wq', 'wk', 'wv', 'wo', 'bias', 'mask'}))\n")
+    messages = []
+    for _ in range(2):
+        sandbox.zygote.close()   # the next process starts a fresh zygote: another interpreter, as another grading
+        messages.append(run(sandbox, tmp_path, code).import_result.message)
+    assert messages[0] == messages[1] and messages[0].startswith('AssertionError: refused 0 {'), messages
     assert sandbox_processes() == []
 
 
