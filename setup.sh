@@ -54,8 +54,16 @@ if [[ $on_gradescope == 0 && "${HW1_NO_EXTRAS:-0}" != 1 ]]; then
     for extra in requirements-dev.txt requirements-staff.txt; do
         if [[ -f $extra ]]; then run "$PY" -m pip install -q -r "$extra"; fi
     done
-    # the `hw1-autograder` command, from any folder (editable: it grades with this checkout's files)
-    if [[ -f pyproject.toml ]]; then run "$PY" -m pip install -q --no-deps --no-build-isolation -e .; fi
+    # the `hw1-autograder` command, from any folder (editable: it grades with this checkout's files). Without build
+    # isolation the build runs on this interpreter's own setuptools: a fresh venv's (65.5 on Python 3.11, none from
+    # 3.12) has no bdist_wheel unless `wheel` is installed ("invalid command 'bdist_wheel'"), and setuptools 70.1
+    # carries it itself: install that first where neither is there
+    if [[ -f pyproject.toml ]]; then
+        if ! "$PY" -c 'import setuptools.command.bdist_wheel' 2>/dev/null && ! "$PY" -c 'import setuptools, wheel' 2>/dev/null; then
+            run "$PY" -m pip install -q "setuptools>=70.1"
+        fi
+        run "$PY" -m pip install -q --no-deps --no-build-isolation -e .
+    fi
 fi
 
 if [[ "${HW1_SKIP_DATA:-0}" != 1 ]]; then

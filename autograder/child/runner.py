@@ -54,10 +54,10 @@ class CappedStream(io.TextIOBase):
         return text
 
 
-def student_frames(tb):
-    """The traceback lines that point into the student's model.py (what they can act on)."""
+def student_frames(tb, e=None):
+    """The traceback lines that point into the student's model.py (what they can act on); where none: frames_behind."""
     frames = traceback.extract_tb(tb)
-    mine = [f for f in frames if f.filename.endswith(os.path.join('mingpt', 'model.py'))]
+    mine = [f for f in frames if f.filename.endswith(os.path.join('mingpt', 'model.py'))] or frames_behind(e)
     return ['%s line %d, in %s: %s' % ('model.py' if f in mine else os.path.basename(f.filename), f.lineno, f.name,
                                       (f.line or '').strip()) for f in (mine or frames[-3:])]
 
@@ -70,7 +70,7 @@ def describe_exception(e):
         report_schema.error_fields(e)
     if error is None:   # the student's own exception (or a FactError whose figures do not fit)
         error = {'message': '%s: %s' % (type(e).__name__, str(e)[:1500])}
-    return kind, dict(error, where=student_frames(e.__traceback__))
+    return kind, dict(error, where=student_frames(e.__traceback__, e))
 
 
 def fact_error(fact, text):
@@ -309,3 +309,47 @@ def run_probe(job_dir, probe_id=None):
 def main(job_dir=None, probe_id=None):
     """Run the probe of JOB_DIR (sys.argv[1]) in this process: what a zygote's fork does after the wall."""
     return run_probe(job_dir or sys.argv[1], probe_id)
+
+
+def frames_behind(e):
+    """
+    model.py's frames behind an error raised inside torch whose own traceback holds none (issue 41: the line
+    shown was torch's, e.g. module.py's "has no attribute"): those of the error it was raised from or while
+    handling (its chain, nearest first); else, where the deepest frame is a method of an object of a class
+    model.py defines, that class's line, or the property's where torch's nn.Module.__getattr__ took over from
+    a property of theirs that raised AttributeError. [] when nothing of model.py led to it (a grader's frame
+    is then shown). Kept at the end of the file: the lines above are in tracebacks (test_child_lines.py).
+    """
+    try:
+        return _frames_behind(e) if e is not None else []
+    except Exception:  # noqa: BLE001  the student's objects answer the look-ups here: a failure shows what it did before
+        return []
+
+
+def _frames_behind(e):
+    import inspect   # here, not at the top: a line added there would move every line below it
+    is_model = lambda path: (path or '').endswith(os.path.join('mingpt', 'model.py'))
+    seen, inner = set(), e.__cause__ or e.__context__
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        mine = [f for f in traceback.extract_tb(inner.__traceback__) if is_model(f.filename)]
+        if mine:
+            return mine
+        inner = inner.__cause__ or inner.__context__
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    frame_locals = tb.tb_frame.f_locals if tb is not None else {}
+    cls = type(frame_locals.get('self'))
+    if not is_model(getattr(sys.modules.get(cls.__module__), '__file__', None)):
+        return []
+    prop = getattr(cls, frame_locals.get('name') or '', None) if tb.tb_frame.f_code.co_name == '__getattr__' else None
+    target = prop.fget if isinstance(prop, property) and prop.fget is not None else cls
+    try:
+        lines, first = inspect.getsourcelines(target)
+        path = inspect.getsourcefile(target)
+    except (OSError, TypeError):
+        return []
+    at = next((i for i, text in enumerate(lines) if text.lstrip().startswith(('def ', 'class '))), 0)   # past decorators
+    return [traceback.FrameSummary(path, first + at, getattr(target, '__qualname__', cls.__name__), lookup_line=False,
+                                   line=lines[at].strip())]

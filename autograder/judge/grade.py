@@ -156,6 +156,14 @@ def expected_outputs(fx, probe_ids, profile):
     return spec
 
 
+def probe_seconds(result):
+    """A probe's seconds for staff (extra_data.probe_seconds): its own compute as its report gives it, and for a
+    process whose report was never read (stopped at a deadline or wall cap, killed) the wall seconds the harness
+    measured, not the 0.0 of a report that does not exist (a hang of 60 s read 0.0)."""
+    wall = (result.harness or {}).get('wall_seconds')
+    return round(float(wall) if result.unread and isinstance(wall, (int, float)) else result.seconds, 2)
+
+
 def graded_specs(grading, skip=()):
     """The tests graded: those enabled in grading.yaml, less any the caller skips (never on Gradescope)."""
     return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
@@ -247,7 +255,7 @@ class Judging:
         probes, self.fx = self.cascade.merge(first.probes, second)
         self.run_result = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
-                     'probe_seconds': {k: round(v.seconds, 2) for k, v in first.probes.items()},
+                     'probe_seconds': {k: probe_seconds(v) for k, v in first.probes.items()},
                      # each process's own memory at its most, as the harness read it (sandbox.probe_memory_mb)
                      'probe_memory_mb': {k: round((v.harness or {}).get('memory_peak_bytes', 0) / 2 ** 20, 1)
                                          for k, v in first.probes.items() if isinstance(v.harness, dict)},
@@ -258,7 +266,7 @@ class Judging:
         self.info['evidence'] = {'records': {k: v if isinstance(v, int) else len(v) for k, v in self.records.items()},
                                  'charged': dict(self.cascade.charged)}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
-            self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=round(r.seconds, 2),
+            self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=probe_seconds(r),
                                                  rope_calls=set_aside.calls_of((r.harness or {}).get('link')),
                                                  rope_mb=set_aside.mb_of((r.harness or {}).get('link')))
                                        for pid, r in second.items()}

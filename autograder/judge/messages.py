@@ -60,15 +60,21 @@ STATUS_WORDS = {
 }
 
 
+def with_status(word, message):
+    """'word: message', or the message alone where it already starts with the status's words (a case or
+    probe not run says why in a message that starts 'not run: ...': said once, never 'not run: not run: ...')."""
+    return message if word and message.startswith(word) else '%s: %s' % (word, message)
+
+
 def probe_failed(status, message, where):
     """The lines of a probe that produced no results: its status, message, last traceback lines."""
-    return ['%s: %s' % (STATUS_WORDS.get(status, status), message)] + ['  at ' + w for w in where]
+    return [with_status(STATUS_WORDS.get(status, status), message)] + ['  at ' + w for w in where]
 
 
 def case_error(name, status, message, where):
     """One case that raised (or hung, or is missing): name, status words, message, last frame."""
     word = STATUS_WORDS.get(status, 'error')
-    return '%s: %s: %s%s' % (name, word, message, ('\n    at ' + where[-1]) if where else '')
+    return '%s: %s%s' % (name, with_status(word, message), ('\n    at ' + where[-1]) if where else '')
 
 
 # the cause an error's own text shows (areas.error_cause picks it by ERROR_CAUSE_MARKS), said after the error
@@ -173,7 +179,7 @@ def child_note(code, figures):
 
 def status_words_and_message(status, message):
     """Another probe's failure, cited as evidence, its status in words."""
-    return '%s: %s' % (STATUS_WORDS.get(status, status), message)
+    return with_status(STATUS_WORDS.get(status, status), message)
 
 
 # ------------------------------------------------------------------------- the student's own text

@@ -441,12 +441,12 @@ def interface_tree(upload):
     """
     The tree test 1.1 reads the handout interface from (interface_check.missing_in), None when there
     is none. 1.1 has always read it from the bytes decoded as UTF-8 (bad bytes replaced, universal
-    newlines), not as Python decodes them. For a UTF-8 file without a byte-order mark that is the
-    same text, so the upload's own tree. After a byte-order mark (which that reading cannot parse:
-    nothing is reported missing) or under a non-UTF-8 coding line it is that reading's own parse, as
-    before: issue 34 changes no verdict (docs/notes/values-34.md).
+    newlines), not as Python decodes them. For a UTF-8 file, with a byte-order mark or without
+    (utf-8-sig: a file saved with one is read like any other, issue 41; before, that reading could
+    not parse it and nothing was reported missing), that is the same text, so the upload's own tree.
+    Under a non-UTF-8 coding line it is that reading's own parse, as before (docs/notes/values-34.md).
     """
-    as_utf8 = _newlines(upload.raw.decode('utf-8', errors='replace'))
+    as_utf8 = _newlines(upload.raw.decode('utf-8-sig', errors='replace'))
     if upload.text is not None and as_utf8 == _newlines(upload.text):
         return upload.tree
     try:

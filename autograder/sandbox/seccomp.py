@@ -4,6 +4,10 @@ the bytes built here): a deny-list at least as wide as Docker's default profile,
 
 - socket(): no network, and no AF_UNIX connection to another process's socket. The harness
   link is a socketpair made by the harness and inherited: plain read/write on it still work.
+- execve/execveat: no other program runs (subprocess, os.system, a re-exec'd interpreter), so the
+  public tests' "on the grader it cannot run other programs" holds in both modes. A probe never
+  needs one: it is a fork of the zygote, and torch's CPU ops start no program (torch.compile's C++
+  build would, and is refused). Forks and threads still work: they run the same walled code.
 - Docker's default profile denies (or, for root-only calls, the kernel refuses): kernel keyrings
   (add_key, keyctl, request_key), ptrace and process_vm_readv/writev, bpf, perf_event_open,
   userfaultfd, mount and the new mount API, pivot_root, chroot, unshare/setns and clone with a
@@ -32,7 +36,7 @@ X32_SYSCALL_BIT = 0x40000000
 CLONE_NS_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 OFFSET_NR, OFFSET_ARCH, OFFSET_ARG0 = 0, 4, 16   # struct seccomp_data (little-endian: arg0's low word first)
 
-DENIED = ('socket', 'io_uring_setup', 'io_uring_enter', 'io_uring_register',
+DENIED = ('socket', 'execve', 'execveat', 'io_uring_setup', 'io_uring_enter', 'io_uring_register',
           'add_key', 'request_key', 'keyctl',
           'ptrace', 'process_vm_readv', 'process_vm_writev', 'pidfd_getfd', 'process_madvise', 'kcmp',
           'bpf', 'perf_event_open', 'userfaultfd', 'fanotify_init', 'lookup_dcookie', 'syslog',
@@ -49,7 +53,7 @@ DENIED = ('socket', 'io_uring_setup', 'io_uring_enter', 'io_uring_register',
 # per architecture: (AUDIT_ARCH value, {name: number}); from the kernel's unistd headers
 SYSCALLS = {
     'x86_64': (0xC000003E, dict(
-        shmget=29, socket=41, clone=56, semget=64, msgget=68, ptrace=101, syslog=103, uselib=134, ustat=136,
+        shmget=29, socket=41, clone=56, execve=59, semget=64, msgget=68, ptrace=101, syslog=103, uselib=134, ustat=136,
         sysfs=139, vhangup=153, pivot_root=155, _sysctl=156, adjtimex=159, chroot=161, acct=163,
         settimeofday=164, mount=165, umount2=166, swapon=167, swapoff=168, reboot=169, sethostname=170,
         setdomainname=171, iopl=172, ioperm=173, create_module=174, init_module=175, delete_module=176,
@@ -57,7 +61,7 @@ SYSCALLS = {
         clock_settime=227, mq_open=240, kexec_load=246, add_key=248, request_key=249, keyctl=250, unshare=272,
         perf_event_open=298, fanotify_init=300, open_by_handle_at=304, clock_adjtime=305, setns=308,
         process_vm_readv=310, process_vm_writev=311, kcmp=312, finit_module=313, kexec_file_load=320, bpf=321,
-        userfaultfd=323, io_uring_setup=425, io_uring_enter=426, io_uring_register=427, open_tree=428,
+        execveat=322, userfaultfd=323, io_uring_setup=425, io_uring_enter=426, io_uring_register=427, open_tree=428,
         move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433, clone3=435, pidfd_getfd=438,
         process_madvise=440, mount_setattr=442, quotactl_fd=443)),
     'aarch64': (0xC00000B7, dict(
@@ -65,9 +69,9 @@ SYSCALLS = {
         unshare=97, kexec_load=104, init_module=105, delete_module=106, clock_settime=112, syslog=116,
         ptrace=117, reboot=142, sethostname=161, setdomainname=162, settimeofday=170, adjtimex=171, mq_open=180,
         msgget=186, semget=190, shmget=194, socket=198, add_key=217, request_key=218, keyctl=219, clone=220,
-        swapon=224, swapoff=225, perf_event_open=241, fanotify_init=262, open_by_handle_at=265,
+        execve=221, swapon=224, swapoff=225, perf_event_open=241, fanotify_init=262, open_by_handle_at=265,
         clock_adjtime=266, setns=268, process_vm_readv=270, process_vm_writev=271, kcmp=272, finit_module=273,
-        bpf=280, userfaultfd=282, kexec_file_load=294, io_uring_setup=425, io_uring_enter=426,
+        bpf=280, execveat=281, userfaultfd=282, kexec_file_load=294, io_uring_setup=425, io_uring_enter=426,
         io_uring_register=427, open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
         clone3=435, pidfd_getfd=438, process_madvise=440, mount_setattr=442, quotactl_fd=443)),
 }

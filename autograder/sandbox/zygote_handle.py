@@ -24,7 +24,9 @@ from collections import deque
 from autograder import PACKAGE_DIR
 
 WALL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'wall.py')
-BOOT = '''import importlib.util, sys
+BOOT = '''import sys
+sys.path[:] = [p for p in sys.path if p not in ('', '.')]
+import importlib.util
 spec = importlib.util.spec_from_file_location('hw1_wall', %r)
 wall = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(wall)
@@ -34,6 +36,15 @@ sys.modules['autograder'] = package
 from autograder.child import zygote
 zygote.main(int(sys.argv[1]), wall, %r)
 '''
+# The interpreter's flags: -s (no user site) without -I, which also ignores every PYTHON* variable,
+# PYTHONHASHSEED among them, so that str and bytes hashing was random per grading (a student's set printed in
+# an AssertionError read differently every time). The environment is the grader's own (start()), so no
+# variable reaches it that -I would have kept out; BOOT drops the folder -c puts first on sys.path (-I's -P).
+FLAGS = ('-s',)
+# probe processes are forks of the zygote: its hash seed, fixed at its start, is theirs
+ENV = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'LANG': 'C.UTF-8', 'PYTHONHASHSEED': '0',
+       'PYTHONDONTWRITEBYTECODE': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1',
+       'OPENBLAS_NUM_THREADS': '1'}
 START_SECONDS = 180          # Python + torch import on a slow, shared core; a zygote slower than this is broken
 MAX_MESSAGE = 1 << 20
 
@@ -61,12 +72,9 @@ class Zygote:
         self.close()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile(prefix='hw1-zygote-')
-        env = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'LANG': 'C.UTF-8', 'PYTHONHASHSEED': '0',
-               'PYTHONDONTWRITEBYTECODE': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1',
-               'OPENBLAS_NUM_THREADS': '1'}
-        env.update(self.env)
+        env = dict(ENV, **self.env)
         started = time.time()
-        self.proc = subprocess.Popen([self.python, '-I', '-c', BOOT % (WALL_FILE, PACKAGE_DIR, PACKAGE_DIR),
+        self.proc = subprocess.Popen([self.python, *FLAGS, '-c', BOOT % (WALL_FILE, PACKAGE_DIR, PACKAGE_DIR),
                                       str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env, cwd='/',
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
         theirs.close()

@@ -100,8 +100,29 @@ time.sleep(1.5)
 print('PROBE', link.ask(b'mark end'))
 """ % helper, link_services={report_schema.IMPORT: lambda payload, pid: heard.append(payload) or b'ok'})
     imp = r.import_result
+    if how == 'reexec':   # no other program runs (seccomp denies execve, issue 41): the helper never spoke
+        assert heard == [b'mark end'] and 'a process other than' not in (imp.message or ''), (heard, imp.harness)
+        assert sandbox_processes() == []
+        return
     assert heard == [], heard   # the handler never heard the helper (nor the probe, stopped at once)
     assert imp.harness['ended'] == 'link' and 'a process other than the test\'s own' in imp.message, imp.harness
+    assert sandbox_processes() == []
+
+
+def test_a_probe_hashes_strings_with_the_fixed_seed_and_starts_no_program(sandbox, tmp_path):
+    """Issue 41: a set in the student's own error read differently at every grading (the zygote's -I ignored
+    PYTHONHASHSEED: each zygote, so each grading, hashed strings at random), and subprocess.run(['id']) at import
+    ran in both modes although the public tests say no other program runs on the grader (seccomp denies execve).
+    Two zygotes, as two gradings get: the same words (the order also follows what the zygote imported, the same
+    in every grading, so it is compared between zygotes, not with a plain interpreter)."""
+    code = ("import subprocess, sys\ntry:\n    subprocess.run(['id'])\n    ran = 'ran'\nexcept PermissionError:\n"
+            "    ran = 'refused'\nraise AssertionError('%s %d %r' % (ran, sys.flags.hash_randomization, "
+            "{'q_proj', 'k_proj', 'v_proj', 'out_proj', 'rope', 'alibi', 'wq', 'wk', 'wv', 'wo', 'bias', 'mask'}))\n")
+    messages = []
+    for _ in range(2):
+        sandbox.zygote.close()   # the next process starts a fresh zygote: another interpreter, as another grading
+        messages.append(run(sandbox, tmp_path, code).import_result.message)
+    assert messages[0] == messages[1] and messages[0].startswith('AssertionError: refused 0 {'), messages
     assert sandbox_processes() == []
 
 

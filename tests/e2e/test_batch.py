@@ -154,6 +154,10 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert '1 to grade, %d already graded' % (N - 1) in err and 'graded 1, skipped %d' % (N - 1) in stdout, err
     assert 'syntax' in batch.worker_pool.load(str(inner / 'submission_1000002' / 'results.json'))['submission'].output
     assert "Bob Placeholder (submission_1000002): 0 -> 0 [graded -> not graded] (the submission's files changed)" in stdout
+    # ... and the generation it replaces is kept, never overwritten: the diff is between the two (issue 41)
+    rerun_kept = [p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.csv', p)]
+    assert len(rerun_kept) == 1 and (inner / rerun_kept[0]).read_bytes() == first_csv, os.listdir(inner)
+    assert 'diff: %s (8 rows) -> %s (8 rows)' % (inner / rerun_kept[0], csv_path) in stdout, stdout
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -181,7 +185,7 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert moved == [('Dan Dummy (submission_1000004)', '100 -> 110; 2.1 rope 0 -> 10')], stdout
     assert 'grading.yaml CHANGED' in stdout and '2.1 rope: atol 1e-05 -> 10.0' in stdout
     assert 'scores: 1 of 8 students changed' in stdout and 'NOT REPRODUCIBLE' not in stdout
-    kept = [p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.csv', p)]
+    kept = [p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.csv', p) and p not in rerun_kept]
     assert len(kept) == 1 and (inner / kept[0]).read_bytes() == before, os.listdir(inner)
     # the students' earlier feedback is kept beside it, and the diff names both results.json
     first_kept = inner / (kept[0][:-len('.csv')] + '.results')
@@ -199,7 +203,7 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert proc.returncode == 1, err
     moved = re.findall(r'^  (.+ \(submission_\d+\)): (.*)$', stdout, re.M)
     assert moved == [('Dan Dummy (submission_1000004)', '110 -> 100; 2.1 rope 10 -> 0')], stdout
-    kept = sorted(p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.results', p))
+    kept = sorted(p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.results', p))[1:]   # after step 5's
     assert len(kept) == 2 and kept[0] == first_kept.name, os.listdir(inner)
     totals = [batch.worker_pool.load(str(inner / k / 'submission_1000004' / 'results.json')).total for k in kept]
     assert totals + [batch.worker_pool.load(str(inner / 'submission_1000004' / 'results.json')).total] == [100, 110, 100]

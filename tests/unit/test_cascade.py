@@ -206,6 +206,18 @@ def test_a_hang_is_placed_from_the_harness_own_knowledge(grading, fx):
     assert list(c.hung) == ['gpt'] and c.skip('gradients') and c.skip('memory') is None
 
 
+def test_a_case_left_unrun_by_a_hang_says_not_run_once(grading, fx):
+    """Issue 41: "FAIL gqa: not run: not run: ..." (the case's status words, then its reason, which says them too)."""
+    from autograder.judge import areas, messages
+    c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
+    first_run(c)
+    c.observe('dropout', ProbeResult('timeout', 'timed out', harness={'ended': 'timeout', 'imported_after': 1.0}), {})
+    line = messages.FAIL + areas.case_error_line('gqa', {'status': 'missing', 'message': c.skip('model')})
+    assert line == 'FAIL gqa: not run: GroupedQueryAttention did not return in test 6.1', line
+    assert messages.probe_failed('missing', 'not run', []) == ['not run']
+    assert messages.case_error('gqa', 'error', 'boom', []) == 'gqa: your code raised an error: boom'   # other words stay
+
+
 def test_an_import_that_stalls_in_a_probe_stops_the_probes_and_blames_no_part(grading, fx):
     c = make(grading, fx, passes=('rope',))
     dump = {'frames': [{'line': 11}]}

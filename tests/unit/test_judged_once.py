@@ -9,7 +9,7 @@ import os
 
 from autograder import REFERENCE_DIR
 from autograder.judge import config, fixtures, grade, submission, verdicts
-from autograder.sandbox import ProbeResult
+from autograder.sandbox import ProbeResult, Settings
 from tests.helpers.scripted_session import ScriptedSandbox, ScriptedSession
 
 GRADING = config.load()
@@ -49,3 +49,21 @@ def test_every_test_is_judged_once_and_the_partial_shows_the_verdicts_kept(tmp_p
     assert NOTE not in '\n'.join(shown['submission'].lines)
     assert '\n'.join(final['submission'].lines).count(NOTE) == 1
     assert final['submission'].passed and shown['submission'].passed
+
+
+class Hanging(ScriptedSession):
+    """Test 6.1's process is stopped at its wall cap after 60 s (its report never read); the others report 0.25 s."""
+
+    def probed(self, work):
+        if work.probe_id == 'dropout':
+            return ProbeResult('timeout', harness={'ended': 'wall', 'wall_seconds': 60.004, 'cpu_seconds': 0.1, 'cpu_limit': 60},
+                               unread=True)
+        return ProbeResult('ok', seconds=0.25)
+
+
+def test_probe_seconds_of_a_hang_are_the_seconds_it_ran(tmp_path):
+    """Issue 41: extra_data.probe_seconds read 0.0 for a probe that ran 60 s (its own report never came)."""
+    located = submission.locate(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py'), str(tmp_path))
+    judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'), ScriptedSandbox(Hanging(), Settings.from_mapping(GRADING.sandbox))).run_probes()
+    seconds = judging.info['probe_seconds']
+    assert seconds['dropout'] == 60.0 and seconds['rope'] == 0.25, seconds

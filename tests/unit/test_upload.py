@@ -102,12 +102,12 @@ def test_the_tree_functions_say_what_the_source_functions_say(source):
 
 
 def test_interface_tree_reads_as_test_1_1_always_did(tmp_path):
-    # a byte-order mark: that reading does not parse, so nothing is missing (kept: issue 34)
+    # a byte-order mark is read like any other file (issue 41: it passed 1.1's interface check lacking a method)
     path = tmp_path / 'model.py'
     path.write_bytes(b'\xef\xbb\xbfclass GPT:\n    pass\n')
     upload = submission.read_upload(str(path))
     assert upload.problems == () and upload.tree is not None
-    assert submission.interface_tree(upload) is None and grade.static_findings(upload)[1] == []
+    assert submission.interface_tree(upload) is upload.tree and 'GPT.forward' in grade.static_findings(upload)[1]
     path.write_bytes(b'class GPT:\r\n    pass\r\n')   # Windows line ends: the upload's own tree
     upload = submission.read_upload(str(path))
     assert submission.interface_tree(upload) is upload.tree

@@ -10,7 +10,9 @@ stderr). Each submission's results.json is written beside it (EXPORT/<sub>/resul
 atomically), stamped with what it was graded from: the submission's files, the grader's code
 (autograder/ without the staff tools), the fixtures' manifest and grading.yaml. A rerun skips
 submissions whose stamp still matches, so an interrupted batch resumes where it stopped and a
-changed submission or grader is graded again (`--force` regrades everything).
+changed submission or grader is graded again (`--force` regrades everything). A rerun that grades
+anything again never overwrites the CSV it replaces: that generation is kept as grades.<date>.csv (with
+each submission's results.json of it), and the diff between the two is printed.
 
 The CSV has one row per student (a group submission gives one row per member): name, email,
 sid, submission, created_at, status, the points of every test (by number and id), total, max,
@@ -104,13 +106,18 @@ class Batch:
         return worker_pool.Job(sub, sub_dir, os.path.join(sub_dir, RESULTS), stamp,
                                behaviour_path=os.path.join(sub_dir, behaviour_prints.FILE))
 
+    def to_grade(self, jobs=None):
+        """The jobs this run grades: every one with --force, else those not already graded by this grader."""
+        jobs = [self.job(s) for s in self.submissions] if jobs is None else jobs
+        return [j for j in jobs if self.force or not already_graded(j.path, j.stamp)]
+
     def grade_all(self):
         ex = self.export
         jobs = [self.job(s) for s in self.submissions]
         if self.shard:
             self.log('batch: shard %d/%d: %d of the export\'s %d submission folders' % (
                 self.shard + (len(jobs), len(ex.submissions))))
-        todo = [j for j in jobs if self.force or not already_graded(j.path, j.stamp)]
+        todo = self.to_grade(jobs)
         for j in jobs:
             if j not in todo:
                 self.outcomes[j.key] = ('skipped', 'already graded by this grader')
@@ -127,7 +134,11 @@ class Batch:
         if ex.unlisted:
             self.log('batch: %d folder(s) not in %s, graded without names: %s'
                      % (len(ex.unlisted), gradescope_export.METADATA, ', '.join(ex.unlisted)))
-        if not jobs:
+        if not jobs and self.shard and ex.submissions:   # the export has folders, none of them this shard's
+            self.log('batch: shard %d/%d is empty: none of the %d submission folders of %s falls in it (a folder\'s '
+                     'shard is fixed by its name, shards.py); its CSV has no rows, and `report` merges it with the others'
+                     % (self.shard + (len(ex.submissions), ex.folder)))
+        elif not jobs:
             self.log('batch: no submission_<id>/ folder in %s' % ex.folder)
         if todo:
             worker_pool.check_parallelism(self.grading, min(self.engine.jobs, len(todo)), lambda m: self.log('batch: ' + m))
@@ -315,7 +326,10 @@ def _previous(args, batch, out):
     if problem:
         print('batch: refused, nothing graded: %s' % problem, file=sys.stderr)
         return None
-    if old is not None and previous is not None and os.path.realpath(args.compare) == os.path.realpath(out):
+    # a rerun that grades anything again (a changed submission, --force) makes a new generation: the one it replaces
+    # is kept under its date, with the results.json students saw, and the diff between the two is printed after
+    rerun = old is None and previous is not None and not args.overwrite and batch.to_grade()
+    if rerun or (old is not None and previous is not None and os.path.realpath(args.compare) == os.path.realpath(out)):
         old = gradebook.read(keep_previous(out, previous, batch.folder, batch.export.submissions))
         print('batch: the previous %s is kept as %s (each submission\'s results.json of it in %s)'
               % (out, old.path, os.path.splitext(old.path)[0] + gradebook.RESULTS_SUFFIX), file=sys.stderr)

@@ -120,7 +120,7 @@ def stopped_after(seconds, test=None):
 def function_at(line, path=MODEL_PY):
     """'Class.method' (or 'function') of model.py whose body holds `line`, the innermost; None at the top level."""
     try:
-        with open(path, encoding='utf-8', errors='replace') as f:
+        with open(path, encoding='utf-8-sig', errors='replace') as f:   # a byte-order mark read like any file (issue 41)
             tree = ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
         return None
@@ -302,14 +302,16 @@ def import_notes(tree):
     """
     Warnings about imports that cost nothing now: a module the grader lacks imported inside a
     function (the test that runs it fails on the grader), and a standard-library module a model
-    has no use for (allowed; on the grader it cannot start processes, reach the network or write files).
+    has no use for (allowed; on the grader it cannot run other programs or reach the network, and what it
+    writes is deleted after each test: the seccomp filter denies execve and socket in both modes).
     """
     at_import = set(_runs_at_import(tree))
     notes = []
     for node, name, top in imported_names(tree):
         if top in DENIED_NOTE:
             notes.append('model.py line %d imports %r: allowed, but a model has no use for it, and on the grader '
-                         'it cannot start processes, reach the network or write files' % (node.lineno, name))
+                         'it cannot run other programs or reach the network, and what it writes is deleted after each test'
+                         % (node.lineno, name))
         elif top not in GRADER_MODULES and not _stdlib(top) and node not in at_import:
             notes.append('model.py line %d imports %r inside a function: the grader does not have it, so a test '
                          'that runs this code fails there (importing model.py still works)' % (node.lineno, name))
