@@ -409,8 +409,24 @@ class Judging:
         verdict = self.verdict(spec)
         charged = self.cascade.charge(spec.id) if self.cascade is not None and self.run_result is not None else None
         if charged:
-            return dataclasses.replace(verdict, fraction=0.0, lines=[charged] + list(verdict.lines))
+            return dataclasses.replace(verdict, fraction=0.0,
+                                       lines=[charged] + self._sibling_causes(spec) + list(verdict.lines))
         return verdict
+
+    def _sibling_causes(self, spec):
+        """What the charged part's other own tests named as its cause: their known bug and their hints."""
+        part = next(p for p, tests in registry.PART_TESTS.items() if spec.id in tests)
+        lines = []
+        for other in self.specs:
+            if other.id == spec.id or other.id not in registry.PART_TESTS[part]:
+                continue
+            judged = self.verdict(other)
+            if judged.known_bug in KNOWN_BUGS:
+                lines.append(messages.part_likely_bug(part, other.number, KNOWN_BUGS[judged.known_bug].description,
+                                                      judged.known_bug))
+            hints = [h.strip() for line in judged.lines for h in line.split('\n') if h.strip().startswith('hint: ')]
+            lines += [messages.sibling_hint(other.number, h[len('hint: '):]) for h in dict.fromkeys(hints)]
+        return lines
 
     def _gradients_cause(self):
         """10.1's training follows the gradients 10.2 judges: where 10.2 finds some missing or wrong, 10.1 says so."""

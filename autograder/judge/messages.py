@@ -1113,6 +1113,11 @@ def part_charged(part, reason):
             % (SHORT.get(part, part), reason))
 
 
+def sibling_hint(number, text):
+    """A hint of a charged part's other own test, repeated in the charged one."""
+    return 'Test %s says of it: %s' % (number, text)
+
+
 def part_fails(part, reason):
     """`part` (its code name) and why it is set aside (part_reason_failed, shown_where, hung_reason)."""
     return '%s %s' % (SHORT.get(part, part), reason)
