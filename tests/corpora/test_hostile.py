@@ -621,6 +621,17 @@ EVIDENCE_ATTACKS = {
 }
 
 
+def _against_honest(ag_root, name, env, timeouts=None):
+    """Attack `name` graded beside its honest control (tests/hostile/build.py's HONEST) in `env`'s mode:
+    (honest results.json, its tests by id, the attack's, its tests by id, {test: (honest, attack) where it gained})."""
+    sys.path.insert(0, HOSTILE)
+    import build as hostile_build
+    honest_out, honest = _graded(ag_root, hostile_build.honest(name), env, timeouts)
+    attack_out, attack = _graded(ag_root, read(name), env, timeouts)
+    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    return honest_out, honest, attack_out, attack, gained
+
+
 def _graded(ag_root, text, env=None, timeouts=None):
     """`text` graded through run_autograder in `env`'s mode, once in the run (tests/helpers/grading_store.py):
     several attacks share an honest control. The untouched template with every defence is test_grading's grading
@@ -650,13 +661,9 @@ def in_mode(env, *values, id):
 @pytest.mark.parametrize('name,env', [in_mode(None, n, None, id=n) for n in sorted(EVIDENCE_ATTACKS)]
                          + [in_mode(GRADESCOPE_ENV, n, GRADESCOPE_ENV, id=n + '-gradescope') for n in ANSWER_ATTACKS])
 def test_an_attack_on_evidence_gains_nothing(name, env, ag_root):
-    sys.path.insert(0, HOSTILE)
-    import build as hostile_build
-    honest_out, honest = _graded(ag_root, hostile_build.honest(name), env)
-    attack_out, attack = _graded(ag_root, read(name), env)
+    honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, name, env)
     target = EVIDENCE_ATTACKS[name]
     assert honest[target]['score'] < honest[target]['max_score'], 'the honest bug must cost %s' % target
-    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
     assert not gained, 'the attack gained points (honest, attack): %s' % gained
     assert total(attack_out) <= total(honest_out)
 
@@ -675,12 +682,8 @@ CASCADE_ATTACKS = {
 @pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else '')) for n in sorted(CASCADE_ATTACKS)
                                       for e in (None, GRADESCOPE_ENV)])
 def test_an_attack_on_the_cascade_gains_nothing(name, env, ag_root):
-    sys.path.insert(0, HOSTILE)
-    import build as hostile_build
     timeouts = {'dropout': 4} if name == 'forged_hang_dump' else {}   # its honest bug hangs 6.1: CI's minutes
-    honest_out, honest = _graded(ag_root, hostile_build.honest(name), env, timeouts)
-    attack_out, attack = _graded(ag_root, read(name), env, timeouts)
-    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, name, env, timeouts)
     assert not gained, 'the attack gained points (honest, attack): %s' % gained
     assert total(attack_out) <= total(honest_out)
     if name == 'fail_on_purpose':   # the hidden bug is still charged where it lives
@@ -710,12 +713,8 @@ WRONG_INSIDE = {'rope_in_block_fails_on_purpose': (('rope', 'rope-cache'), 'Rota
 @pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else ''))
                                       for n in sorted(EVIDENCE_CASE_ATTACKS) for e in (None, GRADESCOPE_ENV)])
 def test_a_part_is_set_aside_only_on_evidence_in_the_case(name, env, ag_root):
-    sys.path.insert(0, HOSTILE)
-    import build as hostile_build
     timeouts = {'rope-cache': 4} if name == 'rope_hangs_on_purpose' else {}
-    honest_out, honest = _graded(ag_root, hostile_build.honest(name), env, timeouts)
-    attack_out, attack = _graded(ag_root, read(name), env, timeouts)
-    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, name, env, timeouts)
     if name == 'rope_hangs_on_purpose':
         # a part that hangs is charged whole (RoPE: 15) and set aside after, its training bug unjudged (here 10.1
         # and 10.2: 15): never more than the honest total (docs/ARCHITECTURE.md, "What still pays")
@@ -749,11 +748,7 @@ def _plain_lines(test):
 
 @pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'), in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
 def test_student_text_stays_student_text(env, ag_root):
-    sys.path.insert(0, HOSTILE)
-    import build as hostile_build
-    honest_out, honest = _graded(ag_root, hostile_build.honest('text_in_bulk'), env)
-    attack_out, attack = _graded(ag_root, read('text_in_bulk'), env)
-    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, 'text_in_bulk', env)
     assert not gained and total(attack_out) <= total(honest_out), gained
     assert honest['rope']['score'] == 0 and 'RoPE is not done' in honest['rope']['output']
     # the slices: at most the budget of them, though the attack wrote more (some withheld, in the grader's words)
@@ -821,11 +816,7 @@ SERVICE_FLOODS = ('rope_flood',)
 @pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'),
                                  in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
 def test_a_flood_of_the_graders_rope_costs_the_judge_nothing(env, ag_root):
-    sys.path.insert(0, HOSTILE)
-    import build as hostile_build
-    honest_out, honest = _graded(ag_root, hostile_build.honest('rope_flood'), env)
-    attack_out, attack = _graded(ag_root, read('rope_flood'), env)
-    gained = {i: (honest[i]['score'], attack[i]['score']) for i in honest if attack[i]['score'] > honest[i]['score']}
+    honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, 'rope_flood', env)
     assert not gained and total(attack_out) <= total(honest_out), gained
     cap = GRADING.sandbox['rope_service_calls']['cpu']
     calls = {pid: run['rope_calls'] for pid, run in attack_out['extra_data']['second_run'].items()}
