@@ -27,6 +27,7 @@ is named once, and no part is blamed.
 import ast
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
@@ -41,6 +42,7 @@ from autograder.sandbox.readback import ProbeResult
 STOPPED_IN, STOPPED_AT, OWN_ACCOUNT = messages.STOPPED_IN, messages.STOPPED_AT, messages.OWN_ACCOUNT
 # a later test that would run the part that hung again (the public tests say the same, naming their own test)
 NOT_RUN, SHORT = messages.NOT_RUN, messages.SHORT
+MODEL_FRAME = re.compile(r'^model\.py line (\d+), in ')   # a case error's frame in model.py (runner.student_frames)
 
 
 def functions_of(tree):
@@ -168,6 +170,11 @@ class Cascade:
             return
         errors = result.info.get('case_errors') if isinstance(result.info.get('case_errors'), dict) else {}
         shown = evidence.shown_wrong(probe_id, records, errors, self.n_head, self.grading.evidence)
+        for case, error in errors.items():   # an error raised in a part's own code where no hook saw it (__init__)
+            part = self._raised_in(error)
+            unit = registry.case_name(probe_id, case)
+            if part and unit is not None and part in registry.case_parts(probe_id, case)[0]:
+                shown.setdefault(unit, {}).setdefault(part, evidence.Shown(case, 'raised'))
         if probe_id in registry.TRAINING:   # a raise in training alone shows nothing (registry.TRAINING)
             shown = {u: {p: w for p, w in parts.items() if w.what != 'raised' or p in self.charged}
                      for u, parts in shown.items()}
@@ -178,6 +185,17 @@ class Cascade:
                 if part not in owns:
                     self.charged.setdefault(part, messages.shown_where(
                         part, self.number(probe_id), where.case, where.what, where.position, where.detail))
+
+    def _raised_in(self, error):
+        """The part whose code (model.py's own lines, mapped by the harness: functions_of) raised a case's error,
+        from its innermost model.py frame; None where none is a part's."""
+        where = error.get('where') if isinstance(error, dict) else None
+        for line in reversed(where if isinstance(where, list) else []):
+            match = MODEL_FRAME.match(line) if isinstance(line, str) else None
+            if match:
+                names = [name for first, last, name in self.functions if first <= int(match.group(1)) <= last]
+                return evidence.CLASS_PARTS.get(names[-1].split('.')[0]) if names else None
+        return None
 
     def charge(self, test_id):
         """The line of a part's own test when that part was shown wrong or hung elsewhere (it then scores 0), else

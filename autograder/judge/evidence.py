@@ -27,7 +27,7 @@ from autograder.judge.set_aside import rotate
 BASE = 10_000   # the handout's RoPE base (RotaryPositionalEmbeddings(d, base=10_000))
 # the adapter's errors in a case that place it in an attention class (figure: the class's name at this index)
 CLASS_FACTS = {'linear_shape': 0, 'projections_not_found': 1, 'attention_returned': 0}
-CLASS_PARTS = {'CausalSelfAttention': 'mha', 'GroupedQueryAttention': 'gqa'}
+CLASS_PARTS = {'CausalSelfAttention': 'mha', 'GroupedQueryAttention': 'gqa', 'RotaryPositionalEmbeddings': 'rope'}
 
 
 @dataclass(frozen=True)

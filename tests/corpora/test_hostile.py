@@ -111,8 +111,11 @@ def check_loop_in_forward(out, tests, root):
     assert 'timed out' in tests['rope-cache']['output'] and 'ran longer than the 4 s allowed' in tests['rope-cache']['output']
     others = {i: t for i, t in tests.items() if i != 'rope-cache'}
     assert not [i for i, t in others.items() if 'timed out' in t['output']]
-    assert [i for i, t in others.items() if not full(t)] == []  # the rest is the reference: every point earned
-    assert total(out) == possible(out) - tests['rope-cache']['max_score']
+    # the rest is the reference: every point earned, but RoPE's own 2.1, which its hang charges (a part that hangs
+    # costs its whole part; the later cases ran with the grader's RoPE)
+    assert [i for i, t in others.items() if not full(t)] == ['rope']
+    assert tests['rope']['output'].startswith('0 points: your RoPE did not return in test 2.2'), tests['rope']['output']
+    assert total(out) == possible(out) - tests['rope-cache']['max_score'] - tests['rope']['max_score']
 
 
 def check_alloc_at_import(out, tests, root):
@@ -244,7 +247,8 @@ def check_forge_outputs(out, tests, root):
     assert not [i for i in IMPLEMENTATION if 'the output could not be read' in tests[i]['output']], tests
     for tid in ('rope', 'gqa'):
         assert 'max abs error' in tests[tid]['output'] and 'got 0' in tests[tid]['output'], tests[tid]['output']
-    assert not_judged('model', tests['model']), tests['model']['output']   # its attention modules fail: nothing left
+    # a forgery runs no module of its own: nothing is set aside without evidence from the case, and zeros earn nothing
+    assert tests['model']['score'] == 0 and 'got 0' in tests['model']['output'], tests['model']['output']
     all_zero(tests)
 
 
@@ -254,8 +258,8 @@ def check_forge_malformed(out, tests, root):
     for tid in ('rope', 'rope-cache', 'gqa'):
         assert 'the output could not be read' in tests[tid]['output'] and 'of the report has the wrong type' \
             in tests[tid]['output'], tests[tid]['output']
-    for tid in ('generate', 'loss-curve'):   # every part of theirs fails its own test: no GPT case left to judge
-        assert not_judged(tid, tests[tid]), tests[tid]['output']
+    for tid in ('generate', 'loss-curve'):   # judged on what it forged (no module of its own ran): nothing earned
+        assert tests[tid]['score'] == 0, tests[tid]['output']
     all_zero(tests)
 
 
@@ -287,8 +291,9 @@ def check_fifo_outputs(out, tests, root):
 
 def check_oversized_arrays(out, tests, root):
     reached_the_probes(tests)
-    # 8.2 reads "Not judged": every part of this stand-alone forgery fails its own test, so no GPT case is left
-    assert not_judged('generate', tests['generate']), tests['generate']['output']
+    # 8.2: no module of this stand-alone forgery ran, so nothing is set aside; its tokens are far too many to read
+    assert tests['generate']['score'] == 0 and 'far too large, not read' in tests['generate']['output'], \
+        tests['generate']['output']
     assert 'd2_T5 has shape (2, 3, 5, 200000)' in tests['rope']['output']
     assert 'n_kv_head=1 has shape (2, 13, 480000)' in tests['gqa']['output']
     all_zero(tests)
@@ -429,7 +434,7 @@ def test_corpus_matches_cases():
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
     assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS)
                              + list(TEXT_ATTACKS) + ['sleep_import']   # graded below, in Gradescope's mode
-                             + list(HANG_PAIR) + list(SERVICE_FLOODS))
+                             + list(HANG_PAIR) + list(SERVICE_FLOODS) + list(EVIDENCE_CASE_ATTACKS))
 
 
 def test_corpus_is_built_from_the_current_reference():
@@ -797,8 +802,11 @@ def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
         msg = tests['gqa']['output']
         assert re.search(r'stopped in GroupedQueryAttention\.forward \(model\.py line (%d|%d)\)' % _loop_lines(name),
                          msg), (name, msg)
-        assert tests['gqa']['score'] == 0 and tests['gqa-rope']['output'].startswith(
-            'not run: GroupedQueryAttention did not return in test 4.1'), (name, tests['gqa-rope']['output'])
+        # 5.1 is the GQA's own test: the hang charges it whole, and says where it was not run
+        assert tests['gqa']['score'] == 0 and tests['gqa-rope']['score'] == 0 and tests['gqa-rope']['output'].startswith(
+            '0 points: your GroupedQueryAttention did not return in test 4.1') and \
+            'not run: GroupedQueryAttention did not return in test 4.1' in tests['gqa-rope']['output'], \
+            (name, tests['gqa-rope']['output'])
         # its own part only: RoPE, the MHA, and every GPT test the harness judges without the GQA keep their points
         for tid in ('rope', 'rope-cache', 'mha-rope', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
             assert full(tests[tid]), (name, tid, tests[tid]['output'][:300])
