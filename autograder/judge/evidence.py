@@ -91,6 +91,10 @@ def check_rope(x, y, offset, tol, case):
     exp = rotate(x.reshape(-1, x.shape[-2], x.shape[-1]), offset, BASE).reshape(x.shape)
     if not np.all(np.isfinite(exp)) or _close(y, exp, tol):
         return None
+    if offset:   # a second argument the harness read as an offset may mean something else to their RoPE
+        at_one = rotate(x.reshape(-1, x.shape[-2], x.shape[-1]), 0, BASE).reshape(x.shape)
+        if _close(y, at_one, tol):
+            return None
     return Shown(case, 'values', _first_position(y, exp, tol))
 
 

@@ -156,3 +156,14 @@ def test_forged_records_are_dropped_or_refused():
     result = ProbeResult('ok', arrays={'evidence/0': np.zeros(5)}, info={'evidence': [good]})
     bare, records = judge_side.take(result)
     assert records == [] and bare.arrays == {}
+
+
+def test_a_second_argument_read_as_an_offset_never_shows_a_right_rope_wrong():
+    from autograder.judge.set_aside import rotate
+    tol = config.load().evidence['rope']
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 8))
+    at = lambda first: rotate(x.reshape(-1, 7, 8), first, 10_000).reshape(x.shape)
+    assert judge_side.check_rope(x, at(4), 4, tol, 'c') is None      # an offset, honoured
+    assert judge_side.check_rope(x, at(0), 7, tol, 'c') is None      # their second argument was a length
+    shown = judge_side.check_rope(x, -at(0), 4, tol, 'c')            # right under neither reading
+    assert shown is not None and shown.what == 'values' and shown.position == 1
