@@ -2,8 +2,9 @@
 Similarity by behaviour for the class report (staff only): pairs of submissions whose WRONG
 outputs agree (behaviour_prints.py keeps them per submission). Two prints of one array compare
 when their submissions ran the same inputs: the same input set, or a probe every set shares
-(inputs.SHARED_PROBES: 10.1's training). They agree when the same elements are wrong (the same
-count within NOISE_COUNT, at least half of the sampled positions in common) and the values there
+(inputs.SHARED_PROBES: 10.1's training), or the staff-only inputs the whole class ran
+(shared_inputs.py: one print per part, keyed 'shared:<part>', whatever sets the two drew). They
+agree when the same elements are wrong (the same count within NOISE_COUNT, at least half of the sampled positions in common) and the values there
 are equal within float noise (|a - b| <= ATOL + RTOL |b|; float32 in another order of operations
 moves a value by about 1e-7 of itself). A pair agrees on a test when one of its arrays agrees and
 none disagrees.
@@ -21,13 +22,14 @@ import numpy as np
 ATOL, RTOL = 1e-5, 1e-4
 NOISE_COUNT = 0.01     # wrong counts may differ by 1% (at least 2): an element at the tolerance's edge
 SHOWN = 2              # agreeing values kept per test, to show
+SHARED_PREFIX = 'shared:'   # BehaviourPair.tests keys of a part's outputs on the class's shared inputs
 
 
 @dataclass
 class BehaviourPair:
     a: str
     b: str
-    tests: Dict[str, List[str]] = field(default_factory=dict)   # test id -> agreeing values, in words
+    tests: Dict[str, List[str]] = field(default_factory=dict)   # test id (or 'shared:<part>') -> agreeing values, in words
     common: bool = False    # inside a cluster too large to be a lead
 
 
@@ -66,7 +68,15 @@ def _groups(prints):
             scope = 'every set' if tid in shared else 'set %s' % p.get('input_set')
             for key, print_ in arrays.items():
                 groups.setdefault((tid, key, scope), []).append((sub, print_))
+        for part, arrays in (p.get('shared_inputs') or {}).items():   # the whole class ran these inputs
+            for key, print_ in arrays.items():
+                groups.setdefault((SHARED_PREFIX + part, key, 'the class'), []).append((sub, print_))
     return groups
+
+
+def shared_part(test):
+    """The part a key of BehaviourPair.tests names where it is one of the class's shared inputs, else None."""
+    return test[len(SHARED_PREFIX):] if test.startswith(SHARED_PREFIX) else None
 
 
 def _words(key, found):

@@ -16,7 +16,8 @@ left out by construction: outputs every correct submission shares are no evidenc
 Not kept: 6.1 dropout (its random masks differ between correct styles), 7.1 causality (judged
 against the same model's other answers), 9.1 memory (kernel readings, no reference values).
 The input set is kept with the prints: arrays of different sets compare only for the probes
-every set shares (inputs.SHARED_PROBES).
+every set shares (inputs.SHARED_PROBES). Beside them, `shared_inputs`: the prints of the WRONG
+outputs of the staff-only probe of inputs the whole class shares (shared_inputs.py), by part.
 """
 
 import json
@@ -26,7 +27,7 @@ import os
 import numpy as np
 
 from autograder.judge import inputs, registry
-from autograder.staff.regrade import gradebook
+from autograder.staff.regrade import gradebook, shared_inputs
 
 FILE = 'behaviour.json'
 SAMPLE = 48
@@ -96,6 +97,11 @@ def observer(keep):
                   'tests': test_prints(judging, out)})
         except Exception as e:  # noqa: BLE001  a staff extra must never cost the grading
             keep({'error': '%s: %s' % (type(e).__name__, e)})
+        try:   # after every verdict is made: the probe of the class's shared inputs (shared_inputs.py)
+            found, seconds = shared_inputs.prints(judging, out, judging.grading.evidence)
+            keep({'shared_inputs': found, 'shared_inputs_seconds': seconds})
+        except Exception as e:  # noqa: BLE001
+            keep({'shared_inputs_error': '%s: %s' % (type(e).__name__, e)})
     return observe
 
 

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
+from autograder.judge import registry
 from autograder.staff.regrade import behaviour_match, behaviour_prints, text_match
 
 SHOWN = 40
@@ -70,11 +71,19 @@ def leads(prints, sources, boilerplate=()):
     return sorted(found.values(), key=Lead.rank), common, None
 
 
+def _test_words(test, number):
+    """A test as the section names it: '5.1 gqa-rope', or a part's outputs on the class's shared inputs."""
+    part = behaviour_match.shared_part(test)
+    if part is not None:
+        return 'shared inputs, %s' % registry.PARTS.get(part, part)
+    return '%s %s' % (number.get(test, ''), test)
+
+
 def _behaviour_words(lead, number):
     if lead.behaviour is None:
         return ''
-    return '<br>'.join('%s %s: %s' % (number.get(t, ''), t, words[0]) for t, words in
-                       sorted(lead.behaviour.tests.items(), key=lambda kv: number.get(kv[0], '')))
+    return '<br>'.join('%s: %s' % (_test_words(t, number), words[0]) for t, words in
+                       sorted(lead.behaviour.tests.items(), key=lambda kv: (number.get(kv[0], '~'), kv[0])))
 
 
 def _text_words(lead):
@@ -122,7 +131,8 @@ def section(book, folder, md_table, boilerplate=()):
     given = ' and the boilerplate given (%s)' % ', '.join('`%s`' % os.path.basename(b) for b in boilerplate) if boilerplate else ''
     lines = ['## Similarity (staff only: leads to read, not verdicts)', '',
              'Pairs whose WRONG outputs agree on a test where no known bug is named (same inputs, equal within '
-             'float noise; outputs a correct submission gets right are never counted), and pairs whose code outside '
+             'float noise; outputs a correct submission gets right are never counted), or on the inputs the whole '
+             'class ran beside its grading ("shared inputs, <part>": never graded, never shown), and pairs whose code outside '
              'the handout template%s is alike (Python tokens, names and formatting normalised; at least %d%% of one '
              'file\'s own code in the other, or a class or function at least %d%% of each). Each text lead says by how '
              'many points it stands above the closest pair of this class that is not flagged. Two students can make '
