@@ -14,7 +14,8 @@ similarity.py without grading anything:
   file fingerprinted and the near-identical ones compared pair by pair: the worst case);
 - behaviour (behaviour_match.pairs) over prints shaped as a batch keeps them: the share of the
   class that is a mutant, each with 5 failing tests of 4 arrays of 48 sampled values, on one of 4
-  input sets, mutants of one bug agreeing where their sets (or the shared 10.1) allow.
+  input sets, mutants of one bug agreeing where their sets (or the shared 10.1) allow, and each wrong
+  on two parts of the class's shared inputs (one group for the whole class: every mutant of a bug agrees).
 """
 
 import argparse
@@ -61,7 +62,13 @@ def prints(n):
             tests[tid] = {'case%d/out' % k: {'shape': [64, 65], 'wrong': 1000 + bug % 97, 'at': list(range(0, 4096, 86)),
                                              'got': [float((bug * 31 + scope * 7 + k + j) % 1000) / 7.0 for j in range(48)],
                                              'reference': [0.0] * 48} for k in range(4)}
-        out['submission_%d' % i] = {'input_set': input_set, 'shared': ['loss-curve', 'memory'], 'tests': tests}
+        # the class's shared inputs (shared_inputs.py): every mutant wrong on two parts, one print each, the same
+        # values for one bug whatever its set: the whole class is one group there (the worst case)
+        shared = {part: {part: {'shape': shape, 'wrong': 200 + bug % 13, 'at': list(range(0, 480, 10)),
+                                'got': [float((bug * 17 + j) % 1000) / 7.0 for j in range(48)], 'reference': [0.0] * 48}}
+                  for part, shape in (('rope', [1, 2, 12, 8]), ('gqa', [1, 12, 48]))}
+        out['submission_%d' % i] = {'input_set': input_set, 'shared': ['loss-curve', 'memory'], 'tests': tests,
+                                    'shared_inputs': shared}
     return out
 
 

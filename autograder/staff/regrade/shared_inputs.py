@@ -133,11 +133,27 @@ def run(judging):
     return (arrays,) + evidence.take(result)
 
 
+def wrong_outputs(outputs, arrays, records, profile, tolerances, left_out=()):
+    """{part: {output key: print}} of the parts whose outputs (`outputs`: the probe's arrays) are wrong on the shared
+    inputs `arrays`, by the harness's own recomputation (expected); `left_out`: parts not kept."""
+    from autograder.staff.regrade import behaviour_prints
+    found = {}
+    for part, exp in expected(arrays, records, profile, tolerances).items():
+        got = outputs.get(part)
+        if part in left_out or got is None:
+            continue
+        tol = tolerances['rope' if part == 'rope' else 'attention']
+        p = behaviour_prints.array_print(got, exp, SimpleNamespace(atol=tol['atol'], rtol=tol['rtol']))
+        if p is not None:
+            found[part] = {part: p}
+    return found
+
+
 def prints(judging, out, tolerances):
     """({part: {output key: print}} of the parts whose shared outputs are wrong, seconds it took); ({}, s) where
     none is or the probe could not run. `out`: the grading's Results (a part whose own test named a known bug is
     left out)."""
-    from autograder.staff.regrade import behaviour_prints, gradebook
+    from autograder.staff.regrade import gradebook
     started = time.time()
     ran = run(judging)
     if ran is None:
@@ -145,13 +161,5 @@ def prints(judging, out, tolerances):
     arrays, result, records = ran
     named = {part for part, tests in OWN_TESTS.items()
              if any(t in out and out[t].lost and gradebook.NAMED_BUG.search(out[t].output or '') for t in tests)}
-    found = {}
-    for part, exp in expected(arrays, records, judging.profile, tolerances).items():
-        got = result.arrays.get(part)
-        if part in named or got is None:
-            continue
-        tol = tolerances['rope' if part == 'rope' else 'attention']
-        p = behaviour_prints.array_print(got, exp, SimpleNamespace(atol=tol['atol'], rtol=tol['rtol']))
-        if p is not None:
-            found[part] = {part: p}
+    found = wrong_outputs(result.arrays, arrays, records, judging.profile, tolerances, named)
     return found, round(time.time() - started, 2)
