@@ -127,6 +127,9 @@ TESTS = (
                ('generate/prompt', 'kv-cache/step', 'model/rope-gqa/', 'model/gqa/'), compares_known_bugs=True,
                calls=('gpt', 'gqa', 'rope', 'generate')),
 )
+# Probes that are no graded test (no entry above, no judge, no fixtures): run only by a staff regrade once a grading
+# is done, their outputs kept for staff alone (staff/regrade/shared_inputs.py: the class's shared inputs)
+STAFF_PROBES = ('staff-shared',)
 # part -> the tests that judge it as the student's own: failing one of them makes it a failed part
 PART_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope')}
 

@@ -25,10 +25,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from autograder.judge import evidence, inputs, probe_job
+from autograder.judge import evidence, inputs, probe_job, registry
 from autograder.judge.set_aside import rotate
 
-PROBE = 'staff-shared'
+PROBE = registry.STAFF_PROBES[0]   # child/probes_staff.py: probe_staff_shared
 # part -> the graded tests that judge it as the student's own: a part one of them named a known bug of is left
 # out (the report names known bugs already; two students making the same known mistake are no lead)
 OWN_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope'),
