@@ -116,8 +116,9 @@ def expected(arrays, records, profile, tolerances):
 
 
 def run(judging):
-    """The probe's ProbeResult (its records taken off: (result, records)), or None where nothing may run: a file
-    not graded, not imported, or stopped importing. Parts that hung in the grading are not run again."""
+    """(the shared inputs, the probe's ProbeResult without its records, the records: evidence.take), or None where
+    nothing may run: a file not graded, not imported, or stopped importing. Parts that hung in the grading are not
+    run again. Its own sandbox session, after the grading's: it can take no time or budget from a graded probe."""
     cascade, run_result = judging.cascade, judging.run_result
     if cascade is None or run_result is None or cascade.import_hang or run_result.import_result is None \
             or run_result.import_result.status != 'ok':
