@@ -12,7 +12,8 @@ except those marked:
 - `lockdown`: it opens a copy of the grader to the sandbox users (every AUTOGRADER_ROOT of grader_runs is
   world-readable until its grading locks it, as /autograder is on Gradescope; a copy planted on purpose; the
   checkout opened by hand), or it looks at what any pool user left in the shared folders, which a grading without
-  namespaces writes to. Its module's 'lockdown:<module>' group runs beside anything but the 'gradescope' group.
+  namespaces writes to. Its module's 'lockdown:<module>' group runs beside anything but the 'gradescope' group
+  (a module of LOCKDOWN_PARTS has that many such groups, 'lockdown:<module> part <n>' after the first).
   With namespaces the open copy is out of the probe's reach: gradings with namespaces run beside it.
 - `alone`: timing-sensitive (a wall-clock budget or limit that a busy neighbour would eat into, CPU starvation or
   a race by design): group 'alone', run last with nothing beside it.
