@@ -863,7 +863,8 @@ def test_a_flood_of_the_graders_rope_costs_the_judge_nothing(env, ag_root):
 
 
 def test_print_grader_peak_memory():
-    """Runs last in this module: the grader's peak memory per case, for the record (pytest -s)."""
+    """Runs last in its group (the module is in two: tests/conftest.py LOCKDOWN_PARTS): the grader's peak memory per case
+    that ran in this process, for the record (pytest -s)."""
     if PEAK_MB:
         known = {k: v for k, v in PEAK_MB.items() if v is not None}   # a case that failed before its figure: none
         print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv for kv in sorted(known.items(), key=lambda kv: -kv[1])))
