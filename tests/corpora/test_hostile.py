@@ -668,8 +668,8 @@ ANSWER_ATTACKS = ('memorise_answers', 'dropout_only_at_p_one')
 # test_wall_everywhere.py), and what in these attacks passes through mode-specific machinery keeps both modes here: a
 # hang (CPU metered by the cgroup or by users.CpuMeter, the stack dump read back from out/: forged_hang_dump,
 # rope_hangs_on_purpose, the hang pair), the link (ask_grader_rope, rope_flood), and the attacks on answers (issue 34's
-# choice: proven where students are graded). Each Gradescope-mode case left out took 28-55 s of the one serial
-# Gradescope-mode group (docs/BENCHMARKS.md, "The suite": 2026-12-07).
+# choice: proven where students are graded). The seven Gradescope-mode cases left out took 11-25 s each, 112 s in all,
+# of the one serial Gradescope-mode group (docs/BENCHMARKS.md, "The suite": measured 2026-12-07, `-n 0`).
 JUDGE_RULES_ONLY = ('fail_on_purpose', 'borrow_grader_rope', 'rope_in_block_fails_on_purpose',
                     'gqa_in_block_fails_on_purpose', 'rope_raises_in_training', 'sees_its_recording', 'text_in_bulk')
 
