@@ -12,7 +12,8 @@ except those marked:
 - `lockdown`: it opens a copy of the grader to the sandbox users (every AUTOGRADER_ROOT of grader_runs is
   world-readable until its grading locks it, as /autograder is on Gradescope; a copy planted on purpose; the
   checkout opened by hand), or it looks at what any pool user left in the shared folders, which a grading without
-  namespaces writes to. Its module's 'lockdown:<module>' group runs beside anything but the 'gradescope' group.
+  namespaces writes to. Its module's 'lockdown:<module>' group runs beside anything but the 'gradescope' group
+  (a module of LOCKDOWN_PARTS has that many such groups, 'lockdown:<module> part <n>' after the first).
   With namespaces the open copy is out of the probe's reach: gradings with namespaces run beside it.
 - `alone`: timing-sensitive (a wall-clock budget or limit that a busy neighbour would eat into, CPU starvation or
   a race by design): group 'alone', run last with nothing beside it.
@@ -40,22 +41,37 @@ from grader_runs import AutograderRoot
 # the groups (suite_schedule.py: ALONE, GRADESCOPE, LOCKDOWN)
 ALONE, GRADESCOPE, LOCKDOWN = 'alone', 'gradescope', 'lockdown:'
 GROUP = pytest.StashKey[str]()
+# `lockdown` modules whose tests are dealt round-robin (in collection order) into this many groups, so that both
+# workers share them once the Gradescope-mode group is done (issue 43): one group was one worker's serial chain of
+# ~6 minutes, which no Gradescope-mode test may run beside. Safe where the module has no module-scope fixture and
+# its tests share gradings only through the run's store (tests/helpers/grading_store.py: one lock per key, across
+# workers). suite_schedule.FIRST names each part.
+LOCKDOWN_PARTS = {'tests/corpora/test_hostile.py': 2}
 
 
-def group_of(item):
+def group_of(item, index=0):
+    """The group of `item`; `index`: its place among its module's `lockdown` tests (LOCKDOWN_PARTS)."""
     if item.get_closest_marker('alone'):
         return ALONE
     if item.get_closest_marker('gradescope_mode'):
         return GRADESCOPE
     module = item.nodeid.split('::')[0]
-    return LOCKDOWN + module if item.get_closest_marker('lockdown') else module
+    if not item.get_closest_marker('lockdown'):
+        return module
+    part = index % LOCKDOWN_PARTS.get(module, 1)
+    return LOCKDOWN + module + (' part %d' % (part + 1) if part else '')
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook, which reads the marks into the node ids
 def pytest_collection_modifyitems(config, items):
     xdist = config.pluginmanager.hasplugin('xdist')
+    seen = {}   # module -> its lockdown tests so far
     for item in items:
-        item.stash[GROUP] = group_of(item)
+        module = item.nodeid.split('::')[0]
+        index = seen.get(module, 0)
+        item.stash[GROUP] = group_of(item, index)
+        if item.stash[GROUP].startswith(LOCKDOWN):
+            seen[module] = index + 1
         if xdist:
             item.add_marker(pytest.mark.xdist_group(item.stash[GROUP]))
 

@@ -8,6 +8,8 @@ student code, and nothing of autograder/child/ imports this package.
                   each), one fresh process per call, facts back (how a process ended: the judge
                   words it); nothing here calls judge code: a probe's link questions are
                   handed to the judge (ProbeRun yields LinkRequests, takes LinkAnswers)
+    runs.py       the values a session trades with the judge: ProbeJob, ProbeRun (a process while it runs),
+                  SessionReport, ending_status (how an unread process is reported)
     settings.py   Settings: the sandbox's typed settings, given by the caller (never read from grading.yaml here)
     zygote_handle.py  the harness's handle on the zygote (child/zygote.py is the zygote process
                   itself): starts it, asks it to fork probe processes, reads their exits
@@ -27,7 +29,7 @@ student code, and nothing of autograder/child/ imports this package.
     copies.py     the copies of the grader on the machine (for the self-test), and what of its own is locked
 
 Order within the package (no circle): copies, wall, seccomp, cgroups, readback, users, settings <- defences
-<- leftovers, zygote_handle, scratch <- probe <- session <- cli.
+<- leftovers, zygote_handle, scratch <- probe <- runs <- session <- cli.
 """
 
 from autograder.sandbox.copies import lock_own_copy, protect_source  # noqa: F401

@@ -21,8 +21,6 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Optional
 
 from autograder import DATA_FILE, TEMPLATE_DIR
 from autograder.contract import report_schema
@@ -30,29 +28,11 @@ from autograder.sandbox import cgroups, copies, defences, leftovers, probe, read
 from autograder.sandbox.probe import HUNG, LinkAnswer
 from autograder.sandbox.defences import SandboxRefused
 from autograder.sandbox.readback import ProbeResult
+from autograder.sandbox.runs import ProbeJob, ProbeRun, SessionReport, ending_status  # noqa: F401 (the package's names)
 from autograder.sandbox.settings import Settings
 from autograder.sandbox.zygote_handle import Zygote
 
 LOG_TAIL = 1000              # characters of each process's stdout/stderr kept for staff
-
-
-@dataclass(frozen=True)
-class ProbeJob:
-    """One probe process, as the judge decided it: a value, never kept or reread by the sandbox."""
-    probe_id: str
-    job: dict                          # what the process reads (profile, limit, what is set aside)
-    inputs: dict                       # {key: array}: the inputs of its process
-    cpu_limit: float                   # CPU seconds
-    expected: Optional[dict] = None    # {key: reference shape} of what it may return (None: any)
-    serves_link: bool = False          # the judge answers what it asks over its harness link (ProbeRun)
-
-
-@dataclass(frozen=True)
-class SessionReport:
-    """What staff read of one grading's session once it has ended (results.json extra_data)."""
-    stdout_tail: str
-    sandboxed_as: Optional[str]
-    isolation: dict
 
 
 class GradingStopped(BaseException):
@@ -325,7 +305,7 @@ class Sandbox:
                 if hang:
                     h['hang'] = hang
             if result is None:
-                result = ProbeResult(_ending_status(h, import_check), unread=True)
+                result = ProbeResult(ending_status(h, import_check), unread=True)
             result.harness = h
             return result
         finally:
@@ -421,56 +401,6 @@ class Sandbox:
                     'private to root (chmod 700, e.g. the folder of a batch export), or grade where namespaces '
                     'are available')
         return ''
-
-
-class ProbeRun:
-    """
-    One probe process while it runs (GradingSession.probe). Iterate it: each item is a question the
-    process asked over its harness link (a LinkRequest), answered with answer(LinkAnswer) before the
-    next is asked for (an unanswered one gets an empty reply); a probe whose job does not serve its
-    link asks none. Once the iteration ends, `result` is its ProbeResult. Use it in a `with`: leaving
-    early (the grading is stopping) kills the process and cleans up before anything else runs.
-    """
-
-    def __init__(self, steps):
-        self._steps, self._reply, self.result = steps, None, None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        reply, self._reply = self._reply, None
-        try:
-            return self._steps.send(reply)
-        except StopIteration as end:
-            self.result = end.value
-            raise StopIteration from None
-
-    def answer(self, link_answer):
-        """The reply to the question just yielded (a LinkAnswer)."""
-        self._reply = link_answer
-
-    def finish(self):
-        """Run to the end, every question it asks answered empty: its ProbeResult."""
-        with self:
-            for _ in self:
-                pass
-        return self.result
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._steps.close()
-        return False
-
-
-def _ending_status(h, import_check):
-    """The status of a process whose outputs were not read: stopped (a hang, whether it spun, slept or kept
-    allocating: status 'timeout', ProbeResult.hung), crashed, or exited without."""
-    if h['ended'] in HUNG:
-        return 'timeout'
-    return 'invalid' if h['ended'] == 'exit' and not import_check else 'crashed'
 
 
 class GradingSession:

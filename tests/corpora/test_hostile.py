@@ -658,9 +658,29 @@ GRADESCOPE_ENV = {'HW1_SANDBOX_DISABLE': 'namespaces,cgroups'}
 ANSWER_ATTACKS = ('memorise_answers', 'dropout_only_at_p_one')
 
 
-def in_mode(env, *values, id):
-    """A parameter set graded in `env`'s mode: in Gradescope's (no namespaces) it is `gradescope_mode` (tests/conftest.py)."""
-    return pytest.param(*values, id=id, marks=[pytest.mark.gradescope_mode] if env == GRADESCOPE_ENV else [])
+# Attacks on the judge's own rules alone (issue 43: the suite in 15 minutes): the cascade's plan, evidence in the case,
+# what the grader's process holds, the student's text budget. Each is graded in CI in the strongest mode only, beside
+# its honest control; its Gradescope-mode case is `slow` (`python -m pytest -m slow` runs it, as before). Why that
+# proves as much: what they attack is judge code (judge/cascade.py, judge/evidence.py, judge/student_text.py) and the
+# probe's own hooks (child/), the same code in both modes, fed the same probe outputs; none reads, writes or signals
+# anything outside its probe process, so no OS defence stands between it and what it wants. Every OS defence stays
+# proven in both modes in CI by the OS-class attacks (tests/corpora/test_hostile_os*.py, tests/e2e/test_sandbox_process.py,
+# test_wall_everywhere.py), and what in these attacks passes through mode-specific machinery keeps both modes here: a
+# hang (CPU metered by the cgroup or by users.CpuMeter, the stack dump read back from out/: forged_hang_dump,
+# rope_hangs_on_purpose, the hang pair), the link (ask_grader_rope, rope_flood), and the attacks on answers (issue 34's
+# choice: proven where students are graded). The seven Gradescope-mode cases left out took 11-25 s each, 112 s in all,
+# of the one serial Gradescope-mode group (docs/BENCHMARKS.md, "The suite": measured 2026-12-07, `-n 0`).
+JUDGE_RULES_ONLY = ('fail_on_purpose', 'borrow_grader_rope', 'rope_in_block_fails_on_purpose',
+                    'gqa_in_block_fails_on_purpose', 'rope_raises_in_training', 'sees_its_recording', 'text_in_bulk')
+
+
+def in_mode(env, *values, id, judge_rules_only=False):
+    """A parameter set graded in `env`'s mode: in Gradescope's (no namespaces) it is `gradescope_mode` (tests/conftest.py),
+    and `slow` as well where the attack is on the judge's rules alone (JUDGE_RULES_ONLY: CI grades it in one mode)."""
+    if env != GRADESCOPE_ENV:
+        return pytest.param(*values, id=id)
+    return pytest.param(*values, id=id, marks=[pytest.mark.gradescope_mode] + ([pytest.mark.slow] if judge_rules_only
+                                                                               else []))
 
 
 @pytest.mark.parametrize('name,env', [in_mode(None, n, None, id=n) for n in sorted(EVIDENCE_ATTACKS)]
@@ -684,8 +704,9 @@ CASCADE_ATTACKS = {
 }
 
 
-@pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else '')) for n in sorted(CASCADE_ATTACKS)
-                                      for e in (None, GRADESCOPE_ENV)])
+@pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else ''),
+                                              judge_rules_only=n in JUDGE_RULES_ONLY)
+                                      for n in sorted(CASCADE_ATTACKS) for e in (None, GRADESCOPE_ENV)])
 def test_an_attack_on_the_cascade_gains_nothing(name, env, ag_root):
     timeouts = {'dropout': 4} if name == 'forged_hang_dump' else {}   # its honest bug hangs 6.1: CI's minutes
     honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, name, env, timeouts)
@@ -715,7 +736,8 @@ WRONG_INSIDE = {'rope_in_block_fails_on_purpose': (('rope', 'rope-cache'), 'Rota
                 'gqa_in_block_fails_on_purpose': (('gqa', 'gqa-rope'), 'GroupedQueryAttention')}
 
 
-@pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else ''))
+@pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else ''),
+                                              judge_rules_only=n in JUDGE_RULES_ONLY)
                                       for n in sorted(EVIDENCE_CASE_ATTACKS) for e in (None, GRADESCOPE_ENV)])
 def test_a_part_is_set_aside_only_on_evidence_in_the_case(name, env, ag_root):
     timeouts = {'rope-cache': 4} if name == 'rope_hangs_on_purpose' else {}
@@ -751,7 +773,8 @@ def _plain_lines(test):
     return (markdown.plain(text) if test.get('output_format') == markdown.FORMAT else text).splitlines()
 
 
-@pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'), in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
+@pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'),
+                                 in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope', judge_rules_only=True)])
 def test_student_text_stays_student_text(env, ag_root):
     honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, 'text_in_bulk', env)
     assert not gained and total(attack_out) <= total(honest_out), gained
@@ -840,7 +863,8 @@ def test_a_flood_of_the_graders_rope_costs_the_judge_nothing(env, ag_root):
 
 
 def test_print_grader_peak_memory():
-    """Runs last in this module: the grader's peak memory per case, for the record (pytest -s)."""
+    """Runs last in its group (the module is in two: tests/conftest.py LOCKDOWN_PARTS): the grader's peak memory per case
+    that ran in this process, for the record (pytest -s)."""
     if PEAK_MB:
         known = {k: v for k, v in PEAK_MB.items() if v is not None}   # a case that failed before its figure: none
         print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv for kv in sorted(known.items(), key=lambda kv: -kv[1])))

@@ -25,6 +25,7 @@ ALONE, GRADESCOPE, LOCKDOWN = 'alone', 'gradescope', 'lockdown:'
 FIRST = (GRADESCOPE,
          'tests/corpora/test_discrimination.py',          # evaluate on the whole corpus, two jobs: ~5 minutes
          LOCKDOWN + 'tests/corpora/test_hostile.py',
+         LOCKDOWN + 'tests/corpora/test_hostile.py part 2',   # tests/conftest.py LOCKDOWN_PARTS
          'tests/e2e/test_public_tests.py',
          LOCKDOWN + 'tests/corpora/test_hostile_os.py',
          'tests/e2e/test_experiments.py',
