@@ -332,7 +332,7 @@ def test_a_forged_fact_is_refused_or_says_no_more_than_a_message():
 
 # the child's modules whose words a student reads (the others: set_aside, cuda_view and socket_link raise into
 # the student's own calls, whose code may read their text; selftest and zygote speak to staff); in
-# probes_pretrained, the `facts` field's lines are still words (docs/notes/facts-34.md)
+# probes_pretrained, the `facts` field's lines are still words (the judge's pretrained area parses them)
 CHILD_SCANNED = {'runner.py': set(), 'adapter.py': set(), 'probes_pretrained.py': {'_shape_facts', '_load_facts'}}
 CHILD_SCANNED.update({f: set() for f in os.listdir(os.path.join(PACKAGE_DIR, 'child'))
                       if f.startswith('probes') and f.endswith('.py') and f not in CHILD_SCANNED})
