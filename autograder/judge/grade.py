@@ -23,7 +23,8 @@ import traceback
 from autograder import GRADING_YAML
 from autograder.judge import config, fixtures, messages, submission
 from autograder.judge import grading_log   # HW1_GRADING_LOG: staff's tally of gradings (issue 43)
-from autograder.judge.imported import import_verdict, static_findings, upload_problems  # noqa: F401  (tests use grade.*)
+# test 1.1's functions, re-exported: tests and bench read them as grade.*
+from autograder.judge.imported import import_verdict, static_findings, upload_problems  # noqa: F401
 from autograder.judge.judging import Judging, first_line, graded_specs
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import GradingStopped, Sandbox, SandboxRefused, protect_source

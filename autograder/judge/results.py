@@ -135,7 +135,8 @@ class Results:
                 failures[spec.id] = traceback.format_exc()[-5000:]
                 verdict, missing = None, messages.judge_failed(type(e).__name__)
             tests[spec.id] = result_of(spec, verdict, spec.id in extra_credit, missing)
-        return cls(tests, extra_data={'judge_errors': failures} if failures else None, max_output_chars=max_output_chars)
+        return cls(tests, extra_data={'judge_errors': failures} if failures else None,
+                   max_output_chars=max_output_chars)
 
     @classmethod
     def error(cls, message, staff_detail, execution_time, reason=''):
