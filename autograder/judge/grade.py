@@ -6,36 +6,30 @@ path, an unknown profile, stale fixtures, a grader failure) it still writes resu
 (run_autograder relies on it), prints one sentence for the person who ran it on stderr and
 exits 2. run_autograder calls the same code and ignores the exit code.
 
-The pipeline: locate the file, check it statically, run the probes in the sandbox, judge
-each test against the fixtures, and report through gradescope-utils. Any failure of the
-grader itself still produces a valid results.json.
+The pipeline (this module): lock down, locate the file, build a Judging (judging.py: check it
+statically, run the probes in the sandbox, judge each test against the fixtures; test 1.1 in
+imported.py), turn each verdict into its results.json entry (results.result_of) and write it.
+Any failure of the grader itself still produces a valid results.json.
 """
 
 import argparse
-import dataclasses
-import math
 import os
 import shutil
 import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
-from typing import Tuple
 
 from autograder import GRADING_YAML
-from autograder.contract import report_schema
-from autograder.judge import (cascade, config, evidence, fixtures, inputs, interface_check, messages, probe_job,
-                              registry, set_aside, student_text, submission, verdicts)
+from autograder.judge import config, fixtures, messages, submission
 from autograder.judge import grading_log   # HW1_GRADING_LOG: staff's tally of gradings (issue 43)
-from autograder.judge.areas import Verdict
-from autograder.judge.known_bugs import BY_ID as KNOWN_BUGS
-from autograder.judge.probe_job import RunResult
+# test 1.1's functions, re-exported: tests and bench read them as grade.*
+from autograder.judge.imported import import_verdict, static_findings, upload_problems  # noqa: F401
+from autograder.judge.judging import Judging, first_line, graded_specs
 from autograder.judge.results import Results, add_points, partial, points
 from autograder.sandbox import GradingStopped, Sandbox, SandboxRefused, protect_source
 
 DEFAULT_RESULTS = os.path.join('results', 'results.json')
-SLOW_IMPORT_SECONDS = 5.0   # an import slower than this (wall) is noted in 1.1: after torch, an honest one takes < 1 s
 UPLOAD_SCRATCH = set()   # folders holding unpacked copies of student code while a grading runs
 
 
@@ -44,88 +38,6 @@ def remove_upload_scratch(*folders):
     for folder in folders or list(UPLOAD_SCRATCH):
         shutil.rmtree(folder, ignore_errors=True)
         UPLOAD_SCRATCH.discard(folder)
-
-
-def _probe_ids(specs):
-    """The probes to run: those of the graded tests and the other probes their judges read as evidence."""
-    return registry.probes_for([s.id for s in specs if s.id != 'submission'])
-
-
-@dataclass(frozen=True)
-class ImportVerdict:
-    """
-    Test 1.1 as the import check left it, judged once, when that check ends (Judging.judge_import):
-    `final` where the file could not be run or did not import (no probe runs after that); else the
-    lines before (`head`) and after (`tail`) the notes the probes will add, and its fraction, which
-    stands unless a test's process later stalls importing model.py (submission_verdict adds both).
-    """
-    fraction: float
-    head: Tuple[str, ...]
-    tail: Tuple[str, ...] = ()
-    warnings: Tuple[str, ...] = ()
-    final: bool = False
-
-
-def import_verdict(located, problems, imp, import_hang, static):
-    """The ImportVerdict of test 1.1. `imp`: the import check's ProbeResult (None where `located` or
-    `problems` refuse the file); `static`: static_findings of model.py, computed once by Judging;
-    `import_hang`: where the import check stalled (the cascade's), if it did."""
-    head = (located.note,) if located.note else ()
-    if located.problem or problems:
-        return ImportVerdict(0.0, head + tuple(problems or [located.problem]), final=True)
-    warnings, lacks = static
-    if imp.status != 'ok':
-        detail = ['  at ' + w for w in imp.info.get('where', [])[-3:]]
-        where = [messages.import_hang_hint(import_hang)] if import_hang else []
-        return ImportVerdict(0.0, head + tuple([messages.not_imported(imp.message)] + where + detail + warnings),
-                             final=True)
-    tail = list(warnings)
-    cpu, wall = (imp.harness or {}).get('cpu_seconds'), (imp.harness or {}).get('wall_seconds')
-    if isinstance(wall, (int, float)) and wall > SLOW_IMPORT_SECONDS:   # measured by the harness, not the child
-        tail.append(messages.slow_import(wall, cpu or 0.0))
-    printed = imp.info.get('stdout', '')
-    if printed.strip():
-        tail.append(messages.printed_at_import(printed[:1000]))
-    if lacks:
-        return ImportVerdict(0.0, head, tuple(tail + [messages.interface_lacks(lacks)]), tuple(warnings))
-    if 'NOT graded' in (located.note or ''):   # another model.py with other content: red, so that it is read
-        return ImportVerdict(0.0, head, tuple(tail + [messages.INTERFACE_OK_BUT_READ]), tuple(warnings))
-    return ImportVerdict(1.0, head, tuple(tail + [messages.INTERFACE_OK]), tuple(warnings))
-
-
-def submission_verdict(judged, probes, import_hang):
-    """Test 1.1's Verdict: the ImportVerdict `judged`, with the distinct notes of the probes so far
-    (`probes`: {probe id: ProbeResult}), or failed where a test's process stalled importing model.py
-    after the import check passed (`import_hang`: named once, here)."""
-    if judged.final:
-        return Verdict(judged.fraction, list(judged.head + judged.tail))
-    if import_hang:
-        return Verdict(0.0, list(judged.head) + [messages.import_hang_in_tests(import_hang)] + list(judged.warnings))
-    notes = {}  # distinct notes in order (a dict: each probe brings at most report_schema.MAX_NOTES)
-    for r in probes.values():
-        notes.update(dict.fromkeys(r.info.get('notes', [])))
-    lines = [messages.note(n) for n in list(notes)[:report_schema.MAX_NOTES]]
-    return Verdict(judged.fraction, list(judged.head) + lines + list(judged.tail))
-
-
-def static_findings(upload):
-    """(import warnings, missing parts of the interface) of the Upload; ([], []) without one."""
-    if upload is None:
-        return [], []
-    tree = submission.interface_tree(upload)
-    lacks = interface_check.missing_in(tree) if tree is not None else []
-    return submission.import_warnings(upload), lacks
-
-
-def upload_problems(upload):
-    """Why the file cannot be run at all: nothing to grade in it (one sentence), or the static check's reasons."""
-    text, tree = upload.text, upload.tree
-    blank = None if text is None else interface_check.nothing_to_grade_in(text, tree)
-    return [blank] if blank else submission.static_problems(upload)
-
-
-def first_line(text):
-    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def top_output(located, problems, judging=None):
@@ -140,35 +52,6 @@ def top_output(located, problems, judging=None):
     return messages.located_top(located.note) if located.note else ''
 
 
-def expected_outputs(fx, probe_ids, profile):
-    """{probe id: {key: shape}} of the arrays each probe may return: the reference's, from the fixtures."""
-    spec = {}
-    for pid in probe_ids:
-        arrays = fx.probe(pid)
-        if pid.split('~')[0] == 'loss-curve' and arrays:  # the reference trains on other seeds than the student's
-            # every array of one reference seed ('seed1' or 'seed1/<name>'), renamed for the student's seed
-            # (the fixtures' own arrays for the student's seed when regenerate ran it, e.g. held-out logits)
-            student = 'seed%d' % profile.loss_curve.student_seed
-            own = {k: v for k, v in arrays.items() if k.split('/')[0] == student}
-            first = sorted(arrays)[0].split('/')[0]
-            arrays = own or {student + k[len(first):]: v for k, v in arrays.items() if k.split('/')[0] == first}
-        spec[pid] = {k: v.shape for k, v in arrays.items()}
-    return spec
-
-
-def probe_seconds(result):
-    """A probe's seconds for staff (extra_data.probe_seconds): its own compute as its report gives it, and for a
-    process whose report was never read (stopped at a deadline or wall cap, killed) the wall seconds the harness
-    measured, not the 0.0 of a report that does not exist (a hang of 60 s read 0.0)."""
-    wall = (result.harness or {}).get('wall_seconds')
-    return round(float(wall) if result.unread and isinstance(wall, (int, float)) else result.seconds, 2)
-
-
-def graded_specs(grading, skip=()):
-    """The tests graded: those enabled in grading.yaml, less any the caller skips (never on Gradescope)."""
-    return [s for s in grading.enabled_tests() if s.id not in skip or s.id == 'submission']
-
-
 def progress_writer(grading, skip, started, results_path):
     """The callback that writes the partial results.json (results.partial) as each test finishes."""
     specs = graded_specs(grading, skip)
@@ -180,285 +63,6 @@ def progress_writer(grading, skip, started, results_path):
         except (OSError, ValueError, TypeError):
             pass   # the final results.json still comes; a partial one is only for the watchdog
     return progress
-
-
-class Judging:
-    """
-    The submission built into a plan (__init__), run in the sandbox (run_probes), and judged one
-    test at a time, once each: `verdict(spec)`, which the gradescope-utils test bodies call
-    (results.build_suite), returns the verdict kept when the test was judged, as its probes ended
-    (the partial results.json) or at the end. The run is a straight line of two: every probe on the
-    student's own code, then (judge/cascade.py) the cases that a failed part spoiled, again without
-    that part; the judges read the two merged.
-    """
-
-    def __init__(self, grading, profile_name, located, fx, sandbox, skip=(), private=(), progress=None):
-        self.grading, self.fx, self.located = grading, fx, located
-        self.sandbox, self.private, self.progress = sandbox, private, progress
-        self.specs = graded_specs(grading, skip)
-        self.verdicts = {}
-        self.import_judged = None   # test 1.1 as the import check left it (ImportVerdict), judged once
-        self.run_result = None
-        # model.py read and parsed once: every check below takes this value (submission.Upload)
-        self.upload = submission.read_upload(located.path) if located.path else None
-        self.problems = upload_problems(self.upload) if self.upload is not None else []
-        self.info = {'sandbox': 'not run'}
-        self.cascade = None
-        self.static = None
-        # the student's own text of this grading, one budget for all tests (judge/student_text.py)
-        self.text = student_text.Budget(grading.sandbox['student_text_chars'], grading.sandbox['student_text_budget'])
-        self.taken = {}   # probe id -> (the result as the sandbox gave it, as the judges read it)
-        self.records = {}   # probe id -> what its first run recorded of the student's parts (judge/evidence.take)
-        if located.problem or self.problems:
-            return
-        self.static = static_findings(self.upload)
-        profile = self.profile = grading.profiles[profile_name]
-        self.profile_name = profile_name
-        self.untouched = interface_check.untouched_optional(self.upload.tree)
-        self.probe_ids = _probe_ids(self.specs)
-        # the input set drawn for these bytes (inputs.for_submission)
-        self.drawn = inputs.for_submission(fx, profile, self.probe_ids, self.upload.raw)
-        self.fx = self.drawn.fixtures
-        self.cascade = cascade.Cascade(grading, self.fx, self.upload.tree, self.specs, profile.model.n_query_head)
-
-    def run_probes(self):
-        """
-        The first run (every probe on the student's own code, each test judged as soon as its probes
-        have ended and no second run may judge them again) and the cascade's second run; nothing to
-        run where the upload could not be run at all. Returns self.
-        """
-        if self.cascade is None:
-            return self
-        sandbox, profile, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
-        probe_ids, started = self.probe_ids, time.time()
-        options = dict(probe_inputs=drawn.inputs, expected=expected_outputs(fx, probe_ids, profile),
-                       private=self.private,
-                       budget_end=started + self.grading.sandbox['total_seconds'],
-                       exits=submission.names_exit(self.upload.tree),
-                       # one budget of the grader's RoPE for the whole grading, both runs (judge/set_aside.py)
-                       rope_budget=set_aside.Budget(self.grading.sandbox['rope_service_calls'][self.profile_name],
-                                                    self.grading.sandbox['rope_service_mb'][self.profile_name]),
-                       loss_curve_seeds=[profile.loss_curve.student_seed])
-        # the first run records what the student's parts do inside each case (judge/evidence.py)
-        recorded = [pid for pid in probe_ids if pid in registry.RECORDS]
-        expected = dict(options['expected'])
-        expected.update({pid: dict(expected.get(pid, {}), **evidence.slots()) for pid in recorded})
-        first = self._run(probe_ids, on_result=self._on_result(self.progress), skip=self.cascade.skip,
-                          probe_jobs={pid: {'record': True} for pid in recorded}, **dict(options, expected=expected))
-        second = {}
-        if first.import_result is not None and first.import_result.status == 'ok':
-            # the second run (judge/cascade.py): first the part tests a failed RoPE spoiled (whether their own part
-            # fails waits for them), then every later case a failed part spoiled
-            second.update(self._second(self.cascade.part_reruns(), options))
-            self.cascade.settle_parts(second)
-            second.update(self._second(self.cascade.plan_later(), options))
-        probes, self.fx = self.cascade.merge(first.probes, second)
-        self.run_result = dataclasses.replace(first, probes=probes)
-        self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
-                     'probe_seconds': {k: probe_seconds(v) for k, v in first.probes.items()},
-                     # each process's own memory at its most, as the harness read it (sandbox.probe_memory_mb)
-                     'probe_memory_mb': {k: round((v.harness or {}).get('memory_peak_bytes', 0) / 2 ** 20, 1)
-                                         for k, v in first.probes.items() if isinstance(v.harness, dict)},
-                     'wall_seconds': round(time.time() - started, 2), 'child_log_tail': first.stdout_tail[-2000:],
-                     'import_seconds': {k: (first.import_result.harness or {}).get(k + '_seconds')
-                                        for k in ('cpu', 'wall')} if first.import_result is not None else None,
-                     'isolation': first.isolation, 'student_text': self.text.report()}
-        self.info['evidence'] = {'records': {k: v if isinstance(v, int) else len(v) for k, v in self.records.items()},
-                                 'charged': dict(self.cascade.charged)}
-        if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
-            self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=probe_seconds(r),
-                                                 rope_calls=set_aside.calls_of((r.harness or {}).get('link')),
-                                                 rope_mb=set_aside.mb_of((r.harness or {}).get('link')))
-                                       for pid, r in second.items()}
-        # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
-        curve = first.probes['loss-curve'].arrays.get('seed%d' % profile.loss_curve.student_seed) \
-            if 'loss-curve' in first.probes else None
-        if curve is not None and curve.ndim == 1 and curve.dtype.kind in 'iuf':
-            self.info['loss_curve'] = [round(float(x), 5) if math.isfinite(x) else None for x in curve[:100000]]
-        return self
-
-    def _second(self, plans, options):
-        """{probe id: result} of one stage of the second run: the probes of `plans`, each told what is set aside."""
-        if not plans:
-            return {}
-        jobs = {pid: plan.job() for pid, plan in plans.items()}
-        # a probe run in another configuration returns its arrays ('<probe>~gqa', '<probe>~gqa_rope' fixtures)
-        other = {pid: pid for pid in plans}
-        for pid in plans:
-            other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
-        shapes = expected_outputs(self.fx, list(other.values()), self.profile)
-        expected = {pid: shapes[alt] for pid, alt in other.items()}
-        run_result = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
-                               **dict(options, expected=expected))
-        return run_result.probes
-
-    def _run(self, probe_ids, second=False, skip=None, on_result=None, **options):
-        """One run of `probe_ids` in the sandbox (probe_job.execute), every text its processes wrote
-        taken from the grading's budget (a second run's results apart from the first's; its import
-        check, a repeat, is not read: its failure is said in that run's probes)."""
-        timeouts = {pid: self.grading.test(pid).timeout for pid in probe_ids}   # evidence probes keep their own
-        run_plan = probe_job.plan(self.located.path, self.profile, probe_ids, timeouts,
-                                  self.grading.test('submission').timeout, second=second, **options)
-        run_result = probe_job.execute(self.sandbox, run_plan, skip=skip, on_result=on_result)
-        if second:
-            return dataclasses.replace(run_result, probes={k: self._student_text(k + ' (second run)', v)
-                                                           for k, v in run_result.probes.items()})
-        return self._clipped(run_result)
-
-    def _on_result(self, progress):
-        """
-        The callback called as each probe of the first run ends: the cascade learns which parts
-        failed or hung (and plans that probe's second run); with `progress`, each test is judged as
-        soon as its probes have ended and none of them waits for the second run (its verdict kept:
-        verdict() returns it), and the verdicts so far are handed to it. Test 1.1 is judged once, as
-        the import check ends (judge_import), and shown there as that left it (what a watchdog stop
-        keeps); its final verdict adds every probe's notes, and whether any stalled importing model.py.
-        """
-        seen, done = {}, {}
-        needs = {spec.id: ((report_schema.IMPORT,) if spec.id == 'submission' else registry.probes_for([spec.id]))
-                 for spec in self.specs}
-
-        def on_result(probe_id, result):
-            seen[probe_id] = self._student_text(probe_id, result)
-            self.cascade.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT},
-                                 self.records.get(probe_id, ()))
-            if probe_id in self.records:   # weighed: only the count is kept (staff's extra_data.evidence)
-                self.records[probe_id] = len(self.records[probe_id])
-            if probe_id == report_schema.IMPORT:
-                self.judge_import(seen[probe_id])
-            if progress is None:
-                return
-            self.run_result = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
-            for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
-                if spec.id not in done and all(p in seen for p in needs[spec.id]) \
-                        and not set(registry.CASE_PARTS) & set(needs[spec.id]):
-                    try:
-                        done[spec.id] = submission_verdict(self.import_judged, {}, self.cascade.import_hang) \
-                            if spec.id == 'submission' else self.verdict(spec)
-                    except Exception:  # noqa: BLE001  the final judging reports it
-                        pass
-            progress(dict(done))
-        return on_result
-
-    def _student_text(self, probe_id, result):
-        """`result` with its student text taken from the grading's one budget (student_text.Budget), once per
-        probe: probes end in test order, so the budget is spent in test order. The import check's process gets
-        no inputs: its texts are shown whole, and counted."""
-        raw, taken = self.taken.get(probe_id, (None, None))
-        if raw is not result:
-            bare, records = evidence.take(result)   # the records never reach a judge or the student's text
-            if records:
-                self.records[probe_id] = records
-            taken = self.text.result(bare, whole=probe_id == report_schema.IMPORT)
-            self.taken[probe_id] = (result, taken)
-        return taken
-
-    def _clipped(self, run_result):
-        """The run as the judges read it: every probe's result through _student_text, in test order (those the
-        judge's loop told on_result of were taken as they ended)."""
-        imported = self._student_text(report_schema.IMPORT, run_result.import_result)
-        return dataclasses.replace(run_result, import_result=imported,
-                                   probes={k: self._student_text(k, v) for k, v in run_result.probes.items()})
-
-    def judge_import(self, imported):
-        """Test 1.1 as the import check (`imported`, its ProbeResult; None where the file could not be run)
-        left it: judged once and kept (ImportVerdict)."""
-        if self.import_judged is None:
-            self.import_judged = import_verdict(self.located, self.problems, imported,
-                                                self.cascade.import_hang if self.cascade is not None else None,
-                                                self.static)
-        return self.import_judged
-
-    def verdict(self, spec):
-        """The test's verdict, judged once and kept: as its probes ended (_on_result) or now, at the
-        end (1.1 at the end, from what the import check left, judge_import, and the probes' notes)."""
-        if spec.id not in self.verdicts:
-            self.verdicts[spec.id] = self._verdict(spec)
-        return self.verdicts[spec.id]
-
-    def _verdict(self, spec):
-        located, run_result = self.located, self.run_result
-        if spec.id == 'submission':
-            judged = self.judge_import(run_result.import_result if run_result is not None else None)
-            return submission_verdict(judged, run_result.probes if run_result is not None else {},
-                                      self.cascade.import_hang if self.cascade is not None else None)
-        if located.problem or self.problems:
-            return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]))])
-        if run_result.import_result.status != 'ok':
-            if self.cascade is not None and self.cascade.import_hang:
-                return Verdict(0.0, [messages.not_run_import(self.cascade.import_hang)])
-            return Verdict(0.0, [messages.not_graded_import_test(run_result.import_result.message)])
-        result = run_result.probes[spec.id]
-        if spec.optional_part:
-            return self._optional_verdict(spec, result)
-        if result.status == 'skipped':
-            return Verdict(0.0, [result.message])
-        nothing = self.cascade.nothing_left(spec.id)
-        if nothing:
-            return Verdict(0.0, [nothing] + self._part_causes(spec.id))
-        verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
-        verdict.lines[:0] = self.cascade.lines(spec.id, result)
-        if spec.id == 'loss-curve' and not verdict.passed:
-            verdict.lines += self._gradients_cause()
-        return verdict
-
-    def final(self, spec):
-        """The test's verdict in the final results.json: its kept verdict, at 0 where it is a part's own test and
-        that part was shown wrong, or hung, where a later test ran it (Cascade.charge; known only once every probe
-        ended, so a partial results.json shows the part's own verdict)."""
-        verdict = self.verdict(spec)
-        charged = self.cascade.charge(spec.id) if self.cascade is not None and self.run_result is not None else None
-        if charged:
-            return dataclasses.replace(verdict, fraction=0.0,
-                                       lines=[charged] + self._sibling_causes(spec) + list(verdict.lines))
-        return verdict
-
-    def _sibling_causes(self, spec):
-        """What the charged part's other own tests named as its cause: their known bug and their hints."""
-        part = next(p for p, tests in registry.PART_TESTS.items() if spec.id in tests)
-        lines = []
-        for other in self.specs:
-            if other.id == spec.id or other.id not in registry.PART_TESTS[part]:
-                continue
-            judged = self.verdict(other)
-            if judged.known_bug in KNOWN_BUGS:
-                lines.append(messages.part_likely_bug(part, other.number, KNOWN_BUGS[judged.known_bug].description,
-                                                      judged.known_bug))
-            hints = [h.strip() for line in judged.lines for h in line.split('\n') if h.strip().startswith('hint: ')]
-            lines += [messages.sibling_hint(other.number, h[len('hint: '):]) for h in dict.fromkeys(hints)]
-        return lines
-
-    def _gradients_cause(self):
-        """10.1's training follows the gradients 10.2 judges: where 10.2 finds some missing or wrong, 10.1 says so."""
-        gradients = [t for t in self.specs if t.id == 'gradients']
-        if not gradients or self.run_result.probes.get('gradients') is None:
-            return []
-        judged = self.verdict(gradients[0])
-        return [messages.training_follows_gradients(gradients[0].number)] if judged.training_gradients_differ else []
-
-    def _part_causes(self, probe_id):
-        """The known bug each failed part's own test named (Verdict.known_bug), said where a test has nothing left."""
-        lines = []
-        for part, number in self.cascade.left_out_by(probe_id) or ():
-            judged = [self.verdict(t) for t in self.specs if t.number == number and t.id != probe_id]
-            for bug_id in sorted({v.known_bug for v in judged if v.known_bug}):
-                lines.append(messages.part_likely_bug(part, number, KNOWN_BUGS[bug_id].description, bug_id))
-        return lines
-
-    def _optional_verdict(self, spec, result):
-        """An untouched optional part reads "Not attempted" whatever else fails (unless its tests pass anyway: code
-        written elsewhere); an attempted one is judged by the cascade's optional rules."""
-        untouched = spec.optional_part in self.untouched
-        try:
-            verdict = self.cascade.optional_verdict(spec, result, self.run_result.probes, self.specs, self.fx)
-        except Exception:  # noqa: BLE001  judged in full below, where it is not the handout's TODO
-            if not untouched:
-                raise
-            verdict = Verdict(0.0)
-        if untouched and not verdict.passed:
-            return Verdict(0.0, [messages.optional_todo(interface_check.OPTIONAL_CODE[spec.optional_part])],
-                           not_implemented=True)
-        return verdict
 
 
 def _peak_rss_mb():
@@ -576,11 +180,6 @@ def grade_results(path, profile_name='cpu', results_path=DEFAULT_RESULTS, gradin
                             reason='invalid results.json: %s' % e)
         out.write(results_path)
     return out
-
-
-def grade(path, profile_name='cpu', results_path=DEFAULT_RESULTS, grading_path=GRADING_YAML, skip=(), sandbox=None):
-    """grade_results as the results.json dict (what Gradescope reads)."""
-    return grade_results(path, profile_name, results_path, grading_path, skip, sandbox).to_json()
 
 
 def table(out):

@@ -2,14 +2,15 @@
 The results of one grading as an object: tests keyed by id, `total`, `possible`, written as
 Gradescope's results.json and read back (validated) by the staff tools.
 
-The graded tests run as a unittest suite through gradescope-utils (run_suite): each test's body
-judges its probe result (the sandboxed run happened before, like any fixture), prints what the
-student reads and sets its score; weight, number, visibility and tags come from grading.yaml
-through the decorators, so no test code carries a number. gradescope-utils' JSONTestResult builds
-each test's entry as its JSONTestRunner would write it; the entries are taken as objects (never
-written as JSON text and parsed back). Its gaps are closed here: every output is truncated,
-numbers are plain JSON (no NaN), each test carries its id in extra_data, and an internal error
-still yields a valid file (a visible "autograder error" test at 0 and a hidden traceback for staff).
+Each graded test's entry comes from one pure function, result_of(spec, verdict): its score,
+status and output (an untouched or unjudged optional part, a test the grader failed to judge, one
+not run yet) are decided there, for the final results.json (Results.from_verdicts), the one written
+while grading runs (partial) and the one the watchdog keeps (finish_partial). Weight, number,
+visibility and tags come from grading.yaml through the spec, so no code carries a number. The entries
+are those gradescope-utils' JSONTestRunner would write for the same test (tests/unit/test_results.py
+holds that runner as the oracle), with its gaps closed here: every output is truncated, numbers are
+plain JSON (no NaN), each test carries its id in extra_data, and an internal error still yields a
+valid file (a visible "autograder error" test at 0 and a hidden traceback for staff).
 The file is written atomically, by the harness only.
 """
 
@@ -18,12 +19,8 @@ import math
 import os
 import re
 import traceback
-import unittest
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
-
-from gradescope_utils.autograder_utils.decorators import number, partial_credit, tags, visibility
-from gradescope_utils.autograder_utils.json_test_runner import JSONTestResult
 
 from autograder.judge import markdown, messages
 
@@ -63,7 +60,7 @@ class TestResult:
 
     @property
     def lost(self):
-        """Points lost, or a failure worth none (an extra-credit test carries max_score 0: see build_suite)."""
+        """Points lost, or a failure worth none (an extra-credit test carries max_score 0: see result_of)."""
         return self.score < self.max_score or self.status == 'failed'
 
     def to_json(self, limit):
@@ -125,19 +122,21 @@ class Results:
     @classmethod
     def from_verdicts(cls, specs, verdict_of, max_output_chars=MAX_OUTPUT_CHARS, extra_credit=()):
         """
-        Run one gradescope-utils test per spec; `verdict_of(spec)` returns its Verdict (called inside the test).
-        Tests whose id is in `extra_credit` carry max_score 0 (see build_suite).
+        One TestResult per spec (result_of), in order; `verdict_of(spec)` returns its Verdict. A bug of
+        the grader while judging one test costs that test only: the student reads that it was not their
+        fault, the traceback goes to extra_data.judge_errors (staff only). Tests whose id is in
+        `extra_credit` carry max_score 0 (see result_of).
         """
-        failures, rows = {}, {}
-        by_number = {str(s.number): s for s in specs}
-        tests = {}
-        for t in run_suite(build_suite(specs, verdict_of, failures, extra_credit, rows)):
-            spec = by_number[str(t['number'])]
-            tests[spec.id] = TestResult(spec.id, t['name'], float(t['score']), float(t['max_score']), t['status'],
-                                        str(t['number']), t.get('output', '').rstrip('\n'),
-                                        t.get('visibility', 'visible'), list(t.get('tags') or []),
-                                        rows.get(spec.id, []))
-        return cls(tests, extra_data={'judge_errors': failures} if failures else None, max_output_chars=max_output_chars)
+        failures, tests = {}, {}
+        for spec in specs:
+            try:
+                verdict, missing = verdict_of(spec), None
+            except Exception as e:  # noqa: BLE001  a bug of the grader, not of the submission
+                failures[spec.id] = traceback.format_exc()[-5000:]
+                verdict, missing = None, messages.judge_failed(type(e).__name__)
+            tests[spec.id] = result_of(spec, verdict, spec.id in extra_credit, missing)
+        return cls(tests, extra_data={'judge_errors': failures} if failures else None,
+                   max_output_chars=max_output_chars)
 
     @classmethod
     def error(cls, message, staff_detail, execution_time, reason=''):
@@ -202,7 +201,7 @@ def load(path, ids_by_number=None) -> Optional[Results]:
 def add_points(out, extra_credit):
     """
     Extra credit (grading.yaml handout.extra_credit): the tests in `extra_credit` ({id: weight})
-    carry max_score 0 (build_suite), so the tests' maxima sum to the required total (100) and an
+    carry max_score 0 (result_of), so the tests' maxima sum to the required total (100) and an
     untouched part costs nothing; a test's score (up to its weight) counts on top. results.json's
     `score` (which Gradescope takes over the sum of the tests) is every test's score, so it may
     exceed the required maximum; staff set the assignment's total points to 100.
@@ -229,75 +228,52 @@ def _rows(data):
     return [tuple(r) for r in data] if ok else []
 
 
-def build_suite(specs, verdict_of, failures=None, extra_credit=(), rows=None):
+def result_of(spec, verdict, extra_credit=False, missing=None):
     """
-    A TestCase class with one test per spec, decorated from grading.yaml; each body judges its test.
-    A bug of the grader while judging one test costs that test only: the student reads that it was
-    not their fault, the traceback goes to `failures` (extra_data, staff only).
+    The one rule of a test's entry: `spec` (grading.yaml's test: id, name, number, weight, visibility,
+    tags) and its `verdict` (areas.Verdict) make its TestResult; the final results.json, the partial one
+    written while grading runs and the watchdog's (finish_partial) all take it from here.
+
+    A test without a verdict (`verdict` None) scores 0 and fails, its output the one line `missing`
+    says: the grader failed judging it (messages.judge_failed), it has not run yet (PENDING), or the
+    grading stopped before it (messages.did_not_run).
 
     A test in `extra_credit` is worth max_score 0 and scores up to its weight on top: an untouched
-    optional part then reads "0 / 0", status passed, "Not attempted" (Gradescope has no neutral
-    status; a failed 0 / 5 would show red for work nobody asked for), and an implemented one
-    "5 / 0". A wrong implementation still fails (red), with what is wrong. `rows` ({id: Verdict.rows})
-    receives the table of each test whose lines are printed whole.
+    optional part (Verdict.not_implemented) then reads "0 / 0", status passed, "Not attempted"
+    (Gradescope has no neutral status; a failed 0 / 5 would show red for work nobody asked for), and an
+    implemented one "5 / 0"; one a required part it builds on fails (Verdict.not_judged) reads its lines
+    at 0 / 0, passed: not its fault. A wrong implementation still fails (red), with what is wrong.
+    A failed test's output ends with a line on its share of the points (messages.scored), after a blank
+    line, where it is worth points; `rows` keeps the judge's table of a test whose lines are shown whole.
     """
-    class HW1Autograder(unittest.TestCase):
-        pass
-
-    for i, spec in enumerate(specs):
-        def test(self, set_score=None, spec=spec):
-            try:
-                verdict = verdict_of(spec)
-            except Exception as e:
-                if failures is not None:
-                    failures[spec.id] = traceback.format_exc()[-5000:]
-                set_score(0.0)
-                self.fail(messages.judge_failed(type(e).__name__))
-            if verdict.not_implemented and spec.id in extra_credit:
-                print(NOT_ATTEMPTED % points(spec.weight))
-                print('\n'.join(l for l in verdict.lines if not l.lstrip().startswith('FAIL')))   # which TODO was met
-                set_score(0.0)
-                return
-            if verdict.not_judged and spec.id in extra_credit:   # a required part it builds on fails: not its fault
-                print('\n'.join(verdict.lines))
-                set_score(0.0)
-                return
-            if verdict.summary:
-                print(verdict.summary)
-            print('\n'.join(verdict.lines))
-            if rows is not None and verdict.rows:
-                rows[spec.id] = list(verdict.rows)
-            set_score(round(verdict.fraction * spec.weight, SCORE_DIGITS))
-            if verdict.not_implemented:   # an untouched optional part that counts in the 100: said plainly
-                self.fail(messages.NOT_IMPLEMENTED_OPTIONAL)
-            if not verdict.passed:   # a test worth no points has no share to report: its lines say it all
-                self.fail(messages.scored(spec.name, 100 * verdict.fraction) if spec.weight
-                          and spec.id not in extra_credit else '' if verdict.lines or verdict.summary else 'failed')
-        test.__doc__ = spec.name
-        test = partial_credit(0.0 if spec.id in extra_credit else spec.weight)(test)
-        test = number(spec.number)(test)
-        test = visibility(spec.visibility)(test)
-        test = tags(*spec.tags)(test)
-        setattr(HW1Autograder, 'test_%02d_%s' % (i, spec.id.replace('-', '_')), test)
-    return unittest.defaultTestLoader.loadTestsFromTestCase(HW1Autograder)
+    most = 0.0 if extra_credit else float(spec.weight)
+    if verdict is None:
+        return _made(spec, 0.0, most, [], missing or PENDING)
+    if verdict.not_implemented and extra_credit:   # which TODO was met, without the FAIL lines
+        lines = [NOT_ATTEMPTED % points(spec.weight)] + [l for l in verdict.lines if not l.lstrip().startswith('FAIL')]
+        return _made(spec, 0.0, most, ['\n'.join(lines)])
+    if verdict.not_judged and extra_credit:
+        return _made(spec, 0.0, most, ['\n'.join(verdict.lines)])
+    shown = ([verdict.summary] if verdict.summary else []) + ['\n'.join(verdict.lines)]
+    score, failure = round(verdict.fraction * spec.weight, SCORE_DIGITS), None
+    if verdict.not_implemented:   # an untouched optional part that counts in the 100: said plainly
+        failure = messages.NOT_IMPLEMENTED_OPTIONAL
+    elif not verdict.passed:   # a test worth no points has no share to report: its lines say it all
+        failure = messages.scored(spec.name, 100 * verdict.fraction) if spec.weight and not extra_credit \
+            else '' if verdict.lines or verdict.summary else 'failed'
+    return _made(spec, score, most, shown, failure, list(verdict.rows))
 
 
-def run_suite(suite):
-    """
-    Each test's entry as gradescope-utils' JSONTestResult builds it (name, score, max_score,
-    status, tags, output, visibility, number), in the order run: what JSONTestRunner would put in
-    results.json's `tests`, taken as objects (no JSON text written and read back). Set as the
-    runner sets it: printed output captured per test (buffer), no failure prefix, every test run.
-    """
-    entries = []
-    result = JSONTestResult(None, True, 1, entries, [], '')
-    result.buffer, result.failfast = True, False
-    result.startTestRun()
-    try:
-        suite(result)
-    finally:
-        result.stopTestRun()
-    return entries
+def _made(spec, score, most, shown, failure=None, rows=()):
+    """The TestResult of `spec`: `shown`, its lines of output, then `failure` (None: none) after a blank line; it
+    fails on a failure or where it scores less than `most`."""
+    output = ''.join(line + '\n' for line in shown)
+    if failure is not None:
+        output += ('\n' if output else '') + failure
+    output = output.rstrip('\n')
+    status = 'failed' if failure is not None or score < most else 'passed'
+    return TestResult(spec.id, spec.name, float(score), most, status, str(spec.number), output,
+                      spec.visibility or 'visible', list(spec.tags or ()), list(rows))
 
 
 def _number(x):
@@ -343,32 +319,33 @@ PENDING = messages.PENDING
 def partial(specs, verdicts, started_at, max_output_chars=MAX_OUTPUT_CHARS, extra_credit=()):
     """
     The results.json written after each finished test while the grading runs (atomically, like the
-    final one): finished tests with their verdicts, the others at 0 saying they have not run. If the
-    watchdog stops the grading, run_autograder keeps this file and finish_partial() says what did not run.
+    final one): finished tests as the final results.json would show their verdicts (result_of), the
+    others at 0 saying they have not run (PENDING). If the watchdog stops the grading, run_autograder
+    keeps this file and finish_partial() says what did not run.
     """
     import time
-    tests = {}
-    for spec in specs:
-        v = verdicts.get(spec.id)
-        most = 0.0 if spec.id in extra_credit else float(spec.weight)   # as in build_suite
-        if v is None:
-            tests[spec.id] = TestResult(spec.id, spec.name, 0.0, most, 'failed', str(spec.number),
-                                        PENDING, spec.visibility, list(spec.tags))
-            continue
-        text = '\n'.join(([v.summary] if v.summary else []) + list(v.lines))
-        tests[spec.id] = TestResult(spec.id, spec.name, round(v.fraction * spec.weight, SCORE_DIGITS),
-                                    most, 'passed' if v.passed else 'failed', str(spec.number), text,
-                                    spec.visibility, list(spec.tags), list(v.rows))
+    tests = {spec.id: result_of(spec, verdicts.get(spec.id), spec.id in extra_credit) for spec in specs}
     return Results(tests, messages.in_progress(len(verdicts), len(specs)),
                    time.time() - started_at, {'partial': True}, max_output_chars)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A test of a partial results.json as a spec for result_of: its max_score is its weight (0 for extra credit)."""
+    id: str
+    name: str
+    number: str
+    weight: float
+    visibility: str
+    tags: tuple
 
 
 def finish_partial(path, message, execution_time=None):
     """
     run_autograder after its watchdog or a killed grader: keep the tests the grader had finished in
-    `path`, mark every other one as not run with `message`, and give the whole run's `execution_time`
-    (seconds, as run_autograder measured it; the file holds the time of its last finished test).
-    Returns False when there is nothing to keep.
+    `path`, mark every other one as not run with `message` (result_of without a verdict), and give
+    the whole run's `execution_time` (seconds, as run_autograder measured it; the file holds the time
+    of its last finished test). Returns False when there is nothing to keep.
     """
     try:
         out = load(path)
@@ -377,9 +354,10 @@ def finish_partial(path, message, execution_time=None):
     if not (out.extra_data or {}).get('partial'):
         return False
     kept = 0
-    for t in out.tests.values():
+    for tid, t in out.tests.items():
         if t.output == PENDING:
-            t.output, t.score, t.status = messages.did_not_run(message), 0.0, 'failed'
+            spec = _Kept(t.id, t.name, t.number, t.max_score, t.visibility, tuple(t.tags))
+            out.tests[tid] = result_of(spec, None, missing=messages.did_not_run(message))
         else:
             kept += 1
     out.output = messages.stopped_kept(message, kept)
@@ -388,14 +366,3 @@ def finish_partial(path, message, execution_time=None):
         out.execution_time = float(execution_time)
     out.write(path)
     return True
-
-
-# ---------------------------------------------------------------------- the dict interface older callers use
-
-def error_results(message, staff_detail, execution_time):
-    return Results.error(message, staff_detail, execution_time).to_json()
-
-
-def write(results, path):
-    """Write a results dict (validated) or a Results."""
-    (results if isinstance(results, Results) else Results.from_json(results)).write(path)

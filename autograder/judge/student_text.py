@@ -3,7 +3,7 @@ The student's own text in the grader's output, in one place. Every text a probe'
 (error messages, traceback lines, notes, facts, dtype names; the import check's message and what
 model.py printed) is made one line, cut to grading.yaml's sandbox.student_text_chars, and charged
 against one budget per grading (sandbox.student_text_budget), probe by probe in test order, by
-`Budget.result`, which `grade.Judging` applies to every probe result before any judge reads it,
+`Budget.result`, which `judging.Judging` applies to every probe result before any judge reads it,
 whatever the child's report claims.
 
 Why: student code sees the grading's inputs and whatever its process holds, so each text it writes

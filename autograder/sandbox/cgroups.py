@@ -105,9 +105,6 @@ class Cgroup:
         self.limits = {}
         self._limit(memory_mb, pids)
 
-    def _dir(self, *keys):
-        return next((self.dirs[k] for k in keys if k in self.dirs), None)
-
     def _limit(self, memory_mb, pids):
         if memory_mb and 'memory' in self.v2_controllers:
             _write(os.path.join(self.dirs['v2'], 'memory.max'), memory_mb << 20)

@@ -35,7 +35,7 @@ def graded(tmp_path_factory, name, text, runs=1):
     path = str(folder / 'model.py')
     with open(path, 'w') as f:
         f.write(text)
-    return [grade.grade(path, 'cpu', str(folder / ('results%d.json' % i))) for i in range(runs)]
+    return [grade.grade_results(path, 'cpu', str(folder / ('results%d.json' % i))).to_json() for i in range(runs)]
 
 
 # ----------------------------------------------------------------------------- the reference

@@ -135,7 +135,7 @@ def through_run_autograder(text, grading=None, env=None, source=None, ag_root=No
 
 
 def through_grade(text, profile='cpu'):
-    """`text` as model.py graded in this process by grade.grade with grading.yaml as committed (all defences
+    """`text` as model.py graded in this process by grade.grade_results with grading.yaml as committed (all defences
     this machine gives, less HW1_SANDBOX_DISABLE's), in a temporary folder. Returns (results dict, results.json
     text)."""
     import tempfile
@@ -150,7 +150,7 @@ def through_grade(text, profile='cpu'):
             path, results_path = os.path.join(folder, 'model.py'), os.path.join(folder, 'results.json')
             with open(path, 'w') as f:
                 f.write(text)
-            grade.grade(path, profile, results_path)
+            grade.grade_results(path, profile, results_path)
             return {'results': _results_of(results_path)}
     value, _ = ask(text, mode, produce, graded_by_the_grader)
     return load_checked(value['results']), value['results']

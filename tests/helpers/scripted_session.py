@@ -1,5 +1,5 @@
 """
-A scripted grading session for the tests of the judge's loop (probe_job.execute, grade.Judging): the
+A scripted grading session for the tests of the judge's loop (probe_job.execute, judging.Judging): the
 interface of sandbox.GradingSession and of the Sandbox that makes it, without a process. A test says what
 the import check and each probe report (imported, probed); every call returns a ProbeRun that has ended.
 """

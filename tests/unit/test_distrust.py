@@ -383,7 +383,7 @@ def test_a_10000_term_expression_is_a_clear_refusal_on_every_python(tmp_path, te
 
 def test_results_json_refuses_nan_and_caps_the_top_level_output(tmp_path):
     from autograder.judge import results
-    out = results.error_results('boom', 'trace', 1.0)
+    out = results.Results.error('boom', 'trace', 1.0).to_json()
     results.validate(out)
     with pytest.raises(ValueError):
         results.validate(dict(out, execution_time=float('nan')))

@@ -31,7 +31,7 @@ ZONES = {
     'contract': ({'contract'}, set()),
     'child': ({'child', 'contract'}, {'torch', 'numpy', 'einops', 'mingpt', 'chargpt'}),
     'sandbox': ({'sandbox', 'contract', 'root'}, {'numpy'}),
-    'judge': ({'judge', 'sandbox', 'contract', 'root'}, {'numpy', 'yaml', 'gradescope_utils'}),
+    'judge': ({'judge', 'sandbox', 'contract', 'root'}, {'numpy', 'yaml'}),   # gradescope-utils: tests' oracle only
 }
 ALL_ZONES = {'contract', 'child', 'sandbox', 'judge', 'staff', 'root'}
 

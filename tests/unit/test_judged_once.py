@@ -9,6 +9,7 @@ import os
 
 from autograder import REFERENCE_DIR
 from autograder.judge import config, fixtures, grade, submission, verdicts
+from autograder.judge import judging as judging_module
 from autograder.sandbox import ProbeResult, Settings
 from tests.helpers.scripted_session import ScriptedSandbox, ScriptedSession
 
@@ -25,7 +26,7 @@ class Noting(ScriptedSession):
 
 def test_every_test_is_judged_once_and_the_partial_shows_the_verdicts_kept(tmp_path, monkeypatch):
     calls = collections.Counter()
-    real_judge, real_import = verdicts.verdict_for, grade.import_verdict
+    real_judge, real_import = verdicts.verdict_for, judging_module.import_verdict
 
     def verdict_for(spec, *args):
         calls[spec.id] += 1
@@ -35,7 +36,7 @@ def test_every_test_is_judged_once_and_the_partial_shows_the_verdicts_kept(tmp_p
         calls['submission'] += 1
         return real_import(*args)
     monkeypatch.setattr(verdicts, 'verdict_for', verdict_for)
-    monkeypatch.setattr(grade, 'import_verdict', import_verdict)
+    monkeypatch.setattr(judging_module, 'import_verdict', import_verdict)   # as Judging reads it
     partials = []
     located = submission.locate(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py'), str(tmp_path))
     judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'), ScriptedSandbox(Noting()),

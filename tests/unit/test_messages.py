@@ -17,7 +17,7 @@ from autograder.judge import areas, markdown, messages, student_text
 # patches: the handout build copies them, and the file is in the fixtures' probe-code hash)
 MOVED = ['judge/areas/%s' % f for f in sorted(os.listdir(os.path.join(PACKAGE_DIR, 'judge', 'areas')))
          if f.endswith('.py')] + ['judge/verdicts.py', 'judge/markdown.py', 'judge/student_text.py',
-                                  'judge/set_aside.py', 'judge/cascade.py', 'judge/grade.py',
+                                  'judge/set_aside.py', 'judge/cascade.py', 'judge/grade.py', 'judge/judging.py', 'judge/imported.py',
                                   'judge/probe_job.py', 'judge/results.py', 'judge/submission.py',
                                   'judge/interface_check.py',
                                   # the sandbox reports facts: readback's refusals are worded by the judge
@@ -332,7 +332,7 @@ def test_a_forged_fact_is_refused_or_says_no_more_than_a_message():
 
 # the child's modules whose words a student reads (the others: set_aside, cuda_view and socket_link raise into
 # the student's own calls, whose code may read their text; selftest and zygote speak to staff); in
-# probes_pretrained, the `facts` field's lines are still words (docs/notes/facts-34.md)
+# probes_pretrained, the `facts` field's lines are still words (the judge's pretrained area parses them)
 CHILD_SCANNED = {'runner.py': set(), 'adapter.py': set(), 'probes_pretrained.py': {'_shape_facts', '_load_facts'}}
 CHILD_SCANNED.update({f: set() for f in os.listdir(os.path.join(PACKAGE_DIR, 'child'))
                       if f.startswith('probes') and f.endswith('.py') and f not in CHILD_SCANNED})

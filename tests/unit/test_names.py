@@ -75,7 +75,7 @@ def test_the_grading_entry_points_take_a_profile_name():
     from autograder.judge import fixtures, grade
     from autograder.staff.evaluation import evaluate
     from autograder.staff.regrade import batch, plots, worker_pool
-    takers = [grade.grade_results, grade.grade, grade.Judging.__init__, fixtures.load,
+    takers = [grade.grade_results, grade.Judging.__init__, fixtures.load,
               fixtures.load_for_grading, fixtures.folder, evaluate.evaluate, batch.Batch.__init__,
               plots.loss_curve_png, worker_pool.grade_job, worker_pool.Engine.__init__]
     for f in takers:

@@ -1,7 +1,7 @@
 """
-The results object (autograder/judge/results.py): scores keyed by test id through gradescope-utils'
-runner, totals rounded for people, strict JSON (no NaN, outputs truncated, numpy scalars
-printed as numbers), written and read back validated.
+The results object (autograder/judge/results.py): scores keyed by test id, each entry as
+gradescope-utils' runner would write it (its oracle below), totals rounded for people, strict
+JSON (no NaN, outputs truncated, numpy scalars printed as numbers), written and read back validated.
 """
 
 import json
@@ -12,7 +12,7 @@ import re
 import pytest
 
 from autograder import GRADING_YAML, REPO_ROOT
-from autograder.judge import config, results
+from autograder.judge import config, messages, results
 from autograder.judge.areas import Verdict
 from autograder.judge.results import Results, points
 
@@ -183,28 +183,127 @@ def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
     assert out.execution_time == 572.0   # the whole run's, not the last finished test's
     assert out.extra_data['partial'] is False and out.score('rope') == out['rope'].max_score
     assert out['loss-curve'].score == 0 and out['loss-curve'].output == 'did not run: Grading was stopped after 570 s.'
+    assert out['loss-curve'].status == 'failed' and out['loss-curve'].max_score == {s.id: s.weight for s in specs}['loss-curve']
     assert out.output == 'Grading was stopped after 570 s. 2 test(s) had finished and are kept; the others did not run.'
     assert not results.finish_partial(path, 'again')   # only a partial file is finished, once
     Results.error('x', 'y', 1.0).write(path)
     assert not results.finish_partial(path, 'the final results of a grading are never touched')
 
 
-def test_the_tests_are_gradescope_utils_entries_as_its_runner_writes_them():
-    # run_suite takes JSONTestResult's entries as objects; JSONTestRunner writes them as JSON text
+def test_a_stopped_grading_keeps_each_finished_test_as_the_final_results_json_shows_it(tmp_path):
+    """
+    The watchdog's results.json (a partial one, finished by finish_partial) shows every finished test as the
+    final one would: an untouched optional part "Not attempted", 0 / 0 and passed (it read "failed", without
+    those words, when the partial file had rules of its own), one not judged because a required part it builds
+    on fails likewise, a failed required test with its share of the points, a test worth none with its lines.
+    """
+    extra = {s.id: s.weight for s in SPECS if s.optional_part}
+    untouched, blocked = sorted(extra)[:2]
+    finished = {
+        untouched: Verdict(0.0, ['not implemented (optional): NotImplementedError: TODO (optional)', 'FAIL case 1'],
+                           not_implemented=True),
+        blocked: Verdict(0.0, ['not judged: 2.1 fails'], not_judged=True),
+        'rope': Verdict(0.5, ['FAIL 2 of 4 cases'], rows=[('a', 'b', '1', '2', '0.1')]),
+        'submission': Verdict(0.0, ['no model.py in the submission']),
+    }
+    final = Results.from_verdicts(SPECS, lambda spec: finished.get(spec.id), extra_credit=extra).to_json()
+    path = str(tmp_path / 'results.json')
+    results.partial(SPECS, finished, 0, extra_credit=extra).write(path)
+    assert results.finish_partial(path, 'Grading was stopped after 570 s.', 572.0)
+    kept = {t['extra_data']['id']: t for t in results.load(path).to_json()['tests']}
+    shown = {t['extra_data']['id']: t for t in final['tests']}
+    assert all(kept[tid] == shown[tid] for tid in finished), [tid for tid in finished if kept[tid] != shown[tid]]
+    assert (kept[untouched]['score'], kept[untouched]['max_score'], kept[untouched]['status']) == (0, 0, 'passed')
+    assert kept[untouched]['output'].startswith('Not attempted:') and 'FAIL' not in kept[untouched]['output']
+    assert results.load(path)['rope'].output.endswith('\n\n' + messages.scored(kept['rope']['name'], 50))
+    # the tests that had not finished: 0, failed, saying why (an extra-credit one keeps its max_score 0)
+    others = [s for s in SPECS if s.id not in finished]
+    assert others and all(kept[s.id]['output'] == 'did not run: Grading was stopped after 570 s.'
+                          and kept[s.id]['status'] == 'failed' and kept[s.id]['score'] == 0
+                          and kept[s.id]['max_score'] == (0 if s.id in extra else s.weight) for s in others)
+
+
+def _gradescope_utils_suite(specs, verdict_of, extra_credit):
+    """
+    The same tests written the gradescope-utils way (the oracle of result_of, not the grader's path): one
+    unittest method per spec, decorated from grading.yaml, whose body prints what the student reads, sets
+    its score and fails where the test failed; JSONTestRunner writes their entries.
+    """
+    import unittest
+
+    from gradescope_utils.autograder_utils.decorators import number, partial_credit, tags, visibility
+
+    class HW1Autograder(unittest.TestCase):
+        pass
+
+    for i, spec in enumerate(specs):
+        def test(self, set_score=None, spec=spec):
+            try:
+                verdict = verdict_of(spec)
+            except Exception as e:  # noqa: BLE001
+                set_score(0.0)
+                self.fail(messages.judge_failed(type(e).__name__))
+            extra = spec.id in extra_credit
+            if verdict.not_implemented and extra:
+                print(results.NOT_ATTEMPTED % points(spec.weight))
+                print('\n'.join(l for l in verdict.lines if not l.lstrip().startswith('FAIL')))
+                set_score(0.0)
+                return
+            if verdict.not_judged and extra:
+                print('\n'.join(verdict.lines))
+                set_score(0.0)
+                return
+            if verdict.summary:
+                print(verdict.summary)
+            print('\n'.join(verdict.lines))
+            set_score(round(verdict.fraction * spec.weight, results.SCORE_DIGITS))
+            if verdict.not_implemented:
+                self.fail(messages.NOT_IMPLEMENTED_OPTIONAL)
+            if not verdict.passed:
+                self.fail(messages.scored(spec.name, 100 * verdict.fraction) if spec.weight and not extra
+                          else '' if verdict.lines or verdict.summary else 'failed')
+        test.__doc__ = spec.name
+        test = partial_credit(0.0 if spec.id in extra_credit else spec.weight)(test)
+        test = number(spec.number)(test)
+        test = visibility(spec.visibility)(test)
+        test = tags(*spec.tags)(test)
+        setattr(HW1Autograder, 'test_%02d_%s' % (i, spec.id.replace('-', '_')), test)
+    return unittest.defaultTestLoader.loadTestsFromTestCase(HW1Autograder)
+
+
+@pytest.mark.parametrize('extra_credit', [False, True])
+def test_each_entry_is_what_gradescope_utils_runner_writes_for_the_same_test(extra_credit):
+    """result_of against the oracle: every kind of verdict (passed, partial, 0 with and without lines, a summary,
+    untouched and not judged optional parts, a judge's bug, text with a lone surrogate or a trailing newline)."""
     import io
+
     from gradescope_utils.autograder_utils.json_test_runner import JSONTestRunner
+    kinds = [
+        lambda s: Verdict(1.0, ['line \u00e9 %s' % s.id, '\udc80']),
+        lambda s: Verdict(1 / 3, ['FAIL one', 'two\n'], summary='s', rows=[('a', 'b', '1', '2', '0.1')]),
+        lambda s: Verdict(0.0, []),
+        lambda s: Verdict(0.0, ['FAIL x']),
+        lambda s: Verdict(0.0, [], summary='loss 3.1'),
+        lambda s: Verdict(0.0, ['not implemented (optional): TODO', 'FAIL y'], not_implemented=True),
+        lambda s: Verdict(0.0, ['builds on 2.1, which fails'], not_judged=True),
+        lambda s: Verdict(1.0, []),
+    ]
 
     def judge(spec):
-        if spec.id == 'gqa':
+        i = [s.id for s in SPECS].index(spec.id)
+        if i % (len(kinds) + 1) == len(kinds):
             raise RuntimeError('a bug of the grader')
-        fraction = {'rope': 1 / 3, 'mha': 0.0}.get(spec.id, 1.0)
-        lines = ['line \u00e9 %s' % spec.id, '\udc80']   # a lone surrogate survives either way
-        return Verdict(fraction, lines, summary='s' if spec.id == 'mha' else '')
-    extra = {s.id for s in SPECS if s.optional_part}
+        return kinds[i % (len(kinds) + 1)](spec)
+    extra = {s.id: s.weight for s in SPECS} if extra_credit else {}   # every branch of either kind of test
     stream = io.StringIO()
     JSONTestRunner(stream=stream, stdout_visibility='hidden', failure_prefix='').run(
-        results.build_suite(SPECS, judge, {}, extra, {}))
-    entries = results.run_suite(results.build_suite(SPECS, judge, {}, extra, {}))
-    # tags are the decorator's tuple (Results.from_verdicts lists them)
-    assert [dict(e, tags=list(e['tags'])) if 'tags' in e else e for e in entries] == \
-        json.loads(stream.getvalue())['tests']
+        _gradescope_utils_suite(SPECS, judge, extra))
+    written = json.loads(stream.getvalue())['tests']
+    ours = Results.from_verdicts(SPECS, judge, extra_credit=extra)
+    assert len(written) == len(ours.tests) == len(SPECS)
+    for w, (tid, t) in zip(written, ours.tests.items()):
+        assert (t.name, t.score, t.max_score, t.status, t.number, t.visibility, t.tags) == \
+            (w['name'], w['score'], w['max_score'], w['status'], w['number'], w.get('visibility', 'visible'),
+             list(w.get('tags', []))), tid
+        assert t.output == w.get('output', '').rstrip('\n'), tid
+    assert set(ours.extra_data['judge_errors']) == {s.id for i, s in enumerate(SPECS) if i % (len(kinds) + 1) == len(kinds)}

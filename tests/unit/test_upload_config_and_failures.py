@@ -279,7 +279,7 @@ def test_config_refuses_yaml_that_does_not_parse(tmp_path):
 # ----------------------------------------------------------------------------- results.json
 
 def test_error_results_are_valid_and_hide_the_traceback():
-    out = results.error_results('Grading could not run: boom', 'Traceback ...\nValueError: boom', 1.5)
+    out = results.Results.error('Grading could not run: boom', 'Traceback ...\nValueError: boom', 1.5).to_json()
     results.validate(out)
     visible, staff = out['tests']
     assert (visible['name'], visible['score'], visible['visibility']) == ('Autograder error', 0.0, 'visible')
@@ -313,14 +313,14 @@ def assert_grader_error(out, words):
 def test_malformed_grading_yaml_still_writes_results(tmp_path):
     bad = write(str(tmp_path / 'grading.yaml'), grading_text().replace('weight: 15', 'weight: [15'))
     path = str(tmp_path / 'results' / 'results.json')
-    out = grade.grade(REFERENCE_MODEL, 'cpu', path, grading_path=bad)
+    out = grade.grade_results(REFERENCE_MODEL, 'cpu', path, grading_path=bad).to_json()
     assert_grader_error(out, 'Grading could not run')
     assert load_results(path) == json.loads(json.dumps(out))
 
 
 def test_unknown_profile_still_writes_results(tmp_path):
     path = str(tmp_path / 'results.json')
-    out = grade.grade(REFERENCE_MODEL, 'tpu', path)
+    out = grade.grade_results(REFERENCE_MODEL, 'tpu', path).to_json()
     assert_grader_error(out, "unknown profile 'tpu'")
     load_results(path)
 
@@ -330,7 +330,7 @@ def test_stale_fixtures_are_refused_with_regenerate(tmp_path):
     def change_seed(data):
         data['profiles']['cpu']['seed'] += 1
     yaml_path = write(str(tmp_path / 'grading.yaml'), grading_text(edit=change_seed))
-    out = grade.grade(REFERENCE_MODEL, 'cpu', str(tmp_path / 'results.json'), grading_path=yaml_path)
+    out = grade.grade_results(REFERENCE_MODEL, 'cpu', str(tmp_path / 'results.json'), grading_path=yaml_path).to_json()
     assert_grader_error(out, "grading.yaml's profiles.cpu changed")
     assert re.search(r'Run `python -m autograder regenerate`', out['tests'][0]['output'])
     load_results(str(tmp_path / 'results.json'))

@@ -207,7 +207,7 @@ def verify(zip_path, log=print):
                                              'extra_credit': 0, 'extra_credit_max': 0}
     log('verify: reference scores %s / %s (+ %s of %s extra credit) with the unpacked zip'
         % tuple(points(split[k]) for k in ('required', 'required_max', 'extra_credit', 'extra_credit_max')))
-    # every point, required and extra credit: extra-credit tests carry max_score 0 (results.build_suite)
+    # every point, required and extra credit: extra-credit tests carry max_score 0 (results.result_of)
     if split['required_max'] <= 0 or split['required'] != split['required_max'] or \
             split['extra_credit'] != split['extra_credit_max'] or any(t.lost for t in ref.tests.values()):
         failed = ['%s %s: %s/%s %s' % (t.number, t.name, points(t.score), points(t.max_score), t.status)

@@ -202,10 +202,6 @@ class Gradebook:
         path = os.path.join(folder, sub, 'results.json') if folder and sub else None
         return path if path and os.path.isfile(path) else None
 
-    def by_student(self):
-        """{(submission, name, email, sid): row}: one key per student row."""
-        return {(r['submission'], r['name'], r['email'], r['sid']): r for r in self.rows}
-
 
 def locate(path):
     """The grades CSV for `path`: the CSV itself, or the grades.csv of an export folder (any of its forms)."""
