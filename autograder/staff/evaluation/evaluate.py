@@ -273,7 +273,8 @@ def disagreement_lines(rows):
         if r.get('engine_error'):
             lines.append('%s/%s  not graded: %s' % (r['kind'], r['name'], r['engine_error']))
         if r.get('missing_tests'):
-            lines.append('%s/%s  tests missing from the results: %s' % (r['kind'], r['name'], ', '.join(r['missing_tests'])))
+            lines.append('%s/%s  tests missing from the results: %s'
+                         % (r['kind'], r['name'], ', '.join(r['missing_tests'])))
     return lines
 
 
@@ -293,7 +294,8 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
           % (command, datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M'), os.cpu_count() or 0,
              sys.version.split()[0], _torch_version(), jobs, seconds), '',
           'Corpus: `tests/submissions` (correct variants must get full marks; every buggy one must lose '
-          'points on exactly the tests of its `must_fail`). "course tests" is `autograder/staff/evaluation/course_tests.py`, a '
+          'points on exactly the tests of its `must_fail`). "course tests" is '
+          '`autograder/staff/evaluation/course_tests.py`, a '
           're-implementation of what the course\'s current public test_model.py checks (GQA output, RoPE '
           'd=2, dropout layers, rotary d): the baseline. A failing must-fail message "names the cause" when it holds '
           'its submission\'s `cause` or `known_bug` (expected.yaml); it names a wrong one when it names another known '
@@ -323,7 +325,8 @@ def evaluate(root, jobs=2, profile_name='cpu', progress=True, timeout=None):
     """Grade the corpus on the regrade engine; returns (rows, summary, test_ids, tests_meta, seconds)."""
     grading = config.load()
     if profile_name not in grading.profiles:
-        raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(grading.profiles)))
+        raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)'
+                                        % (profile_name, ', '.join(grading.profiles)))
     tests_meta = [t for t in grading.enabled_tests()]
     test_ids = [t.id for t in tests_meta]
     subs = load_corpus(root)
@@ -337,7 +340,8 @@ def evaluate(root, jobs=2, profile_name='cpu', progress=True, timeout=None):
         for i, sub in enumerate(subs):
             base = os.path.join(scratch, '%03d' % i)
             jobs_todo.append(worker_pool.Job('%s/%s' % (sub['kind'], sub['name']), sub['path'],
-                                        base + '-results.json', skip=skipped_tests(sub), course_path=base + '-course.json'))
+                                             base + '-results.json', skip=skipped_tests(sub),
+                                             course_path=base + '-course.json'))
         eng = worker_pool.Engine(profile_name, jobs, timeout or worker_pool.default_timeout(grading),
                             lambda msg: print('evaluate: ' + msg, file=sys.stderr, flush=True), progress=progress)
         outcomes = eng.grade(jobs_todo)
