@@ -246,8 +246,9 @@ def summary_lines(s):
         'known bugs named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
                                                             pct(KNOWN_BUG_TARGET)),
         'failing must-fail messages that name the cause: %d / %d = %s (target >= %s), naming a wrong one: %d '
-        '(target 0); on submissions that declare none: %d' % (s['cause_named'], s['cause_judged'], pct(s['cause_rate']),
-                                                              pct(CAUSE_TARGET), s['cause_wrong'], s['cause_undeclared']),
+        '(target 0); on submissions that declare none: %d' % (
+            s['cause_named'], s['cause_judged'], pct(s['cause_rate']), pct(CAUSE_TARGET), s['cause_wrong'],
+            s['cause_undeclared']),
         'points lost beyond the bug\'s own part (tests outside must_fail): %s on %d submissions (target 0)' % (
             s['beyond_own_part'], s['beyond_own_part_subs']),
         'red optional tests on submissions that do not attempt the part: %d (target 0)' % s['red_optional'],
