@@ -108,7 +108,8 @@ def check_loop_at_import(out, tests, root):
 
 def check_loop_in_forward(out, tests, root):
     assert tests['rope-cache']['score'] == 0
-    assert 'timed out' in tests['rope-cache']['output'] and 'ran longer than the 4 s allowed' in tests['rope-cache']['output']
+    assert 'timed out' in tests['rope-cache']['output']
+    assert 'ran longer than the 4 s allowed' in tests['rope-cache']['output']
     others = {i: t for i, t in tests.items() if i != 'rope-cache'}
     assert not [i for i, t in others.items() if 'timed out' in t['output']]
     # the rest is the reference: every point earned, but RoPE's own 2.1, which its hang charges (a part that hangs
@@ -312,7 +313,8 @@ def check_npz_malformed(out, tests, root):
     assert 'arrays must be stored' in tests['rope']['output']          # the corrupt deflate stream is never inflated
     assert 'BadZipFile' in tests['rope-cache']['output'] and 'CRC' in tests['rope-cache']['output']
     assert 'declares shape (1099511627776,)' in tests['mha-rope']['output']
-    assert 'holds 5000 files' in tests['gqa']['output'] and ('at most %d are allowed' % report_schema.MAX_ARRAYS) in tests['gqa']['output']
+    assert 'holds 5000 files' in tests['gqa']['output']
+    assert ('at most %d are allowed' % report_schema.MAX_ARRAYS) in tests['gqa']['output']
     all_zero(tests)
 
 
@@ -659,7 +661,8 @@ ANSWER_ATTACKS = ('memorise_answers', 'dropout_only_at_p_one')
 
 
 def in_mode(env, *values, id):
-    """A parameter set graded in `env`'s mode: in Gradescope's (no namespaces) it is `gradescope_mode` (tests/conftest.py)."""
+    """A parameter set graded in `env`'s mode: in Gradescope's (no namespaces) it is `gradescope_mode`
+    (tests/conftest.py)."""
     return pytest.param(*values, id=id, marks=[pytest.mark.gradescope_mode] if env == GRADESCOPE_ENV else [])
 
 
@@ -680,12 +683,13 @@ CASCADE_ATTACKS = {
     'fail_on_purpose': 'fails 4.1 and 5.1 on purpose so that 10.1 and 10.2 set its K/V-detaching GQA aside',
     'borrow_grader_rope': 'the template scores with whatever RoPE or attention class the grader left in its process',
     'ask_grader_rope': 'a RoPE that is the grader\'s, asked over the link in every process',
-    'forged_hang_dump': 'a hang at dropout p = 1 whose forged stack dump names GPT.generate, so nothing else is skipped',
+    'forged_hang_dump': 'a hang at dropout p = 1 whose forged stack dump names GPT.generate, so nothing else is '
+                        'skipped',
 }
 
 
-@pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else '')) for n in sorted(CASCADE_ATTACKS)
-                                      for e in (None, GRADESCOPE_ENV)])
+@pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else ''))
+                                      for n in sorted(CASCADE_ATTACKS) for e in (None, GRADESCOPE_ENV)])
 def test_an_attack_on_the_cascade_gains_nothing(name, env, ag_root):
     timeouts = {'dropout': 4} if name == 'forged_hang_dump' else {}   # its honest bug hangs 6.1: CI's minutes
     honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, name, env, timeouts)
@@ -751,7 +755,8 @@ def _plain_lines(test):
     return (markdown.plain(text) if test.get('output_format') == markdown.FORMAT else text).splitlines()
 
 
-@pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'), in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
+@pytest.mark.parametrize('env', [in_mode(None, None, id='every-defence'),
+                                 in_mode(GRADESCOPE_ENV, GRADESCOPE_ENV, id='gradescope')])
 def test_student_text_stays_student_text(env, ag_root):
     honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, 'text_in_bulk', env)
     assert not gained and total(attack_out) <= total(honest_out), gained
@@ -803,12 +808,13 @@ def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
         assert re.search(r'stopped in GroupedQueryAttention\.forward \(model\.py line (%d|%d)\)' % _loop_lines(name),
                          msg), (name, msg)
         # 5.1 is the GQA's own test: the hang charges it whole, and says where it was not run
-        assert tests['gqa']['score'] == 0 and tests['gqa-rope']['score'] == 0 and tests['gqa-rope']['output'].startswith(
-            '0 points: your GroupedQueryAttention did not return in test 4.1') and \
-            'not run: GroupedQueryAttention did not return in test 4.1' in tests['gqa-rope']['output'], \
+        assert tests['gqa']['score'] == 0 and tests['gqa-rope']['score'] == 0 \
+            and tests['gqa-rope']['output'].startswith('0 points: your GroupedQueryAttention did not return in test 4.1') \
+            and 'not run: GroupedQueryAttention did not return in test 4.1' in tests['gqa-rope']['output'], \
             (name, tests['gqa-rope']['output'])
         # its own part only: RoPE, the MHA, and every GPT test the harness judges without the GQA keep their points
-        for tid in ('rope', 'rope-cache', 'mha-rope', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
+        for tid in ('rope', 'rope-cache', 'mha-rope', 'model', 'generate', 'loss-curve', 'gradients',
+                    'load-pretrained'):
             assert full(tests[tid]), (name, tid, tests[tid]['output'][:300])
     assert 'memory kept growing past the %d MB' % GRADING.sandbox['probe_memory_mb'] in alloc['gqa']['output']
     assert 'ran longer than the 10 s allowed' in spin['gqa']['output']
@@ -843,4 +849,5 @@ def test_print_grader_peak_memory():
     """Runs last in this module: the grader's peak memory per case, for the record (pytest -s)."""
     if PEAK_MB:
         known = {k: v for k, v in PEAK_MB.items() if v is not None}   # a case that failed before its figure: none
-        print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv for kv in sorted(known.items(), key=lambda kv: -kv[1])))
+        print('\ngrader peak RSS (MB): '
+              + ', '.join('%s %.1f' % kv for kv in sorted(known.items(), key=lambda kv: -kv[1])))
