@@ -808,10 +808,10 @@ def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
         assert re.search(r'stopped in GroupedQueryAttention\.forward \(model\.py line (%d|%d)\)' % _loop_lines(name),
                          msg), (name, msg)
         # 5.1 is the GQA's own test: the hang charges it whole, and says where it was not run
+        said = tests['gqa-rope']['output']
         assert tests['gqa']['score'] == 0 and tests['gqa-rope']['score'] == 0 \
-            and tests['gqa-rope']['output'].startswith('0 points: your GroupedQueryAttention did not return in test 4.1') \
-            and 'not run: GroupedQueryAttention did not return in test 4.1' in tests['gqa-rope']['output'], \
-            (name, tests['gqa-rope']['output'])
+            and said.startswith('0 points: your GroupedQueryAttention did not return in test 4.1') \
+            and 'not run: GroupedQueryAttention did not return in test 4.1' in said, (name, said)
         # its own part only: RoPE, the MHA, and every GPT test the harness judges without the GQA keep their points
         for tid in ('rope', 'rope-cache', 'mha-rope', 'model', 'generate', 'loss-curve', 'gradients',
                     'load-pretrained'):
