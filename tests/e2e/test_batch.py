@@ -133,8 +133,8 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert (dan['email'], dan['sid'], dan['gradescope_score']) == ('dan.dummy@example.edu', '', '55')
     # RoPE positions from 0: only the RoPE-module tests lose; training (10.1) keeps its full weight
     loss_weight = '%g' % config.load().test('loss-curve').weight
-    assert (dan['2.1 rope'], dan['2.2 rope-cache'], dan['4.1 gqa'], dan['10.1 loss-curve']) == ('0', '0', '15',
-                                                                                                loss_weight)
+    assert (dan['2.1 rope'], dan['2.2 rope-cache'], dan['4.1 gqa'],
+            dan['10.1 loss-curve']) == ('0', '0', '15', loss_weight)
     assert by_name['Bob Placeholder']['sid'] == '900000002'                    # a number in the YAML
     assert by_name['Zoë Ångström-Núñez']['gradescope_score'] == ''             # :score: left empty
     assert by_name['Erin Fictional']['submission'] == by_name['Frank Madeup']['submission'] == 'submission_1000005'
@@ -158,7 +158,8 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert '1 to grade, %d already graded' % (N - 1) in err and 'graded 1, skipped %d' % (N - 1) in stdout, err
     assert 'syntax' in batch.worker_pool.load(
         str(inner / 'submission_1000002' / 'results.json'))['submission'].output
-    assert "Bob Placeholder (submission_1000002): 0 -> 0 [graded -> not graded] (the submission's files changed)" in stdout
+    assert ("Bob Placeholder (submission_1000002): 0 -> 0 [graded -> not graded] (the submission's files changed)"
+            in stdout)
     # ... and the generation it replaces is kept, never overwritten: the diff is between the two (issue 41)
     rerun_kept = [p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.csv', p)]
     assert len(rerun_kept) == 1 and (inner / rerun_kept[0]).read_bytes() == first_csv, os.listdir(inner)

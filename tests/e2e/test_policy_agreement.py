@@ -86,7 +86,8 @@ def _lost(out):
 
 
 # the reference's grading is the run's one (tests/helpers/grading_store.py: tests/e2e/test_grading.py checks it),
-# through ./run_autograder: an AUTOGRADER_ROOT open to the sandbox users until it is locked, so every test here is `lockdown`
+# through ./run_autograder: an AUTOGRADER_ROOT open to the sandbox users until it is locked, so every test here is
+# `lockdown`
 pytestmark = pytest.mark.lockdown
 
 

@@ -159,8 +159,8 @@ def test_the_documented_metadata_example_is_what_batch_reads(tmp_path):
     with open(out, newline='', encoding='utf-8') as f:
         rows = {r['submission']: r for r in csv.DictReader(f)}
     ada, ben = rows['submission_1'], rows['submission_2']
-    assert (ada['name'], ada['email'], ada['sid'], ada['gradescope_score']) == ('Ada Example', 'ada@example.edu',
-                                                                                '1001', '0')
+    assert (ada['name'], ada['email'], ada['sid'],
+            ada['gradescope_score']) == ('Ada Example', 'ada@example.edu', '1001', '0')
     assert ada['created_at'].startswith('2024-09-30 20:01:12') and ada['status'] == 'not graded'
     assert (ben['name'], ben['email'], ben['sid'], ben['created_at'], ben['gradescope_score']) == \
         ('Ben Example', 'ben@example.edu', '', '', '')
@@ -187,7 +187,8 @@ def test_discrimination_report_lists_every_graded_test_of_the_registry():
     corpus = evaluate.load_corpus(os.path.join(REPO_ROOT, 'tests', 'submissions'))
     n_correct = sum(s['verdict'] == 'correct' for s in corpus)
     assert 'false failures on correct variants: 0 / %d' % n_correct in doc
-    assert 'bugs caught exactly (lost == must_fail): %d / %d' % (len(corpus) - n_correct, len(corpus) - n_correct) in doc
+    assert ('bugs caught exactly (lost == must_fail): %d / %d'
+            % (len(corpus) - n_correct, len(corpus) - n_correct)) in doc
 
 
 def test_reference_answers_name_the_current_reference():

@@ -126,7 +126,8 @@ def test_dropout_only_at_p_1_gains_nothing():
     p0, bias, good = dropout_case()
     no_dropout = {k: v for k, v in mid_dropout(rate=0.0, scale=1.0).items()}
     attack = run_dropout(dict(good, **no_dropout), p0)
-    honest = run_dropout(dict(good, **no_dropout, **{'gqa/attn_p1_train': p0.copy(), 'gqa/resid_p1_train': p0.copy()}), p0)
+    honest = run_dropout(dict(good, **no_dropout, **{'gqa/attn_p1_train': p0.copy(), 'gqa/resid_p1_train': p0.copy()}),
+                         p0)
     assert attack.fraction == honest.fraction == pytest.approx(1 / 3), attack.lines
     assert 'nothing is dropped' in '\n'.join(attack.lines)
 
