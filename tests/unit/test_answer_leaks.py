@@ -135,7 +135,8 @@ def test_text_of_the_students_process_is_cut():
         'notes': [long], 'where': [long], 'facts': {'a': [long] * 12}})
     clipped = Budget(limit, 10 ** 6).result(result)
     texts = [clipped.message, clipped.info['case_errors']['d2_T5']['message'],
-             *clipped.info['case_errors']['d2_T5']['where'], *clipped.info['notes'], *clipped.info['where'], *clipped.info['facts']['a']]
+             *clipped.info['case_errors']['d2_T5']['where'], *clipped.info['notes'], *clipped.info['where'],
+             *clipped.info['facts']['a']]
     assert all(t.startswith(long[:limit]) and len(t.split(' [... ')[0]) == limit for t in texts)
     assert len(clipped.info['facts']['a']) < 12
     harness = ProbeResult('timeout', message='x' * 1000)   # the harness's own words stay whole
