@@ -76,7 +76,8 @@ def check_report(csv_path, planted, not_graded):
         if got != expected:
             problems.append('%s: named %s, planted %s' % (sub, sorted(got) or '-', sorted(expected) or '-'))
     status = {sub: row['status'] for sub, row in subs.iterrows()}
-    problems += ['%s: status %s, expected not graded' % (s, status.get(s)) for s in not_graded if status.get(s) != 'not graded']
+    problems += ['%s: status %s, expected not graded' % (s, status.get(s))
+                 for s in not_graded if status.get(s) != 'not graded']
     problems += ['%s: %s (%s)' % (s, status[s], row['note']) for s, row in subs.iterrows()
                  if status[s] == 'error']
     md = open(os.path.join(class_report.default_folder(csv_path), 'report.md'), encoding='utf-8').read()
@@ -94,7 +95,8 @@ def measure(jobs, kind, copies, size=50, repo=REPO):
             export, planted, not_graded = class_export.build_realistic(tmp, size)
         else:
             export, planted, not_graded = make_synthetic(tmp, copies)
-        n = len([d for d in os.listdir(export) if d.startswith('submission_') and os.path.isdir(os.path.join(export, d))])
+        n = len([d for d in os.listdir(export)
+                 if d.startswith('submission_') and os.path.isdir(os.path.join(export, d))])
         out = os.path.join(tmp, 'grades.csv')
         cmd = [sys.executable, '-m', 'autograder', 'batch', export, '--jobs', str(jobs), '--out', out]
         load = os.getloadavg()[0]
@@ -158,7 +160,8 @@ def main():
     ap.add_argument('--size', type=int, default=None,
                     help='submissions in the class (realistic: default 50; corpus: every k-th of its 102, mix kept)')
     ap.add_argument('--copies', type=int, default=1, help='synthetic only: replicate its 6 submissions K times')
-    ap.add_argument('--against', metavar='REF', help='also grade with the code of git revision REF; print the CPU ratio')
+    ap.add_argument('--against', metavar='REF',
+                    help='also grade with the code of git revision REF; print the CPU ratio')
     args = ap.parse_args()
     print('machine: %s, nproc %d, %s; python %s; class %s%s' % (
         platform.node() or '?', os.cpu_count() or 0, cpu_model(), platform.python_version(), ' '.join(args.kinds),

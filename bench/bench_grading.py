@@ -202,7 +202,8 @@ def main(argv=None):
         '"sandbox s" is `extra_data.wall_seconds`, the part spent in the sandbox (scratch folder, child start-up '
         'with its torch import, probes, reading back).',
         '',
-        '| run | wall s | sandbox s | score | peak tree PSS MB | (RSS sum MB) | largest process MB | probes s | overhead |',
+        '| run | wall s | sandbox s | score | peak tree PSS MB | (RSS sum MB) | largest process MB | probes s '
+        '| overhead |',
         '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ]
     for i, r in enumerate(runs, 1):

@@ -85,7 +85,8 @@ def main():
     os.rmdir(base)
     print('machine: %s, nproc %d, kernel %s, Landlock ABI %d, Python %s' % (
         cpu_model(), os.cpu_count(), platform.release(), abi, platform.python_version()))
-    print('allow-list: %d read, %d write, %d devices' % (len(rules['read']), len(rules['write']), len(rules['devices'])))
+    print('allow-list: %d read, %d write, %d devices'
+          % (len(rules['read']), len(rules['write']), len(rules['devices'])))
     print('restrict_landlock per probe: median %.2f ms, max %.2f ms (%d forks)' % (
         statistics.median(restrict_ms), max(restrict_ms), len(restrict_ms)))
     print('2,000 opens: %.1f ms without, %.1f ms with Landlock (medians of 5): %.2f us more per open' % (

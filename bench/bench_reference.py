@@ -226,15 +226,16 @@ def main(argv=None):
 
     print("# Reference model benchmarks%s\n" % (" (--quick)" if quick else ""))
     print("Machine: %s\n" % machine_line())
-    print("Command: python bench/bench_reference.py%s%s\n" % (" --quick" if quick else "",
-                                                            "" if args.threads == 1 else " --threads=%d" % args.threads))
+    print("Command: python bench/bench_reference.py%s%s\n"
+          % (" --quick" if quick else "", "" if args.threads == 1 else " --threads=%d" % args.threads))
 
     # 1. training throughput
     settings = [(16, 32), (256, 4)] if quick else [(16, 64), (256, 8)]  # (block, batch)
     repeats = 2 if quick else 5
     print("## 1. Training tokens/s, gpt-mini (6 layers, 6 heads, 192), dropout 0.1, AdamW\n")
-    print("Tokens per CPU-second of this process. One timing = forward + backward + clip + AdamW step on ~2048 tokens (2 steps at block 16, "
-          "1 at block 256); median of %d timings per variant, variants interleaved.\n" % repeats)
+    print("Tokens per CPU-second of this process. One timing = forward + backward + clip + AdamW step on ~2048 "
+          "tokens (2 steps at block 16, 1 at block 256); median of %d timings per variant, variants "
+          "interleaved.\n" % repeats)
     print("| variant | " + " | ".join("block %d (batch %d) tokens/CPU-s | ratio" % s for s in settings) + " |")
     print("|---|" + "---:|---:|" * len(settings))
     results = [bench_training(block, batch, repeats, max(1, 2048 // (block * batch))) for block, batch in settings]
@@ -257,7 +258,8 @@ def main(argv=None):
     print("Peak = AttentionMemory CPU tracker peak bytes of one call, mask construction included. "
           "Time = CPU seconds, median of %d interleaved calls.\n" % sw_repeats)
     rows = bench_sliding_window(seqs, window, heads, head_dim, sw_repeats, max_dense_bytes=8 * 2**30)
-    print("| N | banded time | dense time | SDPA+mask time | banded peak | dense peak | SDPA+mask peak | dense/banded memory |")
+    print("| N | banded time | dense time | SDPA+mask time | banded peak | dense peak | SDPA+mask peak "
+          "| dense/banded memory |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         def t(name):

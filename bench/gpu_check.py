@@ -120,7 +120,8 @@ def check_chargpt(rows, args, folder):
     proc, secs = run_chargpt(args, first, ['--trainer.max_iters=%d' % iters])
     files = sorted(os.listdir(first)) if os.path.isdir(first) else []
     row(rows, 'chargpt.py N=16 on %s' % args.device, proc.returncode == 0, seconds='%.1f' % secs,
-        iters_per_s='%.1f' % (iters / secs), files=' '.join(files), stderr_tail=proc.stderr[-300:] if proc.returncode else '')
+        iters_per_s='%.1f' % (iters / secs), files=' '.join(files),
+        stderr_tail=proc.stderr[-300:] if proc.returncode else '')
     if proc.returncode:
         return
     with open(os.path.join(first, 'train_losses.json')) as f:
@@ -135,7 +136,8 @@ def check_chargpt(rows, args, folder):
     row(rows, 'memory log: numbers on a GPU, null on a CPU', bool(numbers) == want_numbers,
         measured=len(numbers), of=len(memory))
     second = os.path.join(folder, 'n256')
-    proc, secs = run_chargpt(args, second, ['--trainer.max_iters=5', '--data.block_size=%d' % (32 if args.small else 256),
+    proc, secs = run_chargpt(args, second, ['--trainer.max_iters=5',
+                                            '--data.block_size=%d' % (32 if args.small else 256),
                                             '--model.pretrained_folder=' + first])
     row(rows, 'continue from --model.pretrained_folder at larger N', proc.returncode == 0, seconds='%.1f' % secs,
         stderr_tail=proc.stderr[-300:] if proc.returncode else '')

@@ -57,13 +57,15 @@ GRADED = (
     ('template', os.path.join(REPO, 'student_template', 'hw1', 'mingpt', 'model.py'), 'zero', 'all'),
     # wrong only where a real allocator answers as a GPU's does: a peak never reset (the warm-up's larger one),
     # the raw memory_allocated() or max_memory_allocated() (the model's weights and inputs in it)
-    ('memory_peak_no_reset', os.path.join(SUBMISSIONS, 'buggy', 'memory_peak_no_reset', 'model.py'), 'fails 9.1', 'memory'),
-    ('memory_raw_allocated', os.path.join(SUBMISSIONS, 'buggy', 'memory_raw_allocated', 'model.py'), 'fails 9.1', 'memory'),
+    ('memory_peak_no_reset', os.path.join(SUBMISSIONS, 'buggy', 'memory_peak_no_reset', 'model.py'),
+     'fails 9.1', 'memory'),
+    ('memory_raw_allocated', os.path.join(SUBMISSIONS, 'buggy', 'memory_raw_allocated', 'model.py'),
+     'fails 9.1', 'memory'),
     ('memory_raw_max', os.path.join(SUBMISSIONS, 'buggy', 'memory_raw_max', 'model.py'), 'fails 9.1', 'memory'),
     ('memory_constant', os.path.join(SUBMISSIONS, 'buggy', 'memory_constant', 'model.py'), 'fails 9.1', 'memory'),
     # a correct course style with every CUDA idiom (a device flag, synchronize, memory_allocated(device))
-    ('course_region_device_flag_sync', os.path.join(SUBMISSIONS, 'correct', 'course_region_device_flag_sync', 'model.py'),
-     'passes 9.1', 'memory'),
+    ('course_region_device_flag_sync',
+     os.path.join(SUBMISSIONS, 'correct', 'course_region_device_flag_sync', 'model.py'), 'passes 9.1', 'memory'),
 )
 # --quick (the CPU dry run): the two training tests and 11.2's 16k-row probe are the grading's longest
 QUICK_SKIP = ('loss-curve', 'gradients', 'load-pretrained', 'sliding-window-memory')
@@ -482,7 +484,8 @@ def markdown(report):
         lines.append('')
     lines += ['| check | result | facts |', '| --- | --- | --- |']
     for c in report['checks']:
-        facts = ', '.join('%s=%s' % (k, v) for k, v in c.items() if k not in ('check', 'ok') and v not in (None, [], {}))
+        facts = ', '.join('%s=%s' % (k, v) for k, v in c.items()
+                          if k not in ('check', 'ok') and v not in (None, [], {}))
         lines.append('| %s | %s | %s |' % (c['check'], 'ok' if c['ok'] else 'FAIL', facts[:400].replace('|', '/')))
     skipped = {k: v['skipped'] for k, v in report['phases'].items() if 'skipped' in v}
     lines += ['', '%d of %d checks passed.%s' % (report.get('passed', 0), len(report['checks']),

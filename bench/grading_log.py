@@ -34,13 +34,14 @@ def main(argv=None):
     print('%d gradings, %.0f s of grading (each its own execution_time; two workers overlap them); %d distinct '
           '(upload, mode); %d graded more than once, %d gradings beyond the first each, %.0f s'
           % (len(lines), sum(x['seconds'] for x in lines), len(groups), len(repeats),
-             sum(len(v) - 1 for v in repeats.values()), sum(sum(x['seconds'] for x in v[1:]) for v in repeats.values())))
+             sum(len(v) - 1 for v in repeats.values()),
+             sum(sum(x['seconds'] for x in v[1:]) for v in repeats.values())))
     for k, v in sorted(repeats.items(), key=lambda kv: -len(kv[1])):
         print('\n%s x%d  (upload %s, profile %s, skip %s, disable %r)' % ('repeat', len(v), (k[0] or '?')[:12], k[1],
                                                                       list(k[3]) or '-', k[4]))
         for x in v:
-            print('    %6.1f s  %s%s' % (x['seconds'], x['test'] or '(outside pytest)',
-                                         ' [batch]' if x['batch'] else ' [run_autograder]' if x['autograder_root'] else ''))
+            where = ' [batch]' if x['batch'] else ' [run_autograder]' if x['autograder_root'] else ''
+            print('    %6.1f s  %s%s' % (x['seconds'], x['test'] or '(outside pytest)', where))
     if args.all:
         by_test = collections.Counter(x['test'].split('::')[0] for x in lines)
         print('\ngradings by file:')

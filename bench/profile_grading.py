@@ -99,7 +99,8 @@ def main():
             for i in range(args.repeat):
                 out, harness, zygote, cg, per_probe, wall = grade_once(path, box, recorder, profiler)
                 warm = ' (warm-up)' if args.repeat > 1 and i == 0 else ''
-                print('%s #%d%s: total %s; CPU s: harness %.2f, zygote %.2f, probes (cgroup) %.2f, sum %.2f; wall %.1f s'
+                print('%s #%d%s: total %s; CPU s: harness %.2f, zygote %.2f, probes (cgroup) %.2f, sum %.2f; '
+                      'wall %.1f s'
                       % (path, i + 1, warm, out.total, harness, zygote, cg, harness + zygote + cg, wall))
                 print('    per probe CPU s: ' + ', '.join('%s %.2f' % kv for kv in
                                                          sorted(per_probe.items(), key=lambda kv: -kv[1])))

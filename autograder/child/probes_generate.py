@@ -133,5 +133,5 @@ def probe_kv_cache(ctx):
             return {'plain': plain, 'altered': altered}
 
         ctx.case(label + '/step', one_step)
-        ctx.case(label + '/generate', lambda model=model: _cache_class() and _generate_cached(model(), prompt, long_new))
+        ctx.case(label + '/generate', lambda m=model: _cache_class() and _generate_cached(m(), prompt, long_new))
         ctx.case(label + '/uses_cache', uses_cache)

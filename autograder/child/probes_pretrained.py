@@ -32,8 +32,8 @@ def _corner(big, small):
 
 def _shape_facts(saved, fresh, block):
     """The tensors of model.pt whose shape differs in a fresh model of `block`: what a loader must fit."""
-    return ['model.pt holds %s of shape %s; a fresh block-%d model has %s' % (k, _fmt(v.shape), block, _fmt(fresh[k].shape))
-            for k, v in saved.items() if k in fresh and tuple(v.shape) != tuple(fresh[k].shape)]
+    return ['model.pt holds %s of shape %s; a fresh block-%d model has %s' % (k, _fmt(v.shape), block,
+            _fmt(fresh[k].shape)) for k, v in saved.items() if k in fresh and tuple(v.shape) != tuple(fresh[k].shape)]
 
 
 def _copied_corner(v, fresh, small):
@@ -51,7 +51,7 @@ def _load_facts(saved, fresh, after, params):
     facts = []
     for k, v in after.items():
         if k in fresh and tuple(v.shape) != tuple(fresh[k].shape):
-            facts.append('after load_pretrained, %s has shape %s; a fresh model has %s' % (k, _fmt(v.shape), _fmt(fresh[k].shape)))
+            facts += [f'after load_pretrained, {k} has shape {_fmt(v.shape)}; a fresh model has {_fmt(fresh[k].shape)}']
     for k, v in saved.items():
         part = _corner(after[k], v) if k in after and k in params else None
         if part is not None and part.dtype == v.dtype and not torch.equal(part, v):

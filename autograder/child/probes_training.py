@@ -95,7 +95,7 @@ def probe_loss_curve(ctx):
                 trainer.add_callback('on_batch_end', lambda t: record_first_step(t, model))
             trainer.run()
             out[''] = np.array(losses, dtype=np.float64)   # key 'seed<N>': the curve, for staff plots only
-            if heldout is not None and seed == lc['student_seed']:   # the reference's run at the same seed is the yardstick
+            if heldout is not None and seed == lc['student_seed']:   # the reference's run at this seed is the yardstick
                 model.eval()
                 with torch.no_grad():   # logits only: the harness computes the loss that is graded
                     out['heldout_logits'] = adapter.call_gpt(model, heldout)[0].float()
@@ -106,9 +106,9 @@ def probe_loss_curve(ctx):
 
 
 def _initial_logits(cfg, init, heldout, n_embd):
-    """The logits of a model of its own, at the initial weights, before any training (judge/cascade.py sets a failed part
-    aside in 10.1 only where this forward is wrong): the trained model's first forward stays inside the Trainer, so a
-    part that makes parameters lazily at its first call trains exactly as it would without this check."""
+    """The logits of a model of its own, at the initial weights, before any training (judge/cascade.py sets a failed
+    part aside in 10.1 only where this forward is wrong): the trained model's first forward stays inside the Trainer,
+    so a part that makes parameters lazily at its first call trains exactly as it would without this check."""
     model = adapter.gpt(cfg)
     adapter.load_gpt(model, init, n_embd)
     model.eval()

@@ -30,7 +30,7 @@ def probe_rope_cache(ctx):
             x = ctx.t(key)
             with torch.no_grad():
                 y = module['m'](x)
-            ctx.info.setdefault('dtypes', {})[name] = [str(x.dtype).replace('torch.', ''), str(y.dtype).replace('torch.', '')]
+            ctx.info.setdefault('dtypes', {})[name] = [str(t.dtype).replace('torch.', '') for t in (x, y)]
             return y
         return compute
     for name, key in (('call0_T8', 'rope-cache/x8'), ('call1_T24', 'rope-cache/x24'), ('call2_T8', 'rope-cache/x8'),

@@ -95,12 +95,12 @@ class Context:
         return torch.from_numpy(self.inputs[key].copy()).to(self.device)
 
     def weights(self, label):
-        prefix = 'w/%s/' % label
-        return {k[len(prefix):]: torch.from_numpy(self.inputs[k].copy()) for k in self.inputs.files if k.startswith(prefix)}
+        p = 'w/%s/' % label
+        return {k[len(p):]: torch.from_numpy(self.inputs[k].copy()) for k in self.inputs.files if k.startswith(p)}
 
     def state(self, label):
-        prefix = 'model/%s/' % label
-        return {k[len(prefix):]: torch.from_numpy(self.inputs[k].copy()) for k in self.inputs.files if k.startswith(prefix)}
+        p = 'model/%s/' % label
+        return {k[len(p):]: torch.from_numpy(self.inputs[k].copy()) for k in self.inputs.files if k.startswith(p)}
 
     def case(self, name, fn):
         """Run one case; its failure is recorded and the probe goes on with the next case."""
@@ -136,8 +136,8 @@ class Context:
     def attention(self, kind, label, n_kv_head, **fields):
         mod, m = self.profile['module'], adapter
         cfg = m.make_config(n_layer=1, n_embd=mod['n_embd'], n_query_head=mod['n_query_head'], n_kv_head=n_kv_head,
-                            vocab_size=self.profile['model']['vocab_size'], block_size=fields.pop('block_size', mod['block_size']),
-                            **fields)
+                            vocab_size=self.profile['model']['vocab_size'],
+                            block_size=fields.pop('block_size', mod['block_size']), **fields)
         module = m.attention(kind, cfg)
         self.note(*m.load_attention(module, self.weights(label), mod['n_embd']))
         return module.to(self.device)
@@ -158,8 +158,8 @@ class Context:
         if instead:   # the configurations of contract/configs.py that have weights: 'rope' (MHA) and 'gqa' (no RoPE)
             label, n_kv_head, rope = ('rope', m['n_query_head'], True) if instead == 'gqa' else \
                 ('gqa', dict((l, kv) for l, kv, _ in MODEL_CONFIGS)['gqa'], False)
-        cfg = adapter.make_config(n_layer=m['n_layer'], n_embd=m['n_embd'], n_query_head=m['n_query_head'],
-                                  n_kv_head=n_kv_head, vocab_size=m['vocab_size'], block_size=m['block_size'], rope=rope)
+        cfg = adapter.make_config(n_layer=m['n_layer'], n_embd=m['n_embd'], n_query_head=m['n_query_head'], rope=rope,
+                                  n_kv_head=n_kv_head, vocab_size=m['vocab_size'], block_size=m['block_size'])
         model = adapter.gpt(cfg)
         self.info.setdefault('has_wpe', {})[label] = any('wpe' in n for n, _ in model.named_parameters())
         self.note(*adapter.load_gpt(model, self.state(label), m['n_embd']))
@@ -219,7 +219,7 @@ def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def arm_hang_dump(out_dir):
+def arm_hang_dump(out):
     """
     faulthandler dumps every thread's Python stack into out/HANG_DUMP on report_schema.HANG_SIGNAL: the harness
     sends it at a deadline or wall cap and kills the process a moment later, so that the message can
@@ -229,7 +229,7 @@ def arm_hang_dump(out_dir):
     import faulthandler
     import signal
     try:
-        fd = os.open(os.path.join(out_dir, report_schema.HANG_DUMP), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(f'{out}/{report_schema.HANG_DUMP}', os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         faulthandler.register(signal.Signals(report_schema.HANG_SIGNAL), file=os.fdopen(fd, 'w'), all_threads=True)
     except (OSError, ValueError, RuntimeError):
         pass   # no dump: the harness reports the hang without a line
@@ -297,9 +297,9 @@ def run_probe(job_dir, probe_id=None):
             raise
         kind, error = describe_exception(e)
         ctx.info.update(error, status=kind)
-    if adapter.SET_ASIDE:   # whether the grader's RoPE was really built (the harness words it; child/set_aside.py)
+    if aside := adapter.SET_ASIDE:   # whether the grader's RoPE was really built (the harness words it; set_aside.py)
         from .set_aside import BUILT
-        ctx.info['set_aside'] = {'built': sorted(BUILT & adapter.SET_ASIDE), 'kept': sorted(adapter.KEPT & adapter.SET_ASIDE)}
+        ctx.info['set_aside'] = {'built': sorted(BUILT & aside), 'kept': sorted(adapter.KEPT & aside)}
     evidence.collect(ctx.arrays, ctx.info)
     ctx.info.update(seconds=time.time() - t0, stdout=captured.take())
     write_result(probe_id, ctx.arrays, ctx.info)
@@ -350,6 +350,6 @@ def _frames_behind(e):
         path = inspect.getsourcefile(target)
     except (OSError, TypeError):
         return []
-    at = next((i for i, text in enumerate(lines) if text.lstrip().startswith(('def ', 'class '))), 0)   # past decorators
+    at = next((i for i, t in enumerate(lines) if t.lstrip().startswith(('def ', 'class '))), 0)   # past decorators
     return [traceback.FrameSummary(path, first + at, getattr(target, '__qualname__', cls.__name__), lookup_line=False,
                                    line=lines[at].strip())]

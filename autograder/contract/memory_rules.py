@@ -90,7 +90,8 @@ def judge_call(figure, entries, floor, weights='the attention weights'):
 
 
 def _not_a_byte_count(kind, value, entries):
-    """The sentence when the figure is no whole number of bytes (None, text, a tensor, NaN, a fraction...), else None."""
+    """The sentence when the figure is no whole number of bytes (None, text, a tensor, NaN, a fraction...),
+    else None."""
     if kind == 'none':
         return ('forward returned None as its memory figure: return end - start, the bytes '
                        'torch.cuda.memory_allocated() grew by over the attention (an int)')
@@ -161,14 +162,16 @@ def _measured_or_why_not(value, entries, floor, weights):
                        'measurement (a constant?); report torch.cuda.memory_allocated() after the attention minus '
                        'before it' % _kb(value))
     if value < 0:
-        return False, 'forward reported %d bytes: a negative figure, no difference of the readings your code took' % value
+        return False, ('forward reported %d bytes: a negative figure, no difference of the readings your code took'
+                       % value)
     scale = [value / d for d in sorted(honest, reverse=True) if d >= floor and 1 / 64 <= value / d <= 64]
     if scale:
         return False, ('forward reported %s, %.3g times the difference of readings your code took in this call: '
                        'report end - start itself, unscaled' % (_kb(value), scale[0]))
     if len(readings) == 1:
         return False, ('forward reported %s, but your code took only one memory reading during the call (%d): the '
-                       'figure is not end - start of two readings (a constant?)' % (_kb(value), int(readings[0]['value'])))
+                       'figure is not end - start of two readings (a constant?)'
+                       % (_kb(value), int(readings[0]['value'])))
     shown = ', '.join(str(d) for d in sorted(d for d in honest if d > 0)[-4:]) or 'none above 0'
     return False, ('forward reported %s, which is no difference of two readings your code took during the call '
                    '(the largest: %s): the figure is not a measurement of this call' % (_kb(value), shown))

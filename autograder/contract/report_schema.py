@@ -207,7 +207,8 @@ def _one_of(values):
 
 
 def _case_error(e):
-    return (isinstance(e, dict) and _text(MAX_KEY_CHARS)(e.get('status', '')) and _text(MAX_MESSAGE_CHARS)(e.get('message', ''))
+    return (isinstance(e, dict) and _text(MAX_KEY_CHARS)(e.get('status', ''))
+            and _text(MAX_MESSAGE_CHARS)(e.get('message', ''))
             and _texts(MAX_WHERE, MAX_WHERE_CHARS)(e.get('where', []))
             and ('fact' not in e or _one_of(ERROR_FACTS)(e['fact'])) and _error_facts_ok(e)
             and ('message_chars' not in e or _count(e['message_chars'])))

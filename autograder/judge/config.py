@@ -35,7 +35,8 @@ class Tolerance:
     atol: float
     rtol: float
     why: str
-    binomial_sigmas: Optional[float] = None   # a share of random events (6.1's dropped elements) may differ from p by this many sd
+    # a share of random events (6.1's dropped elements) may differ from p by this many sd
+    binomial_sigmas: Optional[float] = None
 
 
 @dataclass
@@ -49,7 +50,8 @@ class TestSpec:
     timeout: float
     tolerance: Optional[Tolerance] = None
     optional_part: Optional[str] = None
-    sees: Optional[str] = None   # why this test also loses points for bugs of other parts (evaluate's must_fail is exact)
+    # why this test also loses points for bugs of other parts (evaluate's must_fail is exact)
+    sees: Optional[str] = None
 
 
 @dataclass
@@ -60,7 +62,8 @@ class Grading:
     sandbox: dict
     profiles: Dict[str, Profile]   # grading.yaml's profiles: cpu, gpu (judge/profiles.py)
     tests: List[TestSpec] = field(default_factory=list)
-    cascade: str = 'insulate'   # 'insulate': a case spoiled by a failed part is judged again without it; 'charge': never
+    # 'insulate': a case spoiled by a failed part is judged again without it; 'charge': never
+    cascade: str = 'insulate'
     # how close a recorded call must be to the harness's own recomputation: {'rope': {atol, rtol}, 'attention': ...}
     # (grading.yaml `evidence`, judge/evidence.py)
     evidence: Dict[str, dict] = field(default_factory=lambda: {k: {'atol': 1e-3, 'rtol': 1e-3}
@@ -94,7 +97,8 @@ SANDBOX_KEYS = {'user': str, 'total_seconds': int, 'address_space_mb': int, 'cpu
                 'pool_size': int, 'python_copy': str, 'scratch_mb': int, 'scratch_inodes': int, 'watchdog_seconds': int,
                 'defences': dict, 'cgroup_memory_mb': int, 'wall_factor': (int, float), 'student_text_chars': int,
                 'student_text_budget': int,
-                'idle_seconds': (int, float), 'probe_memory_mb': int, 'rope_service_calls': dict, 'rope_service_mb': dict}
+                'idle_seconds': (int, float), 'probe_memory_mb': int, 'rope_service_calls': dict,
+                'rope_service_mb': dict}
 # the inside of a profile, from the fields of judge/profiles.py: every key, its YAML type, every key of every
 # section with its kind (a type, or ('list', kind): a list whose items are each of that kind), and the list keys
 PROFILE_KEYS, PROFILE_SECTIONS, PROFILE_LISTS = profile_schema()
@@ -162,7 +166,8 @@ _LOADED = {}   # (path, text) -> Grading: a batch worker reads the same grading.
 
 
 def load(path=GRADING_YAML):
-    """grading.yaml read and validated: a Grading, or GradingConfigError naming the file and line; a fresh copy on every call."""
+    """grading.yaml read and validated: a Grading, or GradingConfigError naming the file and line; a fresh copy on
+    every call."""
     with open(path) as f:
         text = f.read()
     key = (os.path.abspath(path), text)
@@ -232,7 +237,8 @@ def _handout(v, node):
             if key not in OPTIONAL_PARTS:
                 v.fail(key_node, "unknown optional part %r (known: %s)" % (key, ', '.join(OPTIONAL_PARTS)))
             v.typed(value_node, bool, '%s.%s' % (section, key))
-    return {'optional_parts': handout.get('optional_parts', {}) or {}, 'extra_credit': handout.get('extra_credit', {}) or {}}
+    return {'optional_parts': handout.get('optional_parts', {}) or {},
+            'extra_credit': handout.get('extra_credit', {}) or {}}
 
 
 def _sandbox(v, node):
@@ -275,9 +281,11 @@ def _profiles(v, node):
 
 
 def _test(v, node, parts):
-    """One entry of tests: a known id, its weight, visibility, tags, timeout and (when it compares numbers) tolerance."""
+    """One entry of tests: a known id, its weight, visibility, tags, timeout and (when it compares numbers)
+    tolerance."""
     entries = v.mapping(node, 'a test')
-    v.check_keys(entries, TEST_KEYS, 'a test', required=('id', 'name', 'number', 'weight', 'visibility', 'tags', 'timeout'))
+    v.check_keys(entries, TEST_KEYS, 'a test',
+                 required=('id', 'name', 'number', 'weight', 'visibility', 'tags', 'timeout'))
     values = {k: v.typed(n, TEST_KEYS[k], k) for k, (_, n) in entries.items() if k != 'tolerance'}
     tid = values['id']
     if tid not in TEST_IDS:

@@ -10,8 +10,8 @@ show a part wrong: a RoPE whose output is not the rotation of its input (or not 
 attention whose output is not what its own weights and its own RoPE's outputs give, or a part
 whose own code raised the case's error (unless a RoPE it called returned wrong values first: then
 the RoPE is the cause). A record that cannot be read, a call with dropout active, or expected values
-that are not finite, is no evidence either way: the case is then judged as it ran. Student code can forge or drop records;
-a forged one only charges its own part, a dropped one only keeps the case judged as it ran.
+that are not finite, is no evidence either way: the case is then judged as it ran. Student code can forge or drop
+records; a forged one only charges its own part, a dropped one only keeps the case judged as it ran.
 """
 
 import dataclasses

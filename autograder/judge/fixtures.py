@@ -147,7 +147,8 @@ def _load_npz(path):
 
 
 def read_key(base=None):
-    """The draw key of a fixtures root (default root()): its draw.key, PUBLIC_TEST_KEY where it has none, b'' if unreadable."""
+    """The draw key of a fixtures root (default root()): its draw.key, PUBLIC_TEST_KEY where it has none, b'' if
+    unreadable."""
     path = os.path.join(base or root(), KEY_FILE)
     if not os.path.exists(path):
         return PUBLIC_TEST_KEY
@@ -196,12 +197,14 @@ def split_sets(flat, count):
 
 
 def load(grading, profile_name, check=True, base=None):
-    """The fixtures of `profile` in the root `base` (default root()), checked against the code unless `check` is False."""
+    """The fixtures of `profile` in the root `base` (default root()), checked against the code unless `check` is
+    False."""
     base = base or root()
     where = folder(profile_name, base)
     manifest_path = os.path.join(where, 'manifest.json')
     if not os.path.isfile(manifest_path):
-        raise StaleFixtures("no fixtures for profile %r in %s: run `%s`" % (profile_name, where, regenerate_command(profile_name, base)))
+        raise StaleFixtures("no fixtures for profile %r in %s: run `%s`"
+                            % (profile_name, where, regenerate_command(profile_name, base)))
     with open(manifest_path) as f:
         manifest = json.load(f)
     if check:
@@ -269,7 +272,8 @@ def staleness(grading, profile_name, manifest, base=None):
         problems.append("the probe code (child/, contract/, judge/inputs.py, judge/known_bugs.py, "
                         "judge/source_patches.py) or a probe's declared inputs (registry.py) changed")
     # the reference and the handout are not shipped to Gradescope; check them where they exist
-    if all(os.path.isfile(p) for p in REFERENCE_CODE) and manifest.get('reference_sha256') != sha256_files(REFERENCE_CODE):
+    if (all(os.path.isfile(p) for p in REFERENCE_CODE)
+            and manifest.get('reference_sha256') != sha256_files(REFERENCE_CODE)):
         problems.append("the reference solution changed")
     if all(os.path.isfile(p) for p in HANDOUT_CODE) and manifest.get('handout_sha256') != sha256_files(HANDOUT_CODE):
         problems.append("the handout's chargpt.py/trainer.py/utils.py changed")

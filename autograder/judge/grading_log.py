@@ -5,9 +5,10 @@ bench/grading_log.py reads the file; issue 43). Standard library only; it never 
 raises: a line that cannot be written is simply missing.
 
 A line: the upload's sha256 (a file's bytes, or those of the one file a folder holds; else a folder's files by
-relative path, links by their target, never followed), the profile, grading.yaml's sha256, the tests skipped, the sandbox defences turned off
-(HW1_SANDBOX_DISABLE), whether the grading ran under an AUTOGRADER_ROOT (run_autograder) or in a batch worker's
-Sandbox, the test that ran it (PYTEST_CURRENT_TEST, inherited by subprocesses) and its seconds.
+relative path, links by their target, never followed), the profile, grading.yaml's sha256, the tests skipped, the
+sandbox defences turned off (HW1_SANDBOX_DISABLE), whether the grading ran under an AUTOGRADER_ROOT
+(run_autograder) or in a batch worker's Sandbox, the test that ran it (PYTEST_CURRENT_TEST, inherited by
+subprocesses) and its seconds.
 """
 
 import hashlib

@@ -18,7 +18,8 @@ CSA_K = "        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2) 
 GQA_Q = "        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)     # (B, nh, T, hs)\n"
 GQA_K = "        k = self.k_proj(x).view(B, T, self.n_kv_head, hs).transpose(1, 2)  # (B, nkv, T, hs)\n"
 # the student's own attention core in GroupedQueryAttention.forward (CausalSelfAttention's is given code)
-SCALE = "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))          # (B, nh, T, past+T): grouped scores\n"
+SCALE = ("        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))          "
+         "# (B, nh, T, past+T): grouped scores\n")
 MASK = "        att = att.masked_fill(mask == 0, float('-inf'))                   # no query sees a later key\n"
 SOFTMAX = "        att = F.softmax(att, dim=-1)                                      # each query row sums to 1\n"
 CROP = "            idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]\n"
@@ -60,7 +61,8 @@ KNOWN_BUGS = [
                 [("m = torch.arange(1, T + 1, dtype=torch.float64", "m = torch.arange(0, T, dtype=torch.float64", 1)],
                 SHIFT_NOTE),
     KnownBug('rope-positions-reversed', 'RoPE positions run backwards (T..1); the handout numbers them 1..T',
-                [("m = torch.arange(1, T + 1, dtype=torch.float64", "m = torch.arange(T, 0, -1, dtype=torch.float64", 1)]),
+                [("m = torch.arange(1, T + 1, dtype=torch.float64",
+                  "m = torch.arange(T, 0, -1, dtype=torch.float64", 1)]),
     KnownBug('rope-cache-wrong-end', 'the cos/sin cache is sliced from its end (cache[-T:]): once a longer call has '
                                         'built it, a shorter call gets the positions of the cache\'s last rows; '
                                         'positions 1..T are its first T rows (cache[:T])',
@@ -71,7 +73,8 @@ KNOWN_BUGS = [
                                     'feature i with feature i + d/2 (rotate-half: [Y1 | Y2] and [-Y2 | Y1])',
                 [("C = torch.cat([C, C], dim=-1)", "C = C.repeat_interleave(2, dim=-1)", 1),
                  ("x1, x2 = x.chunk(2, dim=-1)", "x1, x2 = x[..., 0::2], x[..., 1::2]", 1),
-                 ("rotated = torch.cat([-x2, x1], dim=-1)", "rotated = torch.stack([-x2, x1], dim=-1).flatten(-2)", 1)]),
+                 ("rotated = torch.cat([-x2, x1], dim=-1)",
+                  "rotated = torch.stack([-x2, x1], dim=-1).flatten(-2)", 1)]),
     KnownBug('rope-sign', 'sign error in the rotate-half term: it must be [-Y2 | Y1]',
                 [("rotated = torch.cat([-x2, x1], dim=-1)", "rotated = torch.cat([x2, -x1], dim=-1)", 1)]),
     KnownBug('rope-theta-pow2', 'theta uses 2**i in the exponent; it must be 2(i-1): theta_i = base^(-2(i-1)/d)',
@@ -110,8 +113,10 @@ KNOWN_BUGS = [
     KnownBug('gqa-scaled-twice', 'the scores are divided by sqrt(head_dim) twice (by head_dim): scaled twice? '
                                     'F.scaled_dot_product_attention already divides by sqrt(head_dim) unless its '
                                     'scale= says otherwise, so q must not be scaled before it',
-                [(SCALE, "        att = ((q * (1.0 / math.sqrt(hs))) @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))\n", 1)]),
-    KnownBug('gqa-scale-n-embd', 'the scores are divided by sqrt(n_embd); the handout divides by sqrt(d_k) = sqrt(head_dim)',
+                [(SCALE, "        att = ((q * (1.0 / math.sqrt(hs))) @ k.transpose(-2, -1))"
+                         " * (1.0 / math.sqrt(hs))\n", 1)]),
+    KnownBug('gqa-scale-n-embd', 'the scores are divided by sqrt(n_embd); the handout divides by '
+                                 'sqrt(d_k) = sqrt(head_dim)',
                 [(SCALE, "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.n_embd))\n", 1)]),
     KnownBug('gqa-no-mask', 'no causal mask: queries attend to future tokens',
                 [(MASK, "", 1)]),
@@ -131,7 +136,8 @@ KNOWN_BUGS = [
                                           'every key up to their own (mask rows past .. past+T-1)',
                 [(MASK_ROWS, "    mask = bias[:, :, :T, :past + T]\n", 1)]),
     KnownBug('sw-window-narrower', 'the sliding window holds window//2 tokens, one fewer than the handout\'s '
-                                      'w\' = window//2 + 1 (keys t-w\'+1 .. t: the query\'s own and window//2 before it)',
+                                      'w\' = window//2 + 1 (keys t-w\'+1 .. t: the query\'s own and window//2 '
+                                      'before it)',
                 [(WINDOW, "    w = window // 2\n", 2)]),
     KnownBug('sw-window-wider', 'the sliding window holds window//2 + 2 tokens, one more than the handout\'s '
                                    'w\' = window//2 + 1 (keys t-w\'+1 .. t: the query\'s own and window//2 before it)',

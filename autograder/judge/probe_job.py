@@ -89,7 +89,8 @@ class RunPlan:
     need_data: bool = False
     budget_end: Optional[float] = None
     second: bool = False
-    exits: bool = True   # model.py names sys.exit, os._exit or the like (submission.names_exit): the words may blame them
+    # model.py names sys.exit, os._exit or the like (submission.names_exit): the words may blame them
+    exits: bool = True
 
 
 def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seeds=None, arrays=None,

@@ -42,7 +42,8 @@ def _pairs(text):
 
 
 def hierarchies():
-    """{'v2': base folder or None, 'v1': {controller: base folder}}: the grader's own cgroup folders, writable ones only."""
+    """{'v2': base folder or None, 'v1': {controller: base folder}}: the grader's own cgroup folders, writable ones
+    only."""
     own = {}
     for line in _read('/proc/self/cgroup').splitlines():
         _, controllers, path = line.split(':', 2)

@@ -80,7 +80,8 @@ def check(settings, job):
 FIGURES = {
     'files_removed': 'files the self-test probe left in folders the sandbox user can write to, removed after it '
                      '(0 is expected: the template writes nothing)',
-    'ipc_removed': 'SysV shared memory, semaphores and message queues of the sandbox user removed after it (0 expected)',
+    'ipc_removed': 'SysV shared memory, semaphores and message queues of the sandbox user removed after it '
+                   '(0 expected)',
     'keys_left': 'kernel keys the kernel still counts for the sandbox user (/proc/key-users) after its keyrings were '
                  'emptied: the keyrings themselves (user, user-session, persistent: the kernel keeps them per user, '
                  'empty) and the session keyring of the process just ended until the kernel collects it; what a probe '
@@ -92,7 +93,8 @@ FIGURES = {
                          'zips others may read are searched by their contents)',
     'landlock_abi': 'the kernel\'s Landlock ABI version (the rights a probe\'s allow-list can name: 2 renames across '
                     'folders, 3 truncation, 5 device ioctls, 6 signals and abstract sockets scoped)',
-    'landlock_decoys': 'files open to everyone under /tmp (five folders deep), /var/tmp and /dev/shm that the self-test '
+    'landlock_decoys': 'files open to everyone under /tmp (five folders deep), /var/tmp and /dev/shm that the '
+                       'self-test '
                        'probe found it could neither read nor write beside: the Landlock wall, proven',
     'cgroup.memory_mb': 'memory limit of the grading cgroup, MiB (all probes of one grading share it)',
     'cgroup.pids': 'most processes and threads the grading cgroup may hold at once',
@@ -114,9 +116,11 @@ def describe(isolation):
     names = ('user', 'seccomp', 'namespaces', 'cgroups', 'tmpfs', 'landlock')
     on = [k for k in names if isolation.get(k) is True]   # a defence not in force holds the reason, a string
     off = [k for k in names if k in isolation and isolation[k] is not True and 'not used' not in str(isolation[k])]
-    lines.append('  %-22s %s%s' % ('in force', ', '.join(on) or 'none', ('; not available: ' + ', '.join(off)) if off else ''))
+    lines.append('  %-22s %s%s' % ('in force', ', '.join(on) or 'none',
+                                   ('; not available: ' + ', '.join(off)) if off else ''))
     test = isolation.get('selftest') or {}
-    lines.append('  %-22s %s' % ('self-test', ', '.join('%s %s' % (k, 'held' if v else 'FAILED') for k, v in test.items())
+    lines.append('  %-22s %s' % ('self-test',
+                                 ', '.join('%s %s' % (k, 'held' if v else 'FAILED') for k, v in test.items())
                                  or 'not run'))
     lines.append('  %-22s %s' % ('python', isolation.get('python')))
     for name, meaning in FIGURES.items():
@@ -132,7 +136,8 @@ def describe(isolation):
         verdict = ('student code runs here, but the file system is NOT walled: safe only on a single-tenant machine '
                    '(lacks: %s)' % ', '.join(lacks))
     elif lacks:
-        verdict = 'student code runs here, in a weaker mode (lacks: %s; grading.yaml sandbox.defences allows it)' % ', '.join(lacks)
+        verdict = ('student code runs here, in a weaker mode (lacks: %s; grading.yaml sandbox.defences allows it)'
+                   % ', '.join(lacks))
     else:
         verdict = 'student code runs here with every defence in force'
     lines.append('sandbox: verdict: %s' % verdict)

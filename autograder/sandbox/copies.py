@@ -147,7 +147,8 @@ def _central_directory(f, size):
     return f.read(cd_size)
 
 
-ENTRY = struct.Struct('<4s24xHHH12x')   # a central directory entry's fixed 46 bytes: signature, name/extra/comment lengths
+# a central directory entry's fixed 46 bytes: signature, name/extra/comment lengths
+ENTRY = struct.Struct('<4s24xHHH12x')
 
 
 def _names(raw):

@@ -286,7 +286,8 @@ KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING =
 
 
 def clear_keys(uid, gid):
-    """Clear the user's kernel keyrings (user, user-session, persistent), as that user. Returns keys left (key-users)."""
+    """Clear the user's kernel keyrings (user, user-session, persistent), as that user. Returns keys left
+    (key-users)."""
     nr = (seccomp.numbers() or {}).get('keyctl')
     if nr is None:
         return keys_of(uid)
@@ -296,7 +297,8 @@ def clear_keys(uid, gid):
             return _libc.syscall(ctypes.c_long(nr), *args)
         for ring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
             keyctl(ctypes.c_int(KEYCTL_CLEAR), ctypes.c_long(ring))
-        persistent = keyctl(ctypes.c_int(KEYCTL_GET_PERSISTENT), ctypes.c_long(-1), ctypes.c_long(KEY_SPEC_PROCESS_KEYRING))
+        persistent = keyctl(ctypes.c_int(KEYCTL_GET_PERSISTENT), ctypes.c_long(-1),
+                            ctypes.c_long(KEY_SPEC_PROCESS_KEYRING))
         if persistent > 0:
             keyctl(ctypes.c_int(KEYCTL_CLEAR), ctypes.c_long(persistent))
         return 0

@@ -146,7 +146,8 @@ class _Watch:
         self.link_open = False   # nothing the process says now is heard
         if dump and self.dump_path:
             try:
-                os.kill(self.pid, report_schema.HANG_SIGNAL)   # its stack into out/ (runner.arm_hang_dump), then the kill
+                # its stack into out/ (runner.arm_hang_dump), then the kill
+                os.kill(self.pid, report_schema.HANG_SIGNAL)
                 return
             except OSError:
                 pass
@@ -319,7 +320,8 @@ def watch(zygote, spec, log_path, deadlines, *, serve_link, check_ready, meter, 
     back through send(), and returns (StopIteration.value) the harness dict:
     pid, ended (exit | signal | timeout | wall | memory | budget | link | wall_failed), exit_code, signal,
     cpu_seconds, wall_seconds, max_rss_bytes, memory_peak_bytes (its own memory, the most seen; memory_of),
-    memory_limit_bytes and memory_bytes (where it ended 'memory'), link (the answers' log), link_messages, link_errors (facts:
+    memory_limit_bytes and memory_bytes (where it ended 'memory'), link (the answers' log), link_messages,
+    link_errors (facts:
     {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
     service_error ('error': the caller's LinkAnswer.error)}, worded by the judge, judge/messages.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).

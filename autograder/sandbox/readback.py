@@ -54,7 +54,8 @@ class ProbeResult:
     # key -> why its array was not read (too large): {'shape', 'count', 'expected' (None: no bound given)}
     refused: Dict[str, dict] = field(default_factory=dict)
     # facts the harness measured from outside the probe's process (trusted): cpu_seconds, wall_seconds,
-    # max_rss_bytes, ended (exit | signal | timeout | wall | memory | oom | budget | link), exit_code, signal, link (the handler's log),
+    # max_rss_bytes, ended (exit | signal | timeout | wall | memory | oom | budget | link), exit_code, signal,
+    # link (the handler's log),
     # hang ({'frames': [...]}: where model.py was when a deadline or wall cap stopped it; absent without a dump)
     harness: dict = field(default_factory=dict)
     # True: the process's outputs were not read (it was stopped, crashed, or exited leaving none);
@@ -215,8 +216,8 @@ def read_npz(f, size, expected=None):
                 raise Unreadable('compressed', key=key[:100])
             with z.open(info) as member:
                 shape, fortran, dtype = _header(member)
-                if dtype.kind not in report_schema.NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None \
-                        or dtype.itemsize > report_schema.MAX_ITEMSIZE:
+                if dtype.kind not in report_schema.NUMERIC_KINDS or dtype.fields is not None \
+                        or dtype.subdtype is not None or dtype.itemsize > report_schema.MAX_ITEMSIZE:
                     raise Unreadable('dtype', key=key[:100], dtype=str(dtype))
                 if len(shape) > report_schema.MAX_NDIM or not all(isinstance(n, int) and n >= 0 for n in shape):
                     raise Unreadable('rank', key=key[:100], shape=str(shape)[:100])

@@ -144,7 +144,8 @@ def interpreter_dirs(zygote_info, extra=()):
 
 
 def gpu_extras(devices=DEVICES):
-    """(devices, extra read-only folders) of a probe: on the gpu profile the driver's devices, and /sys for its library."""
+    """(devices, extra read-only folders) of a probe: on the gpu profile the driver's devices, and /sys for its
+    library."""
     if not os.path.exists('/dev/nvidiactl'):
         return devices, ()
     return devices + tuple(d for d in sorted(os.listdir('/dev')) if d.startswith('nvidia')), ('/sys',)

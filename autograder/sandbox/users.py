@@ -82,7 +82,8 @@ def installation_prefix(path):
     sys.prefix for torch installed in a venv (setup.sh merges that venv's site-packages into the copy of
     its base). The innermost wins (pyenv-virtualenv keeps venvs inside the base). None: in neither.
     """
-    inside = [p for p in {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)} if path.startswith(p + os.sep)]
+    inside = [p for p in {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+              if path.startswith(p + os.sep)]
     return max(inside, key=len) if inside else None
 
 

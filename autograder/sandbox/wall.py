@@ -92,7 +92,8 @@ def prctl(option, arg2=0):
 
 
 def has_cap_sys_admin():
-    """CAP_SYS_ADMIN in this process's effective set: namespaces, mounts and pivot_root are then the machine's to give."""
+    """CAP_SYS_ADMIN in this process's effective set: namespaces, mounts and pivot_root are then the machine's to
+    give."""
     try:
         with open('/proc/self/status') as f:
             for line in f:

@@ -40,5 +40,6 @@ def test_memory_forgery_gains_nothing(name, tmp_path):
     _, tests, _, _ = CASES[name]
     honest = scores(os.path.join(HOSTILE, name, 'honest.py'), tests, tmp_path, 'honest')
     forged = scores(os.path.join(HOSTILE, name, 'model.py'), tests, tmp_path, 'forged')
-    gained = {tid: (honest[tid][0], forged[tid][0], forged[tid][1][:300]) for tid in tests if forged[tid][0] > honest[tid][0]}
+    gained = {tid: (honest[tid][0], forged[tid][0], forged[tid][1][:300])
+              for tid in tests if forged[tid][0] > honest[tid][0]}
     assert not gained, 'the attack gained points (honest, forged, output): %s' % gained

@@ -27,8 +27,8 @@ import uuid
 
 import pytest
 
-from grader_runs import (REPO, SANDBOXED, by_id, full, grading_text, load_results, needs_gradescope_mode, possible, sandbox_processes,
-                        score_in_range, total)
+from grader_runs import (REPO, SANDBOXED, by_id, full, grading_text, load_results, needs_gradescope_mode, possible,
+                         sandbox_processes, score_in_range, total)
 from autograder import GRADING_YAML
 from autograder.judge import config
 
@@ -262,7 +262,8 @@ def test_concurrent_gradings_cannot_read_each_other(ag_root, monkeypatch, setup)
     victim = ag_root(grading_text({'submission': 120}))
     victim_text = read('other_victim').replace('HOSTILETOKEN', token).replace(
         "while True:\n    _hostile_time.sleep(0.2)",
-        "while not os.path.exists(os.path.join(os.environ['TMPDIR'], 'go')):\n    _hostile_time.sleep(0.2)\nos._exit(3)")
+        "while not os.path.exists(os.path.join(os.environ['TMPDIR'], 'go')):\n"
+        "    _hostile_time.sleep(0.2)\nos._exit(3)")
     victim.submit('model.py', victim_text)
     env = dict(os.environ, AUTOGRADER_ROOT=victim.path, PYTHON=sys.executable)
     proc = subprocess.Popen(['bash', os.path.join(REPO, 'run_autograder')], cwd=victim.path, env=env,
@@ -440,8 +441,9 @@ def test_memory_of_the_whole_tree_fits_768mb(ag_root, name):
     try:
         out, raw = strict_load(root.results_path)
         tests = by_id(out)
-        assert 'Autograder error' not in [t['name'] for t in out['tests']], 'the grader itself did not answer: %s %s' % (
-            [t.get('output', '')[-1500:] for t in out['tests']], out.get('extra_data'))
+        assert 'Autograder error' not in [t['name'] for t in out['tests']], \
+            'the grader itself did not answer: %s %s' % ([t.get('output', '')[-1500:] for t in out['tests']],
+                                                         out.get('extra_data'))
         if cgroup:
             usage, oom_kills = _cgroup_figures(*cgroup)
             figures.update(cgroup=cgroup[0], cgroup_peak_mb=round(usage / 2 ** 20), oom_kills=oom_kills)

@@ -22,7 +22,8 @@ import uuid
 
 import pytest
 
-from grader_runs import REPO, SANDBOXED, by_id, grading_text, pool_user, possible, sandbox_processes, sandbox_uids, total
+from grader_runs import (REPO, SANDBOXED, by_id, grading_text, pool_user, possible, sandbox_processes, sandbox_uids,
+                         total)
 from autograder import GRADING_YAML
 from autograder.judge import config
 from autograder.sandbox import seccomp
@@ -137,9 +138,10 @@ def _export(tmp_mode):
 
 
 @needs_sandbox
-@pytest.mark.parametrize('setup, export_mode', [('strongest', 0o755),
-                                                pytest.param('no-namespaces', 0o755, marks=pytest.mark.gradescope_mode),
-                                                pytest.param('no-namespaces', 0o700, marks=pytest.mark.gradescope_mode)])
+@pytest.mark.parametrize('setup, export_mode', [
+    ('strongest', 0o755),
+    pytest.param('no-namespaces', 0o755, marks=pytest.mark.gradescope_mode),
+    pytest.param('no-namespaces', 0o700, marks=pytest.mark.gradescope_mode)])
 def test_a_classmate_in_a_batch_export_is_out_of_reach(monkeypatch, setup, export_mode):
     setup_env(monkeypatch, setup)
     export = _export(export_mode)
@@ -204,7 +206,8 @@ def test_busy_loops_do_not_starve_a_concurrent_grading(ag_root, monkeypatch):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(3)   # its busy loops run while the honest grading starts and goes on
-        out, tests, raw, root, seconds = grade(ag_root, open(os.path.join(REPO, 'reference', 'mingpt', 'model.py')).read(),
+        out, tests, raw, root, seconds = grade(ag_root,
+                                               open(os.path.join(REPO, 'reference', 'mingpt', 'model.py')).read(),
                                                limit=400)
     finally:
         proc.communicate(timeout=400)
@@ -244,7 +247,8 @@ def test_attacks_on_the_sandbox_design_gain_nothing(ag_root, monkeypatch, setup)
 
 @needs_sandbox
 def test_the_self_test_holds_in_a_fresh_interpreter_whatever_is_imported():
-    code = 'import sys; sys.path.insert(0, %r); from autograder.judge.sandbox_commands import main; sys.exit(main(["sandbox", "check", "--json"]))'
+    code = ('import sys; sys.path.insert(0, %r); from autograder.judge.sandbox_commands import main; '
+            'sys.exit(main(["sandbox", "check", "--json"]))')
     proc = subprocess.run([sys.executable, '-I', '-c', code % REPO], cwd='/', capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

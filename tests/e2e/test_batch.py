@@ -56,7 +56,8 @@ def _rows(path):
 
 
 @pytest.mark.lockdown   # step 6 grades from an AUTOGRADER_ROOT's source/, open to the sandbox users until it is locked
-def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_writes_one_row_per_student(tmp_path, ag_root):
+def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_writes_one_row_per_student(tmp_path,
+                                                                                                      ag_root):
     download = tmp_path / 'Downloads'
     download.mkdir()
     zip_path = synthetic_export.build_zip(download / 'assignment_4242_export.zip')
@@ -77,7 +78,8 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert not csv_path.exists()
     done_before = _finished(inner)
     assert 1 <= len(done_before) < N
-    assert 'interrupted; %d of %d submissions have results. Run the same command again to resume.' % (len(done_before), N) in err
+    assert ('interrupted; %d of %d submissions have results. Run the same command again to resume.'
+            % (len(done_before), N)) in err
     assert not [f for s in HAS_FOLDER for f in os.listdir(inner / s) if f.startswith('.')]   # no half-written files
 
     # 2. the outer folder: resumes, skips what was graded, grades the rest; exit 1 for the missing folder
@@ -85,7 +87,8 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     stdout, err = proc.communicate(timeout=600)
     assert proc.returncode == 1, err
     assert '%d to grade, %d already graded' % (N - len(done_before), len(done_before)) in err
-    assert 'graded %d, skipped %d already graded, errors 0, missing 1' % (N - len(done_before), len(done_before)) in stdout
+    assert ('graded %d, skipped %d already graded, errors 0, missing 1'
+            % (N - len(done_before), len(done_before))) in stdout
     assert 'submission_1000006 is listed in submission_metadata.yml but has no folder in the export' in err
     assert '1 submission(s) not graded (0 errors, 1 missing folders)' in err
     for sub, blob in done_before.items():
@@ -130,7 +133,8 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert (dan['email'], dan['sid'], dan['gradescope_score']) == ('dan.dummy@example.edu', '', '55')
     # RoPE positions from 0: only the RoPE-module tests lose; training (10.1) keeps its full weight
     loss_weight = '%g' % config.load().test('loss-curve').weight
-    assert (dan['2.1 rope'], dan['2.2 rope-cache'], dan['4.1 gqa'], dan['10.1 loss-curve']) == ('0', '0', '15', loss_weight)
+    assert (dan['2.1 rope'], dan['2.2 rope-cache'], dan['4.1 gqa'],
+            dan['10.1 loss-curve']) == ('0', '0', '15', loss_weight)
     assert by_name['Bob Placeholder']['sid'] == '900000002'                    # a number in the YAML
     assert by_name['Zoë Ångström-Núñez']['gradescope_score'] == ''             # :score: left empty
     assert by_name['Erin Fictional']['submission'] == by_name['Frank Madeup']['submission'] == 'submission_1000005'
@@ -152,8 +156,10 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     proc = _batch(inner, '--png')
     stdout, err = proc.communicate(timeout=300)
     assert '1 to grade, %d already graded' % (N - 1) in err and 'graded 1, skipped %d' % (N - 1) in stdout, err
-    assert 'syntax' in batch.worker_pool.load(str(inner / 'submission_1000002' / 'results.json'))['submission'].output
-    assert "Bob Placeholder (submission_1000002): 0 -> 0 [graded -> not graded] (the submission's files changed)" in stdout
+    assert 'syntax' in batch.worker_pool.load(
+        str(inner / 'submission_1000002' / 'results.json'))['submission'].output
+    assert ("Bob Placeholder (submission_1000002): 0 -> 0 [graded -> not graded] (the submission's files changed)"
+            in stdout)
     # ... and the generation it replaces is kept, never overwritten: the diff is between the two (issue 41)
     rerun_kept = [p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.csv', p)]
     assert len(rerun_kept) == 1 and (inner / rerun_kept[0]).read_bytes() == first_csv, os.listdir(inner)
@@ -207,10 +213,12 @@ def test_batch_grades_the_export_as_zip_outer_and_inner_folder_resumes_and_write
     assert proc.returncode == 1, err
     moved = re.findall(r'^  (.+ \(submission_\d+\)): (.*)$', stdout, re.M)
     assert moved == [('Dan Dummy (submission_1000004)', '110 -> 100; 2.1 rope 10 -> 0')], stdout
-    kept = sorted(p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.results', p))[1:]   # after step 5's
+    # after step 5's
+    kept = sorted(p for p in os.listdir(inner) if re.fullmatch(r'grades\.\d{8}T\d{6}\.results', p))[1:]
     assert len(kept) == 2 and kept[0] == first_kept.name, os.listdir(inner)
     totals = [batch.worker_pool.load(str(inner / k / 'submission_1000004' / 'results.json')).total for k in kept]
-    assert totals + [batch.worker_pool.load(str(inner / 'submission_1000004' / 'results.json')).total] == [100, 110, 100]
+    last = batch.worker_pool.load(str(inner / 'submission_1000004' / 'results.json')).total
+    assert totals + [last] == [100, 110, 100]
     assert 'feedback before: %s' % (inner / kept[1] / 'submission_1000004' / 'results.json') in stdout
 
 
@@ -231,7 +239,8 @@ def test_a_grader_crash_costs_one_error_row_and_exits_1(tmp_path):
     assert rows['submission_1']['status'] == 'not graded' and rows['submission_1']['total'] == '0'
     assert rows['submission_1']['note'].startswith('syntax error in model.py line 1')
     bad = rows['submission_2']
-    assert bad['status'] == 'error' and bad['total'] == '' and bad['2.1 rope'] == '' and 'IsADirectoryError' in bad['note']
+    assert bad['status'] == 'error' and bad['total'] == '' and bad['2.1 rope'] == ''
+    assert 'IsADirectoryError' in bad['note']
     assert bad['name'] == ''                                  # no metadata file: the row still exists
 
 
@@ -240,7 +249,8 @@ def test_a_timeout_costs_one_error_row_and_a_fresh_worker_grades_the_next(tmp_pa
     export = tmp_path / 'export'
     os.makedirs(export / 'submission_1')
     os.makedirs(export / 'submission_2')
-    shutil.copyfile(os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py'), str(export / 'submission_1' / 'model.py'))
+    shutil.copyfile(os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py'),
+                    str(export / 'submission_1' / 'model.py'))
     (export / 'submission_2' / 'model.py').write_text('def broken(:\n    pass\n')
     out = tmp_path / 'grades.csv'
     # one worker: the reference's grading (seconds of training) outlives 3 s, the syntax error takes a fraction of one
@@ -262,7 +272,8 @@ def test_the_csv_is_not_written_into_the_checkout_by_default(tmp_path, monkeypat
     assert batch.main(['batch', str(tmp_path / 'export')]) == 2
     err = capsys.readouterr().err
     assert 'would be written inside this checkout' in err and 'give --out' in err
-    assert not (tmp_path / 'export' / 'grades.csv').exists() and not (tmp_path / 'export' / 'submission_1' / 'results.json').exists()
+    assert not (tmp_path / 'export' / 'grades.csv').exists()
+    assert not (tmp_path / 'export' / 'submission_1' / 'results.json').exists()
     ignore = subprocess.run(['git', 'check-ignore', 'grades.csv', 'export/grades-fall.csv'], cwd=REPO_ROOT,
                             capture_output=True, text=True)
     assert ignore.stdout.split() == ['grades.csv', 'export/grades-fall.csv'], 'grades*.csv must be git-ignored'
@@ -279,7 +290,8 @@ def test_unreadable_exports_fail_with_one_sentence(tmp_path):
     (twice / 'submission_metadata.yml').write_text('submission_1:\n  :score: 1\nsubmission_1:\n  :score: 2\n')
     for target, words in ((bad_yaml, 'is not valid YAML'), (notzip, 'neither a folder nor a zip'),
                           (twice, 'lists submission_1 twice (line 3); download the export again'),
-                          (tmp_path / 'nothing', 'does not exist'), (tmp_path / 'bad' / 'submission_1', 'no Gradescope export in')):
+                          (tmp_path / 'nothing', 'does not exist'),
+                          (tmp_path / 'bad' / 'submission_1', 'no Gradescope export in')):
         proc = subprocess.run([sys.executable, '-m', 'autograder', 'batch', str(target)], cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, (target, proc.stderr)

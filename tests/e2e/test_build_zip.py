@@ -65,7 +65,8 @@ def test_zip_matches_golden_listing_and_gradescope_layout(built):
     with zipfile.ZipFile(built) as z:
         infos = z.infolist()
     names = [i.filename for i in infos]
-    assert names == build_zip.read_listing(), 'run `python -m autograder build-zip --update-listing` after an intended change'
+    assert names == build_zip.read_listing(), \
+        'run `python -m autograder build-zip --update-listing` after an intended change'
     assert names == sorted(names)
     # Gradescope: both scripts at the root of the zip, executable
     modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in infos}
@@ -74,13 +75,15 @@ def test_zip_matches_golden_listing_and_gradescope_layout(built):
     assert all(i.date_time == build_zip.FIXED_TIME for i in infos)
     # what grading needs is in; the reference solution, tests, docs and benchmarks are out
     for needed in ('autograder/fixtures/cpu/manifest.json', 'autograder/fixtures/cpu/expected.npz',
-                   'autograder/fixtures/cpu/known_bugs.npz', 'autograder/child/probes_values.py', 'autograder/child/runner.py',
-                   'autograder/child/adapter.py', 'autograder/contract/report_schema.py', 'autograder/judge/registry.py',
+                   'autograder/fixtures/cpu/known_bugs.npz', 'autograder/child/probes_values.py',
+                   'autograder/child/runner.py', 'autograder/child/adapter.py', 'autograder/contract/report_schema.py',
+                   'autograder/judge/registry.py',
                    'autograder/judge/areas/values.py', 'data/build_corpus.py', 'requirements.txt',
                    'student_template/hw1/chargpt.py', 'student_template/hw1/mingpt/__init__.py',
                    'student_template/hw1/mingpt/trainer.py', 'student_template/hw1/mingpt/utils.py'):
         assert needed in names
-    assert not [n for n in names if n.startswith(('reference/', 'tests/', 'docs/', 'bench/', 'dist/', 'autograder/staff/'))
+    assert not [n for n in names
+                if n.startswith(('reference/', 'tests/', 'docs/', 'bench/', 'dist/', 'autograder/staff/'))
                 or n.endswith(('model.py', '.pyc', 'input.txt', 'zip_listing.txt'))]
     # the course's key travels with its fixtures, at the top of the zip's fixtures root
     with zipfile.ZipFile(built) as z:
@@ -95,7 +98,8 @@ def test_zip_is_reproducible(built):
 def test_refuses_stale_fixtures(tmp_path, monkeypatch, capsys):
     grading = config.load()
     cpu = grading.profiles['cpu']
-    grading.profiles['cpu'] = dataclasses.replace(cpu, seed=cpu.seed + 1)   # as if grading.yaml's profile changed after regenerate
+    # as if grading.yaml's profile changed after regenerate
+    grading.profiles['cpu'] = dataclasses.replace(cpu, seed=cpu.seed + 1)
     monkeypatch.setattr(config, 'load', lambda *a, **k: grading)
     out = tmp_path / 'autograder.zip'
     assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1
@@ -113,7 +117,8 @@ def test_listing_difference_fails_with_a_diff_and_update_listing_accepts_it(tmp_
     out = tmp_path / 'autograder.zip'
     assert build_zip.main(['build-zip', '--no-verify', '--out', str(out)]) == 1
     err = capsys.readouterr().err
-    assert '\n+autograder/judge/grade.py' in err and '\n-autograder/secret_extra.py' in err and '--update-listing' in err
+    assert '\n+autograder/judge/grade.py' in err and '\n-autograder/secret_extra.py' in err
+    assert '--update-listing' in err
     assert not out.exists()
     assert build_zip.main(['build-zip', '--no-verify', '--update-listing', '--out', str(out)]) == 0
     assert build_zip.read_listing(str(listing)) == golden and out.exists()

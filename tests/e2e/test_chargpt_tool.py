@@ -119,8 +119,8 @@ def test_a_todo_the_flags_need_exits_1_before_any_file_exists(tmp_path):
     source = _reference()
     start = source.index('        # `offset` shifts the positions')
     end = source.index('        return x * cos + rotated * sin\n') + len('        return x * cos + rotated * sin\n')
-    source = source[:start] + '        raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings.forward")\n' \
-        + source[end:]
+    source = source[:start] \
+        + '        raise NotImplementedError("TODO: implement RotaryPositionalEmbeddings.forward")\n' + source[end:]
     hw1 = _hw1(tmp_path, source)
     proc = _chargpt(hw1, TINY + ['--model.rope=True', '--trainer.max_iters=1', '--system.work_dir=out/rope'])
     assert proc.returncode == 1 and proc.stderr.strip() == 'error: TODO: implement RotaryPositionalEmbeddings.forward'
@@ -201,7 +201,8 @@ def test_a_continued_run_names_every_setting_that_differs(runs):
     # the flags of the run it continues forgotten: n_kv_head is the default's (n_query_head), known only once GPT
     # has filled it in, and is named beside the rope the flags gave
     hw1, _, _ = runs['rope_gqa']   # trained with rope=True, n_kv_head=1
-    proc = _chargpt(hw1, TINY + ['--data.block_size=256', '--model.pretrained_folder=out/b16', '--system.work_dir=out/y'])
+    proc = _chargpt(hw1, TINY + ['--data.block_size=256', '--model.pretrained_folder=out/b16',
+                                 '--system.work_dir=out/y'])
     assert proc.returncode == 2 and ('this run has rope=False (it has True), n_kv_head=3 (it has 1); continue it with '
                                      'the model flags it was trained with') in proc.stderr, proc.stderr
     # the untouched template with the default model_type: every size it fills in, though RoPE is still a TODO

@@ -26,8 +26,9 @@ def test_the_cpu_dry_run_passes_every_check_and_writes_its_report(tmp_path):
     out = tmp_path / 'out'
     env = dict(os.environ, PYTHONPATH=REPO)
     env.pop('HW1_SANDBOX_DISABLE', None)
-    proc = subprocess.run([sys.executable, SCRIPT, '--out', str(out), '--device', 'cpu', '--quick', '--setup', 'dry-run',
-                           '--budget', '240'], cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run([sys.executable, SCRIPT, '--out', str(out), '--device', 'cpu', '--quick',
+                           '--setup', 'dry-run', '--budget', '240'],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     report = json.loads((out / 'gpu_grading.json').read_text())
     assert proc.returncode == 0, ([c for c in report['checks'] if not c['ok']], proc.stdout[-2000:])
     assert report['failed'] == [] and report['passed'] == len(report['checks'])
@@ -67,7 +68,8 @@ def test_the_comparison_measures_each_array_in_its_tests_tolerance():
     tol = grading.test('mha-rope').tolerance
     old = {'mha-rope/y': np.ones((2, 3), np.float32), 'generate/tokens': np.arange(6)}
     near = {'mha-rope/y': old['mha-rope/y'] + np.float32(0.5 * (tol.atol + tol.rtol)), 'generate/tokens': np.arange(6)}
-    far = {'mha-rope/y': old['mha-rope/y'] + np.float32(3 * (tol.atol + tol.rtol)), 'generate/tokens': np.arange(6)[::-1]}
+    far = {'mha-rope/y': old['mha-rope/y'] + np.float32(3 * (tol.atol + tol.rtol)),
+           'generate/tokens': np.arange(6)[::-1]}
     ok = gpu_grading.compare_arrays(grading, near, old, None)
     assert ok['mha-rope']['ok'] and 0.4 < ok['mha-rope']['worst'] < 0.6 and ok['generate']['worst'] == 0
     bad = gpu_grading.compare_arrays(grading, far, old, None)

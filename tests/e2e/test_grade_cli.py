@@ -30,8 +30,8 @@ def _grade(path, tmp_path, *extra, env=None):
 def test_missing_path_and_unknown_profile_fail_clearly_and_still_write_results(tmp_path):
     proc, out = _grade(tmp_path / 'nope', tmp_path)
     assert proc.returncode == 2 and proc.stdout == ''
-    assert proc.stderr.strip().splitlines() == ['grade: %s does not exist (give a model.py, a folder holding one, or a zip)'
-                                                % (tmp_path / 'nope')]
+    assert proc.stderr.strip().splitlines() == [
+        'grade: %s does not exist (give a model.py, a folder holding one, or a zip)' % (tmp_path / 'nope')]
     assert out.total == 0 and 'no submission found' in out['submission'].output     # what Gradescope would show
 
     proc, out = _grade(os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py'), tmp_path, '--profile', 'foo')
@@ -71,6 +71,7 @@ def test_a_model_without_part_of_the_interface_fails_test_1_1(tmp_path):
     proc, out = _grade(partial, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert out['submission'].status == 'failed' and out.total == 0
-    assert 'does not define the handout interface: RotaryPositionalEmbeddings, CausalSelfAttention' in out['submission'].output
+    assert ('does not define the handout interface: RotaryPositionalEmbeddings, CausalSelfAttention'
+            in out['submission'].output)
     with open(tmp_path / 'results' / 'results.json') as f:
         assert json.load(f)['tests'][0]['status'] == 'failed'

@@ -47,7 +47,8 @@ print(json.dumps({'config': config.to_dict(), 'accepted': accepted}))
 def text():
     if not os.path.isfile(HANDOUT_MD):
         pytest.fail('the course handout is missing at %s: CI checks out the shared folder beside the clone '
-                    '(../shared/docs/handout.md); set HW1_HANDOUT_MD to its path elsewhere' % os.path.abspath(HANDOUT_MD))
+                    '(../shared/docs/handout.md); set HW1_HANDOUT_MD to its path elsewhere'
+                    % os.path.abspath(HANDOUT_MD))
     with open(HANDOUT_MD, encoding='utf-8') as f:
         return f.read()
 

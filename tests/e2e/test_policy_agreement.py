@@ -85,8 +85,9 @@ def _lost(out):
     return {t['extra_data']['id'] for t in out['tests'] if t['status'] == 'failed' or t['score'] < t['max_score']}
 
 
-# the reference's grading is the run's one (tests/helpers/grading_store.py: tests/e2e/test_grading.py checks it), through
-# ./run_autograder: an AUTOGRADER_ROOT open to the sandbox users until it is locked, so every test here is `lockdown`
+# the reference's grading is the run's one (tests/helpers/grading_store.py: tests/e2e/test_grading.py checks it),
+# through ./run_autograder: an AUTOGRADER_ROOT open to the sandbox users until it is locked, so every test here is
+# `lockdown`
 pytestmark = pytest.mark.lockdown
 
 

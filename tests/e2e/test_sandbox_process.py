@@ -270,7 +270,8 @@ def _open_copy():
 def test_an_open_copy_of_the_grader_is_refused_or_out_of_reach(sandbox, tmp_path):
     copy = _open_copy()
     key = os.path.join(copy, 'autograder', 'fixtures', 'draw.key')
-    code = "try:\n    print('READ', open(%r).read().strip())\nexcept OSError as e:\n    print('REFUSED', type(e).__name__)\n" % key
+    code = ("try:\n    print('READ', open(%r).read().strip())\n"
+            "except OSError as e:\n    print('REFUSED', type(e).__name__)\n" % key)
     try:
         assert copy in copies.find()   # as root: found in /var/tmp, one of the usual places
         if sandbox.on['namespaces'] or sandbox.on['landlock']:

@@ -5,8 +5,8 @@ reference with another unknown bug) regraded twice from the same files: once by 
 `batch --jobs 2`, once by `batch --shard K/3` for K = 1, 2, 3. The shards give the same CSV as
 the one run (but for the seconds each grading took) and, merged by `report`, the same report and
 the same similarity leads; `diff` reads the shards as one gradebook. The similarity section
-names the three planted pairs (and the classes and functions the corpus's styles share by construction), the copied bug with the tests whose wrong outputs agree,
-and nothing of it is in any results.json.
+names the three planted pairs (and the classes and functions the corpus's styles share by construction), the
+copied bug with the tests whose wrong outputs agree, and nothing of it is in any results.json.
 """
 
 import csv

@@ -87,7 +87,8 @@ def test_the_installed_command_works_from_any_folder(tmp_path):
     proc = subprocess.run([command, 'build-handout', '--out', 'hw1.zip'], cwd=str(elsewhere), capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and zipfile.is_zipfile(str(elsewhere / 'hw1.zip')), proc.stderr
-    assert not [n for n in os.listdir(REPO_ROOT) if n.endswith('.egg-info')]   # the install leaves the checkout as it was
+    # the install leaves the checkout as it was
+    assert not [n for n in os.listdir(REPO_ROOT) if n.endswith('.egg-info')]
 
 
 TEMPLATE = os.path.join(TEMPLATE_DIR, 'mingpt', 'model.py')
@@ -115,7 +116,8 @@ def test_grade_and_batch_as_root_leave_the_checkout_locked(tmp_path):
         pytest.skip('the lock is taken only under root (with a sandbox user)')
     needs_lockdown('the checkout opened to others by hand')
     earlier = _modes()
-    secrets = [os.path.join(FIXTURES_DIR, 'cpu', 'expected.npz'), os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py')]
+    secrets = [os.path.join(FIXTURES_DIR, 'cpu', 'expected.npz'),
+               os.path.join(REPO_ROOT, 'reference', 'mingpt', 'model.py')]
     try:
         for path in earlier:             # a checkout others can read, as a TA's clone is
             os.chmod(path, 0o755)

@@ -33,7 +33,8 @@ def _help(command):
     return proc.stdout
 
 
-DOCS = ['README.md'] + sorted(os.path.join('docs', f) for f in os.listdir(os.path.join(REPO_ROOT, 'docs')) if f.endswith('.md'))
+DOCS = ['README.md'] + sorted(os.path.join('docs', f) for f in os.listdir(os.path.join(REPO_ROOT, 'docs'))
+                               if f.endswith('.md'))
 
 
 def test_every_quoted_command_and_flag_exists():
@@ -41,7 +42,8 @@ def test_every_quoted_command_and_flag_exists():
     for doc in DOCS:
         with open(os.path.join(REPO_ROOT, doc), encoding='utf-8') as f:
             text = f.read()
-        quoted = re.findall(r'python -m autograder ([a-z-]+)((?: +(?:--?[a-z-]+|[A-Z_]+|\[[^\]]*\]|[\w./<>{}-]+))*)', text)
+        quoted = re.findall(r'python -m autograder ([a-z-]+)((?: +(?:--?[a-z-]+|[A-Z_]+|\[[^\]]*\]|[\w./<>{}-]+))*)',
+                            text)
         count += len(quoted)
         for command, rest in quoted:
             assert command in COMMANDS, '%s quotes an unknown command: %s' % (doc, command)
@@ -49,7 +51,8 @@ def test_every_quoted_command_and_flag_exists():
                 continue
             helps.setdefault(command, _help(command))
             for flag in re.findall(r'(?<![\w-])(--[a-z][a-z-]*)', rest):
-                assert flag in helps[command], '%s quotes `%s %s`, which the command does not have' % (doc, command, flag)
+                assert flag in helps[command], \
+                    '%s quotes `%s %s`, which the command does not have' % (doc, command, flag)
     assert count >= 20
 
 
@@ -103,12 +106,14 @@ def test_csv_header_and_test_table_follow_grading_yaml():
 def test_batch_lines_have_the_current_format():
     lines = [l.strip() for l in TEXT.splitlines() if l.strip().startswith('batch: ')]
     assert lines
-    patterns = [r'batch: \d+ submissions in \S+; \d+ to grade, \d+ already graded by this grader \(fixtures [0-9a-f]{12}\), '
-                r'\d+ worker\(s\)',
-                r'batch: \d+ submissions \(graded \d+, skipped \d+ already graded, errors \d+, missing \d+\) in [\d.]+ s; '
-                r'\d+ rows written to \S+',
-                r'batch: \S+ is listed in submission_metadata.yml but has no folder in the export: reported as missing',
-                r'batch: \d+ submission\(s\) not graded \(\d+ errors, \d+ missing folders\): see the note column of \S+',
+    patterns = [r'batch: \d+ submissions in \S+; \d+ to grade, \d+ already graded by this grader '
+                r'\(fixtures [0-9a-f]{12}\), \d+ worker\(s\)',
+                r'batch: \d+ submissions \(graded \d+, skipped \d+ already graded, errors \d+, missing \d+\) '
+                r'in [\d.]+ s; \d+ rows written to \S+',
+                r'batch: \S+ is listed in submission_metadata.yml but has no folder in the export: '
+                r'reported as missing',
+                r'batch: \d+ submission\(s\) not graded \(\d+ errors, \d+ missing folders\): '
+                r'see the note column of \S+',
                 r'batch: class report written to \S+/grades-report/report\.html',
                 r'batch: the previous \S+ is kept as \S+\.\d{8}T\d{6}\.csv \(each submission\'s results\.json of it in '
                 r'\S+\.\d{8}T\d{6}\.results\)',
@@ -117,10 +122,11 @@ def test_batch_lines_have_the_current_format():
                 r'write elsewhere, or --overwrite',
                 r'batch: ERROR submission_\.\.\.: \.\.\.',
                 r'batch: shard \d+/\d+: \d+ of the export\'s \d+ submission folders',
-                r'batch: shard \d+/\d+ written; once every shard is, `python -m autograder report \S+` writes the class '
-                r'report of the whole regrade']
+                r'batch: shard \d+/\d+ written; once every shard is, `python -m autograder report \S+` writes the '
+                r'class report of the whole regrade']
     for line in lines:
-        assert any(re.fullmatch(p, line) for p in patterns), 'STAFF.md shows a batch line the code no longer prints: ' + line
+        assert any(re.fullmatch(p, line) for p in patterns), \
+            'STAFF.md shows a batch line the code no longer prints: ' + line
 
 
 def test_quoted_grading_times_are_those_benchmarks_md_measured():
@@ -128,9 +134,11 @@ def test_quoted_grading_times_are_those_benchmarks_md_measured():
         bench = f.read()
     median = re.search(r'Median wall time \*\*([\d.]+) s\*\*', bench).group(1)   # as bench/bench_grading.py writes it
     loaded = re.search(r'took ([\d.]+-[\d.]+) s wall', bench).group(1)
-    quoted = re.search(r'a grading takes a median of ([\d.]+) s \(docs/BENCHMARKS.md[^)]*\), and ([\d.]+-[\d.]+) s', TEXT)
+    quoted = re.search(r'a grading takes a median of ([\d.]+) s \(docs/BENCHMARKS.md[^)]*\), and ([\d.]+-[\d.]+) s',
+                       TEXT)
     assert quoted, 'STAFF.md must quote the grading time that docs/BENCHMARKS.md measured'
-    assert quoted.groups() == (median, loaded), 'STAFF.md quotes %s; BENCHMARKS.md measured %s' % (quoted.groups(), (median, loaded))
+    assert quoted.groups() == (median, loaded), \
+        'STAFF.md quotes %s; BENCHMARKS.md measured %s' % (quoted.groups(), (median, loaded))
     assert re.search(r'total: [\d.]+ / [\d.]+ (\(\+ [\d.]+ of [\d.]+ extra credit\) +)?\([\d.]+ s\)', TEXT)
 
 
@@ -151,7 +159,8 @@ def test_the_documented_metadata_example_is_what_batch_reads(tmp_path):
     with open(out, newline='', encoding='utf-8') as f:
         rows = {r['submission']: r for r in csv.DictReader(f)}
     ada, ben = rows['submission_1'], rows['submission_2']
-    assert (ada['name'], ada['email'], ada['sid'], ada['gradescope_score']) == ('Ada Example', 'ada@example.edu', '1001', '0')
+    assert (ada['name'], ada['email'], ada['sid'],
+            ada['gradescope_score']) == ('Ada Example', 'ada@example.edu', '1001', '0')
     assert ada['created_at'].startswith('2024-09-30 20:01:12') and ada['status'] == 'not graded'
     assert (ben['name'], ben['email'], ben['sid'], ben['created_at'], ben['gradescope_score']) == \
         ('Ben Example', 'ben@example.edu', '', '', '')
@@ -178,7 +187,8 @@ def test_discrimination_report_lists_every_graded_test_of_the_registry():
     corpus = evaluate.load_corpus(os.path.join(REPO_ROOT, 'tests', 'submissions'))
     n_correct = sum(s['verdict'] == 'correct' for s in corpus)
     assert 'false failures on correct variants: 0 / %d' % n_correct in doc
-    assert 'bugs caught exactly (lost == must_fail): %d / %d' % (len(corpus) - n_correct, len(corpus) - n_correct) in doc
+    assert ('bugs caught exactly (lost == must_fail): %d / %d'
+            % (len(corpus) - n_correct, len(corpus) - n_correct)) in doc
 
 
 def test_reference_answers_name_the_current_reference():

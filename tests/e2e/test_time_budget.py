@@ -28,7 +28,8 @@ PER_TEST_S = 4
 # trains or backpropagates (10.2, 10.3 and the second run's tries) runs into its 4 s timeout, and the budget ends it.
 HIDDEN_HANG = [
     ('import json\n', 'import faulthandler\nimport json\nimport signal\n'),
-    ('        x = x + attn_out\n', '        while torch.is_grad_enabled():\n            pass\n        x = x + attn_out\n'),
+    ('        x = x + attn_out\n',
+     '        while torch.is_grad_enabled():\n            pass\n        x = x + attn_out\n'),
     ('from mingpt.utils import CfgNode as CN\n',
      'from mingpt.utils import CfgNode as CN\nfaulthandler.unregister(signal.SIGUSR1)\n'),
 ]
@@ -57,8 +58,9 @@ def test_a_hang_that_hides_where_it_is_stops_at_the_budget_with_valid_results(tm
     # the budget, plus one child start and the judging, not the timeouts of every GPT test
     assert elapsed < BUDGET_S + 30, elapsed
     by_number = {t['number']: t for t in out['tests']}
-    assert by_number['10.1']['score'] == 0 and ('longer than the %d s allowed' % PER_TEST_S in by_number['10.1']['output']
-                                                or 'grading time budget' in by_number['10.1']['output'])
+    assert by_number['10.1']['score'] == 0
+    assert ('longer than the %d s allowed' % PER_TEST_S in by_number['10.1']['output']
+            or 'grading time budget' in by_number['10.1']['output'])
     assert any('grading time budget of %d s was used up' % BUDGET_S in t.get('output', '') for t in out['tests'])
     # tests that never run a Block with gradients and ran before the budget ended keep their points
     for number in ('2.1', '4.1', '8.1'):
@@ -79,8 +81,9 @@ def test_the_watchdog_keeps_the_tests_that_had_finished():
     execution_time is the run's and the grader says in one line that it was stopped."""
     from grader_runs import by_id
     hang = '        # BEGIN SOLUTION\n        # `offset` shifts'
-    loop = source_patches.patched_reference([(hang, '        while x.dtype == torch.float64:\n            pass\n' + hang)],
-                                      'a RoPE that hangs on float64 only (rope-cache)')
+    loop = source_patches.patched_reference(
+        [(hang, '        while x.dtype == torch.float64:\n            pass\n' + hang)],
+        'a RoPE that hangs on float64 only (rope-cache)')
     budget = 25
     root = _root_with({'rope-cache': 600}, budget)   # only the watchdog can end rope-cache
     try:
@@ -104,7 +107,8 @@ def test_the_watchdog_keeps_the_tests_that_had_finished():
 
 
 def test_a_grader_killed_before_the_budget_is_not_called_a_timeout(tmp_path):
-    """SIGKILL of the grader itself (the container's OOM killer) before the watchdog: said as such, finished tests kept."""
+    """SIGKILL of the grader itself (the container's OOM killer) before the watchdog: said as such, finished tests
+    kept."""
     import os
     import subprocess
     import sys

@@ -71,7 +71,8 @@ def test_a_100_mb_file_is_named_with_its_size_at_the_top(tmp_path):
     _write(tmp_path / 'up' / 'mingpt' / 'model.py', b'# ' + b'x' * (100 * 1024 * 1024) + b'\n')
     out, tests = _grade(tmp_path / 'up', tmp_path)
     assert out['output'].startswith('Not graded: mingpt/model.py is 100.0 MB; a model.py may have at most 1048576 '
-                                    "bytes (1 MB; the handout's is about 30 KB): upload the source file alone"), out['output']
+                                    "bytes (1 MB; the handout's is about 30 KB): upload the source file alone"), \
+        out['output']
     assert 'no model.py' not in out['output']
     assert tests['1.1']['output'].startswith('mingpt/model.py is 100.0 MB')
     _only_pointers(tests)
@@ -86,7 +87,8 @@ def test_a_file_that_is_not_utf8_names_its_line_and_the_fix(tmp_path):
     message = tests['1.1']['output']
     assert ('model.py is not UTF-8 text: line %d, column 13 holds the byte 0x92, which is \'\u2019\' in the '
             'Windows-1252 encoding. Save the file as UTF-8' % line) in message, message
-    assert '    # it\u2019s the query, key, values for all heads' in message   # the line itself, as the student typed it
+    # the line itself, as the student typed it
+    assert '    # it\u2019s the query, key, values for all heads' in message
     assert out['output'].startswith('Not graded: model.py is not UTF-8 text: line %d' % line)
     _only_pointers(tests)
 
@@ -122,7 +124,8 @@ def test_no_model_py_says_what_the_upload_holds(tmp_path, kind):
         up = tmp_path / 'hw1.zip'
     out, tests = _grade(up, tmp_path)
     holds = {'folder': 'the upload holds hw1/writeup.pdf, hw1/mingpt/modle.py',
-             'zip': 'the zip holds hw1/writeup.pdf, hw1/mingpt/modle.py', 'empty folder': 'the upload holds no file'}[kind]
+             'zip': 'the zip holds hw1/writeup.pdf, hw1/mingpt/modle.py',
+             'empty folder': 'the upload holds no file'}[kind]
     sentence = 'no model.py in the submission: upload your mingpt/model.py (%s)' % holds
     assert tests['1.1']['output'] == sentence and tests['1.1']['status'] == 'failed'
     assert out['output'] == 'Not graded: %s.' % sentence

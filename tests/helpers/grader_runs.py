@@ -80,7 +80,8 @@ def needs_gradescope_mode(what):
 
 
 def without_namespaces(env):
-    """Whether a grading in the environment `env` runs without namespaces (HW1_SANDBOX_DISABLE names them, or 'tmpfs')."""
+    """Whether a grading in the environment `env` runs without namespaces (HW1_SANDBOX_DISABLE names them, or
+    'tmpfs')."""
     from autograder.sandbox import defences
     names = [n.strip() for n in env.get('HW1_SANDBOX_DISABLE', '').split(',')]
     return 'namespaces' in [defences.ALIASES.get(n, n) for n in names]
@@ -216,8 +217,10 @@ def possible(out):
 
 
 def full(t):
-    """Every point of one test: its max_score, or for extra credit (max_score 0) points on top; never 'Not attempted'."""
-    return t['status'] == 'passed' and t['score'] >= t['max_score'] and not t.get('output', '').startswith('Not attempted')
+    """Every point of one test: its max_score, or for extra credit (max_score 0) points on top;
+    never 'Not attempted'."""
+    return t['status'] == 'passed' and t['score'] >= t['max_score'] \
+        and not t.get('output', '').startswith('Not attempted')
 
 
 # the most an extra-credit test can score (its weight) on top of its max_score of 0

@@ -119,7 +119,8 @@ def through_run_autograder(text, grading=None, env=None, source=None, ag_root=No
     grading = grading_text() if grading is None else grading
     disable = {k: v for k, v in os.environ.items() if k == 'HW1_SANDBOX_DISABLE'}   # what root.run passes on
     mode = {'route': 'run_autograder', 'source': 'checkout' if source else 'copy', 'profile': 'cpu',
-            'grading_yaml': hashlib.sha256(grading.encode()).hexdigest(), 'env': sorted(dict(disable, **(env or {})).items())}
+            'grading_yaml': hashlib.sha256(grading.encode()).hexdigest(),
+            'env': sorted(dict(disable, **(env or {})).items())}
 
     def produce():
         root = ag_root(grading) if ag_root is not None else AutograderRoot(grading)

@@ -63,7 +63,8 @@ def _open_kind(tokens, i):
     if len(before) == 2 and before[0].string == 'def':
         return 'def'
     prev = before[-1]
-    return 'call' if (prev.type == tokenize.NAME and not keyword.iskeyword(prev.string)) or prev.string in ')]' else 'other'
+    called = (prev.type == tokenize.NAME and not keyword.iskeyword(prev.string)) or prev.string in ')]'
+    return 'call' if called else 'other'
 
 
 def renamed(source, prefix='my_'):
@@ -118,7 +119,8 @@ def buggy(source):
 def planted():
     """[(what, original, copy)]: every planted pair. The originals come from three corpus styles that share
     no skeleton (per_head_loop, complex_rope_group_loop, and the course's starter in course_einops_given_loader)."""
-    per_head, complex_rope, course = corpus('per_head_loop'), corpus('complex_rope_group_loop'), corpus('course_einops_given_loader')
+    per_head, complex_rope = corpus('per_head_loop'), corpus('complex_rope_group_loop')
+    course = corpus('course_einops_given_loader')
     return [('renamed variables', per_head, renamed(per_head)),
             ('reordered methods', complex_rope, reordered(complex_rope)),
             ('a copied bug, renamed and reordered', buggy(course), reordered(renamed(buggy(course), 'x_')))]
@@ -175,14 +177,18 @@ def disguised():
     corpus style of its own, none of them used by planted()."""
     grouped, sdpa, fused = corpus('grouped_einsum_5d'), corpus('sdpa_enable_gqa'), corpus('fused_qkv_einops_repeat')
     own, donor = corpus('bmm_index_select'), corpus('per_head_loop')
-    return [('renamed, reordered and reformatted', 'grouped_einsum_5d', grouped, reformatted(reordered(renamed(grouped))), None),
-            ('a copied bug of its own, renamed and reformatted', 'sdpa bug', buggy(sdpa), reformatted(renamed(buggy(sdpa), 'z_')), None),
-            ('a pasted class', 'per_head_loop', donor, pasted(own, donor, 'GroupedQueryAttention'), 'GroupedQueryAttention'),
+    return [('renamed, reordered and reformatted', 'grouped_einsum_5d', grouped,
+             reformatted(reordered(renamed(grouped))), None),
+            ('a copied bug of its own, renamed and reformatted', 'sdpa bug', buggy(sdpa),
+             reformatted(renamed(buggy(sdpa), 'z_')), None),
+            ('a pasted class', 'per_head_loop', donor, pasted(own, donor, 'GroupedQueryAttention'),
+             'GroupedQueryAttention'),
             ('a copy of a correct file', 'fused_qkv_einops_repeat', fused, reformatted(fused), None)]
 
 
 OLDER_STARTER_CLASS = 'CausalSelfAttention'   # the class the older starter gave whole (minGPT's fused c_attn)
-OLDER_STUDENTS = ('per_head_loop', 'complex_rope_group_loop', 'bmm_index_select', 'sdpa_mask_fused_kv', 'mask_5d_view_cache_storage')
+OLDER_STUDENTS = ('per_head_loop', 'complex_rope_group_loop', 'bmm_index_select', 'sdpa_mask_fused_kv',
+                  'mask_5d_view_cache_storage')
 SECTION_OTHERS = ('reference_clean', 'fused_qkv_einops_repeat', 'course_starter_required_only', 'einops_expand_gather',
                   'grouped_einsum_5d', 'sdpa_enable_gqa', 'handout_attention_memory')
 
@@ -204,7 +210,8 @@ def older_starter_section():
 
 
 # the planted pairs of class_submissions(), by position in it
-PLANTED_PAIRS = {(0, 1): 'renamed variables', (2, 3): 'reordered methods', (4, 5): 'a copied bug, renamed and reordered'}
+PLANTED_PAIRS = {(0, 1): 'renamed variables', (2, 3): 'reordered methods',
+                 (4, 5): 'a copied bug, renamed and reordered'}
 
 
 def class_submissions():

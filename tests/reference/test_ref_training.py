@@ -119,7 +119,8 @@ def test_in_process_load_pretrained(block16_runs):
     cfg.rope = True
     rope_model = GPT(cfg)
     rope_model.load_pretrained(src)
-    assert torch.equal(rope_model.state_dict()['transformer.h.1.mlp.c_fc.weight'], saved['transformer.h.1.mlp.c_fc.weight'])
+    assert torch.equal(rope_model.state_dict()['transformer.h.1.mlp.c_fc.weight'],
+                       saved['transformer.h.1.mlp.c_fc.weight'])
 
 
 def test_training_on_a_cpu_runs_no_memory_tracker(monkeypatch):

@@ -41,7 +41,8 @@ def shifted(array):
 
 def failing_results(view, outputs=None):
     """{probe id: ProbeResult} with every array wrong: `outputs` per probe, or the reference's shifted."""
-    return {pid: ProbeResult('ok', arrays=(outputs or {}).get(pid) or {k: shifted(v) for k, v in view.probe(pid).items()})
+    return {pid: ProbeResult('ok', arrays=(outputs or {}).get(pid)
+                             or {k: shifted(v) for k, v in view.probe(pid).items()})
             for pid in registry.PROBED}
 
 
@@ -133,8 +134,9 @@ def test_text_of_the_students_process_is_cut():
         'case_errors': {'d2_T5': {'status': 'error', 'message': long, 'where': [long] * 3}},
         'notes': [long], 'where': [long], 'facts': {'a': [long] * 12}})
     clipped = Budget(limit, 10 ** 6).result(result)
-    texts = [clipped.message, clipped.info['case_errors']['d2_T5']['message'], *clipped.info['case_errors']['d2_T5']['where'],
-             *clipped.info['notes'], *clipped.info['where'], *clipped.info['facts']['a']]
+    texts = [clipped.message, clipped.info['case_errors']['d2_T5']['message'],
+             *clipped.info['case_errors']['d2_T5']['where'], *clipped.info['notes'], *clipped.info['where'],
+             *clipped.info['facts']['a']]
     assert all(t.startswith(long[:limit]) and len(t.split(' [... ')[0]) == limit for t in texts)
     assert len(clipped.info['facts']['a']) < 12
     harness = ProbeResult('timeout', message='x' * 1000)   # the harness's own words stay whole

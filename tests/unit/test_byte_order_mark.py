@@ -13,7 +13,8 @@ from autograder import REPO_ROOT
 from autograder.judge import grade, submission
 
 RULES = os.path.join(REPO_ROOT, 'student_template', 'hw1', 'tests', '_support', 'grader_rules.py')
-SOURCE = 'class GPT:\n    def __init__(self, config):\n        pass\n\n    def generate(self, idx):\n        return idx\n'
+SOURCE = ('class GPT:\n    def __init__(self, config):\n        pass\n\n'
+          '    def generate(self, idx):\n        return idx\n')
 
 
 def _saved_with_bom(tmp_path):

@@ -215,7 +215,8 @@ def test_a_case_left_unrun_by_a_hang_says_not_run_once(grading, fx):
     line = messages.FAIL + areas.case_error_line('gqa', {'status': 'missing', 'message': c.skip('model')})
     assert line == 'FAIL gqa: not run: GroupedQueryAttention did not return in test 6.1', line
     assert messages.probe_failed('missing', 'not run', []) == ['not run']
-    assert messages.case_error('gqa', 'error', 'boom', []) == 'gqa: your code raised an error: boom'   # other words stay
+    # other words stay
+    assert messages.case_error('gqa', 'error', 'boom', []) == 'gqa: your code raised an error: boom'
 
 
 def test_an_import_that_stalls_in_a_probe_stops_the_probes_and_blames_no_part(grading, fx):
@@ -227,7 +228,8 @@ def test_an_import_that_stalls_in_a_probe_stops_the_probes_and_blames_no_part(gr
                              'model.py line 11, in GroupedQueryAttention.forward)')
     assert c.skip('gqa').startswith('not run: model.py did not finish importing') and c.skip_second('model')
     c = make(grading, fx)
-    c.observe('import', ProbeResult('timeout', 'x', harness={'ended': 'timeout', 'hang': {'frames': [{'line': 1}]}}), {})
+    c.observe('import', ProbeResult('timeout', 'x', harness={'ended': 'timeout', 'hang': {'frames': [{'line': 1}]}}),
+              {})
     assert c.import_hang == 'model.py did not finish importing (your process said it was at model.py line 1)'
 
 

@@ -22,7 +22,8 @@ P = PROFILE.dropout.p
 
 
 def bf16(x):
-    """float32 values rounded to bfloat16 (nearest, ties to even), as float32: what torch's .bfloat16().float() gives."""
+    """float32 values rounded to bfloat16 (nearest, ties to even), as float32: what torch's .bfloat16().float()
+    gives."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return rounded.astype(np.uint32).view(np.float32)
@@ -95,7 +96,8 @@ def test_a_wrong_dropout_in_bfloat16_still_fails_on_its_own_evidence():
 # ----------------------------------------------------------------------------- errors whose text shows the cause
 
 def test_an_error_of_a_device_written_into_the_code_says_the_grader_has_no_gpu():
-    line = case_error_line('d8_T16', {'status': 'error', 'message': 'AssertionError: Torch not compiled with CUDA enabled'})
+    line = case_error_line('d8_T16',
+                           {'status': 'error', 'message': 'AssertionError: Torch not compiled with CUDA enabled'})
     assert 'the grader has no GPU' in line and 'x.device' in line
     assert 'is_causal=True or an attn_mask' in error_cause(
         'RuntimeError: _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True')
@@ -105,7 +107,8 @@ def test_an_error_of_a_device_written_into_the_code_says_the_grader_has_no_gpu()
 # ----------------------------------------------------------------------------- evaluate's count of named causes
 
 def _row(verdict, outputs, must_fail=(), causes=()):
-    tests = {tid: {'score': 0.0 if out else 5.0, 'max_score': 5.0, 'output': out, 'status': 'failed' if out else 'passed'}
+    tests = {tid: {'score': 0.0 if out else 5.0, 'max_score': 5.0, 'output': out,
+                   'status': 'failed' if out else 'passed'}
              for tid, out in outputs.items()}
     return {'verdict': verdict, 'must_fail': list(must_fail), 'causes': list(causes), 'tests': tests,
             'lost': {tid for tid, out in outputs.items() if out}}
@@ -115,7 +118,8 @@ def test_evaluate_counts_a_message_named_only_when_it_says_the_declared_cause_an
     row = _row('buggy', {'gqa': 'FAIL ... (your outputs match a known wrong variant: gqa-no-scale).',
                          'gqa-rope': 'FAIL max abs error 0.1', 'rope': ''}, ('gqa', 'gqa-rope'), ('gqa-no-scale',))
     assert evaluate.cause_cells(row) == {'gqa': 'named', 'gqa-rope': 'NOT NAMED'}
-    wrong = _row('buggy', {'gqa': 'FAIL ... wrong variant: gqa-tiled). every value of this output is a bfloat16 number'},
+    wrong = _row('buggy',
+                 {'gqa': 'FAIL ... wrong variant: gqa-tiled). every value of this output is a bfloat16 number'},
                  ('gqa',), ('bfloat16',))
     assert evaluate.cause_cells(wrong) == {'gqa': 'WRONG (gqa-tiled)'}
     assert evaluate.cause_cells(_row('correct', {'gqa': 'ok', 'rope': ''})) == {}

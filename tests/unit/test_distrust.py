@@ -103,8 +103,9 @@ def test_a_file_is_read_once_and_never_past_its_cap_whatever_fstat_says(tmp_path
     assert r.status == 'invalid' and 'more than the 1024 allowed' in r.message
     # a size check that lies (a file grown after it, as an inotify-timed append would): the read stops at the cap
     real_fstat = os.fstat
-    monkeypatch.setattr(readback.os, 'fstat', lambda fd: os.stat_result((stat.S_IFREG | 0o600,) + tuple(real_fstat(fd))[1:6]
-                                                                         + (10,) + tuple(real_fstat(fd))[7:]))
+    monkeypatch.setattr(readback.os, 'fstat',
+                        lambda fd: os.stat_result((stat.S_IFREG | 0o600,) + tuple(real_fstat(fd))[1:6]
+                                                  + (10,) + tuple(real_fstat(fd))[7:]))
     r = read_probe(job, 'p', SPEC, max_report_bytes=1024)
     assert r.status == 'invalid' and 'grew past 1024 bytes' in r.message
     reads = []
@@ -174,7 +175,8 @@ def test_an_npy_header_declaring_8_tib_is_refused(tmp_path):
     real = npy_bytes(np.zeros(4))
     fake = real.replace(b"'shape': (4,)", b"'shape': (1099511627776,)")
     header_len = struct.unpack('<H', fake[8:10])[0]
-    fake = fake[:8] + struct.pack('<H', header_len) + fake[10:10 + header_len].ljust(header_len) + fake[10 + header_len:]
+    fake = (fake[:8] + struct.pack('<H', header_len) + fake[10:10 + header_len].ljust(header_len)
+            + fake[10 + header_len:])
     write_npz(os.path.join(out, 'p.npz'), {'b/logits.npy': fake})
     r = read(job)
     assert r.status == 'invalid' and 'declares shape (1099511627776,)' in r.message, r.message
@@ -211,7 +213,8 @@ def test_an_oversized_array_of_a_known_key_is_not_read_but_named(tmp_path):
     ('{"status": "ok", "message": "%s"}' % ('m' * (report_schema.MAX_MESSAGE_CHARS + 1)), "field 'message'"),
     ('{"status": "ok", "stdout": "%s"}' % ('s' * (report_schema.MAX_STDOUT_CHARS + 1)), "field 'stdout'"),
     ('{"status": "ok", "where": [%s]}' % ','.join(['"x"'] * (report_schema.MAX_WHERE + 1)), "field 'where'"),
-    ('{"status": "ok", "case_errors": {%s}}' % ','.join('"c%d": {}' % i for i in range(report_schema.MAX_CASE_ERRORS + 1)),
+    ('{"status": "ok", "case_errors": {%s}}'
+     % ','.join('"c%d": {}' % i for i in range(report_schema.MAX_CASE_ERRORS + 1)),
      "field 'case_errors'"),
     ('[' * 100_000 + ']' * 100_000, 'RecursionError'),
     ('{"status": "ok"', 'JSONDecodeError'),
@@ -305,7 +308,8 @@ def test_a_symlink_to_the_reference_is_refused(tmp_path):
     os.makedirs(str(tmp_path / 'up' / 'mingpt'))
     os.symlink(REFERENCE_MODEL, str(tmp_path / 'up' / 'mingpt' / 'model.py'))
     got = locate(tmp_path)
-    assert got.path is None and got.problem == 'mingpt/model.py is a symbolic link; upload the file itself, not a link to it'
+    assert got.path is None
+    assert got.problem == 'mingpt/model.py is a symbolic link; upload the file itself, not a link to it'
 
 
 def test_a_hard_link_a_fifo_and_a_linked_folder_are_refused(tmp_path):
@@ -333,7 +337,8 @@ def test_zip_members_that_are_links_or_too_large_are_refused(tmp_path):
     assert 'mingpt/model.py is a symbolic link inside the zip' in locate(tmp_path).problem
     with zipfile.ZipFile(z, 'w', zipfile.ZIP_DEFLATED) as f:
         f.writestr('mingpt/model.py', '#' * (submission.MAX_MODEL_BYTES + 1))
-    assert 'mingpt/model.py is 1048577 bytes; a model.py may have at most 1048576 bytes (1 MB; ' in locate(tmp_path).problem
+    assert ('mingpt/model.py is 1048577 bytes; a model.py may have at most 1048576 bytes (1 MB; '
+            in locate(tmp_path).problem)
     with zipfile.ZipFile(z, 'w') as f:
         f.writestr('/abs/model.py', 'x = 1\n')
     assert 'no model.py' in locate(tmp_path).problem
@@ -353,7 +358,8 @@ def test_a_zip_of_20000_model_py_grades_one_and_names_few(tmp_path):
 
 
 def test_source_is_decoded_as_python_does(tmp_path):
-    p = write(str(tmp_path / 'latin1.py'), '# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\n'.encode('latin-1'), 'wb')
+    p = write(str(tmp_path / 'latin1.py'), '# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\n'.encode('latin-1'),
+              'wb')
     assert submission.static_problems(submission.read_upload(p)) == []
     p = write(str(tmp_path / 'bad.py'), b'# -*- coding: klingon -*-\nx = 1\n', 'wb')
     problems = submission.static_problems(submission.read_upload(p))

@@ -31,12 +31,14 @@ OUTSIDE = {'data/input.txt', 'dist/autograder.zip', 'dist/hw1_handout.zip', 'res
            'course', 'draw.key'}
 # dotted names in the docs that are not module.function: grading.yaml keys, the model's config, packages
 NOT_CALLS = {'config.sliding_window', 'mingpt.model'}
-FILE_EXTENSIONS = ('py', 'md', 'yaml', 'txt', 'sh', 'toml', 'json', 'npz', 'pt', 'html', 'png', 'csv', 'zip', 'yml', 'key')
+FILE_EXTENSIONS = ('py', 'md', 'yaml', 'txt', 'sh', 'toml', 'json', 'npz', 'pt', 'html', 'png', 'csv', 'zip', 'yml',
+                   'key')
 
 
 @functools.lru_cache(maxsize=None)
 def tracked():
-    files = subprocess.run(['git', 'ls-files'], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(['git', 'ls-files'], cwd=REPO_ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
     dirs = {os.path.dirname(f) for f in files}
     for d in list(dirs):
         while d:

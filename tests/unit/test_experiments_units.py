@@ -70,7 +70,8 @@ def test_plan_shares_equal_runs_and_orders_parents_first():
     full = Plan(get_sizes('full'), 1, 'cuda', 'code')
     assert len(full.runs) == 2 * len(CONFIGS) + 4  # 200-iteration runs differ from 600-iteration ones
     short, long = full.phases['RoPE+GQA', 3407]
-    assert (short.flags['model.n_kv_head'], short.flags['model.rope'], short.block_size, short.iters) == (2, True, 16, 600)
+    assert (short.flags['model.n_kv_head'], short.flags['model.rope'], short.block_size,
+            short.iters) == (2, True, 16, 600)
     assert (long.block_size, long.iters, long.parent) == (256, 600, short)
     assert chargpt_flags(get_sizes('full'), 'cuda', 1, False, 6, 16, 200, None) == {
         'model.rope': False, 'model.n_query_head': 6, 'model.n_kv_head': 6, 'data.block_size': 16,

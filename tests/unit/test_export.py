@@ -19,7 +19,8 @@ def test_zip_outer_and_inner_folder_are_the_same_export(tmp_path):
     inner = synthetic_export.build(tmp_path / 'unzipped')
     os.makedirs(tmp_path / 'dl')
     zip_path = synthetic_export.build_zip(tmp_path / 'dl' / 'assignment_4242_export.zip')
-    forms = [gradescope_export.read(inner), gradescope_export.read(str(tmp_path / 'unzipped')), gradescope_export.read(zip_path)]
+    forms = [gradescope_export.read(inner), gradescope_export.read(str(tmp_path / 'unzipped')),
+             gradescope_export.read(zip_path)]
     assert forms[0].folder == forms[1].folder == inner
     assert forms[2].folder == str(tmp_path / 'dl' / 'assignment_4242_export' / synthetic_export.ASSIGNMENT)
     for ex in forms:
@@ -50,7 +51,8 @@ def test_metadata_odd_but_readable_forms():
             'submission_8:\n'
             ':submission_9:\n  :submitters:\n  - \n')
     meta = gradescope_export.parse_metadata(text)
-    assert [p.name for p in meta['submission_7'].submitters] == ['Solo'] and meta['submission_7'].submitters[0].sid == '900000000'
+    assert [p.name for p in meta['submission_7'].submitters] == ['Solo']
+    assert meta['submission_7'].submitters[0].sid == '900000000'
     assert meta['submission_7'].score == '42.5'
     assert meta['submission_8'].submitters == [] and meta['submission_9'].submitters == []
     assert gradescope_export.parse_metadata('') == {} and gradescope_export.parse_metadata('# nothing\n') == {}
@@ -107,7 +109,8 @@ def test_resume_stamp_follows_the_submission_and_the_grader(tmp_path, monkeypatc
     assert batch.already_graded(str(sub), stamp)
     (sub / 'model.py').write_text('x = 2\n')                           # the student's file changed
     assert gradescope_export.submission_sha256(str(sub)) != before
-    assert not batch.already_graded(str(sub), dict(stamp, submission_sha256=gradescope_export.submission_sha256(str(sub))))
+    assert not batch.already_graded(str(sub),
+                                    dict(stamp, submission_sha256=gradescope_export.submission_sha256(str(sub))))
     monkeypatch.setattr(batch.fixtures, 'sha256_files', lambda paths: 'another grader')
     assert batch.stamp_for('cpu')['grader_sha256'] == 'another grader'   # the harness or child code changed
     assert not batch.already_graded(str(sub), dict(batch.stamp_for('cpu'), submission_sha256=before))
@@ -130,7 +133,8 @@ def test_a_damaged_zip_is_one_sentence_and_touches_nothing(tmp_path):
     bad.write_bytes(bytes(data))
     with pytest.raises(gradescope_export.ExportError, match='is a damaged zip .*download the export again'):
         gradescope_export.read(str(bad))
-    assert not (tmp_path / 'assignment_4242_export').exists() and not (tmp_path / 'assignment_4242_export.partial').exists()
+    assert not (tmp_path / 'assignment_4242_export').exists()
+    assert not (tmp_path / 'assignment_4242_export.partial').exists()
     cut = tmp_path / 'cut.zip'
     cut.write_bytes(open(good, 'rb').read()[:5000])
     with pytest.raises(gradescope_export.ExportError, match='neither a folder nor a zip'):

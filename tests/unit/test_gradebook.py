@@ -51,7 +51,8 @@ def test_a_single_number_names_no_bug():
 def test_a_pdf_only_upload_is_not_graded_with_its_reason():
     lines = {'submission': 'no model.py in the submission: upload your mingpt/model.py'}
     tests = {s.id: results.TestResult(s.id, s.name, 0.0, s.weight, 'failed', s.number,
-                              lines.get(s.id) or 'not graded: no model.py in the submission: upload your mingpt/model.py')
+                                      lines.get(s.id)
+                                      or 'not graded: no model.py in the submission: upload your mingpt/model.py')
              for s in SPECS}
     status, note = gradebook.classify(results.Results(tests))
     assert status == 'not graded' and note.startswith('no model.py in the submission')
@@ -119,7 +120,8 @@ def test_the_report_counts_planted_bugs_and_computes_the_corrected_point_biseria
     r_pb = (m1 - m0) / rest.std() * np.sqrt(p * (1 - p))               # the textbook formula
     row = tests.loc['4.1 gqa']
     assert row['pass rate'] == pytest.approx(42 / 60) and row['discrimination r_pb'] == pytest.approx(r_pb)
-    assert np.isnan(tests.loc['8.1 model', 'discrimination r_pb']) and tests.loc['8.1 model', 'note'] == 'everyone passes'
+    assert np.isnan(tests.loc['8.1 model', 'discrimination r_pb'])
+    assert tests.loc['8.1 model', 'note'] == 'everyone passes'
 
     proc = subprocess.run([sys.executable, '-m', 'autograder', 'report', path], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=120)
@@ -214,7 +216,8 @@ def test_the_loss_curve_picture_reads_the_number_10_1_grades():
     for scale in (1.0, 1.3):    # the reference's own logits (inside the band), and logits that land outside
         arrays = {seed: ref[seed], seed + '/heldout_logits': ref[seed + '/heldout_logits'] * np.float32(scale)}
         verdict = training.judge_loss_curve(spec, ProbeResult('ok', arrays=arrays), fx, GRADING)
-        loss = training.cross_entropy(arrays[seed + '/heldout_logits'], training.heldout_targets('cpu', GRADING, fx.shared_seed))
+        loss = training.cross_entropy(arrays[seed + '/heldout_logits'],
+                                      training.heldout_targets('cpu', GRADING, fx.shared_seed))
         output = '\n'.join(([verdict.summary] if verdict.summary else []) + verdict.lines)
         as_json = {'tests': [{'number': spec.number, 'output': output, 'extra_data': {'id': 'loss-curve'}}]}
         assert plots.graded_heldout_loss(as_json) == pytest.approx(loss, abs=5e-4)

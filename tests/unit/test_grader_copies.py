@@ -21,7 +21,8 @@ from autograder.sandbox import copies, protect_source
 def _copy(parent, *extra):
     """An unpacked zip's layout under `parent`/source: the judge, the fixtures and their key."""
     copy = os.path.join(parent, 'source')
-    for rel in ('autograder/judge/grade.py', 'autograder/fixtures/draw.key', 'autograder/fixtures/cpu/expected.npz') + extra:
+    for rel in ('autograder/judge/grade.py', 'autograder/fixtures/draw.key',
+                'autograder/fixtures/cpu/expected.npz') + extra:
         os.makedirs(os.path.join(copy, os.path.dirname(rel)), exist_ok=True)
         open(os.path.join(copy, rel), 'w').close()
     return copy

@@ -1,8 +1,9 @@
 """
 The suite's store of gradings (tests/helpers/grading_store.py) and the grading log (autograder/judge/grading_log.py),
 without grading anything: a grading asked for by two processes at once is made once and read by both; one that fails
-(or that the grader could not make: a refused sandbox) is not kept; any change of the upload, the mode or the grader is a new key. The log writes one line per grading only
-where HW1_GRADING_LOG says so, and hashes an upload as it lies (a link is never followed).
+(or that the grader could not make: a refused sandbox) is not kept; any change of the upload, the mode or the grader
+is a new key. The log writes one line per grading only where HW1_GRADING_LOG says so, and hashes an upload as it
+lies (a link is never followed).
 """
 
 import hashlib

@@ -24,8 +24,8 @@ import pytest
 from autograder import PACKAGE_DIR, REPO_ROOT
 
 STDLIB = set(sys.stdlib_module_names)
-ROOT_CONSTANTS = {'PACKAGE_DIR', 'REPO_ROOT', 'REFERENCE_DIR', 'TEMPLATE_DIR', 'FIXTURES_DIR', 'COURSE_DIR', 'GRADING_YAML',
-                  'DATA_FILE'}
+ROOT_CONSTANTS = {'PACKAGE_DIR', 'REPO_ROOT', 'REFERENCE_DIR', 'TEMPLATE_DIR', 'FIXTURES_DIR', 'COURSE_DIR',
+                  'GRADING_YAML', 'DATA_FILE'}
 # zone -> (the zones of autograder it may import, the third-party packages it may import)
 ZONES = {
     'contract': ({'contract'}, set()),

@@ -57,14 +57,15 @@ class Hanging(ScriptedSession):
 
     def probed(self, work):
         if work.probe_id == 'dropout':
-            return ProbeResult('timeout', harness={'ended': 'wall', 'wall_seconds': 60.004, 'cpu_seconds': 0.1, 'cpu_limit': 60},
-                               unread=True)
+            return ProbeResult('timeout', unread=True,
+                               harness={'ended': 'wall', 'wall_seconds': 60.004, 'cpu_seconds': 0.1, 'cpu_limit': 60})
         return ProbeResult('ok', seconds=0.25)
 
 
 def test_probe_seconds_of_a_hang_are_the_seconds_it_ran(tmp_path):
     """Issue 41: extra_data.probe_seconds read 0.0 for a probe that ran 60 s (its own report never came)."""
     located = submission.locate(os.path.join(REFERENCE_DIR, 'mingpt', 'model.py'), str(tmp_path))
-    judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'), ScriptedSandbox(Hanging(), Settings.from_mapping(GRADING.sandbox))).run_probes()
+    judging = grade.Judging(GRADING, 'cpu', located, fixtures.load(GRADING, 'cpu'),
+                            ScriptedSandbox(Hanging(), Settings.from_mapping(GRADING.sandbox))).run_probes()
     seconds = judging.info['probe_seconds']
     assert seconds['dropout'] == 60.0 and seconds['rope'] == 0.25, seconds

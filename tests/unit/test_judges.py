@@ -75,8 +75,8 @@ def test_a_shift_of_rope_positions_says_why_attention_still_passes():
     # attention with RoPE is relative: 2.1 names the bug and says why the attention tests may pass with it
     expected = {'rope/d8_T16': ref((1, 2, 16, 8))}
     shifted = ref((1, 2, 16, 8), seed=3)
-    v = verdict_for(spec('rope'), ok({'d8_T16': shifted}), fixtures(expected, {'rope-positions-from-0': {'rope/d8_T16': shifted}}),
-              GRADING)
+    v = verdict_for(spec('rope'), ok({'d8_T16': shifted}),
+                    fixtures(expected, {'rope-positions-from-0': {'rope/d8_T16': shifted}}), GRADING)
     known_bug = KNOWN_BUGS['rope-positions-from-0']
     assert v.lines[-1] == 'Likely bug: %s (your outputs match a known wrong variant: rope-positions-from-0). %s' % (
         known_bug.description, known_bug.note)
@@ -87,7 +87,8 @@ def test_values_judge_reports_a_case_error_with_its_place():
     expected = {'rope/d2_T5': ref((2, 3, 5, 2)), 'rope/d8_T16': ref((1, 2, 16, 8))}
     errors = {'d8_T16': {'status': 'not_implemented', 'message': 'NotImplementedError: TODO',
                          'where': ['model.py line 40, in forward: raise NotImplementedError']}}
-    v = verdict_for(spec('rope'), ok({'d2_T5': expected['rope/d2_T5']}, case_errors=errors), fixtures(expected), GRADING)
+    v = verdict_for(spec('rope'), ok({'d2_T5': expected['rope/d2_T5']}, case_errors=errors), fixtures(expected),
+                    GRADING)
     assert v.fraction == 0.5
     assert 'FAIL d8_T16: not implemented yet: NotImplementedError: TODO\n    at model.py line 40' in '\n'.join(v.lines)
 

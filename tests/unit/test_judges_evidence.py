@@ -126,7 +126,8 @@ def test_dropout_only_at_p_1_gains_nothing():
     p0, bias, good = dropout_case()
     no_dropout = {k: v for k, v in mid_dropout(rate=0.0, scale=1.0).items()}
     attack = run_dropout(dict(good, **no_dropout), p0)
-    honest = run_dropout(dict(good, **no_dropout, **{'gqa/attn_p1_train': p0.copy(), 'gqa/resid_p1_train': p0.copy()}), p0)
+    honest = run_dropout(dict(good, **no_dropout, **{'gqa/attn_p1_train': p0.copy(), 'gqa/resid_p1_train': p0.copy()}),
+                         p0)
     assert attack.fraction == honest.fraction == pytest.approx(1 / 3), attack.lines
     assert 'nothing is dropped' in '\n'.join(attack.lines)
 
@@ -140,7 +141,8 @@ def test_dropout_at_p_between_0_and_1_judges_the_share_and_the_scaling():
     for seed in range(20):   # a correct mask of any seed passes (5 standard deviations)
         assert run_dropout(dict(good, **mid_dropout(seed=seed)), p0).fraction == 1.0
     leaky_eval = run_dropout(dict(good, **{'gqa/mid_eval': good['gqa/mid_resid_train']}), p0)
-    assert leaky_eval.fraction == pytest.approx(2 / 3) and 'dropout must do nothing in eval mode' in '\n'.join(leaky_eval.lines)
+    assert leaky_eval.fraction == pytest.approx(2 / 3)
+    assert 'dropout must do nothing in eval mode' in '\n'.join(leaky_eval.lines)
 
 
 def test_dropout_of_a_module_that_never_depends_on_it_is_not_credited():
@@ -153,7 +155,8 @@ def test_dropout_of_a_module_that_never_depends_on_it_is_not_credited():
 def test_dropout_without_4_1s_output_says_so():
     _, _, good = dropout_case()
     v = judge_dropout(GRADING.test('dropout'), ok(good), fixtures({}), GRADING,
-                      {'gqa': ok({}, case_errors={'n_kv_head=2': {'status': 'error', 'message': 'RuntimeError: boom'}})})
+                      {'gqa': ok({}, case_errors={'n_kv_head=2': {'status': 'error',
+                                                                  'message': 'RuntimeError: boom'}})})
     assert v.fraction == 0.0 and 'test 4.1 did not return' in v.lines[1] and 'boom' in v.lines[1]
 
 

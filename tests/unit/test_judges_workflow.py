@@ -121,14 +121,16 @@ def sw_arrays():
 def test_sliding_window_ignored_is_not_implemented_optional():
     ref = sw_arrays()
     fx = fixtures('sliding-window', ref)
-    assert sliding_window.judge_sliding_window(GRADING.test('sliding-window'), ok(dict(ref)), fx, GRADING).fraction == 1.0
+    assert sliding_window.judge_sliding_window(GRADING.test('sliding-window'), ok(dict(ref)), fx,
+                                               GRADING).fraction == 1.0
     ignored = {k: ref[k.split('/')[0] + '/no_window'] for k in ref if not k.startswith('banded')}
     todo = {'status': 'not_implemented', 'message': 'NotImplementedError: TODO (optional)'}
-    v = sliding_window.judge_sliding_window(GRADING.test('sliding-window'), ok(ignored, case_errors={'banded/w6': todo}),
-                                      fx, GRADING)
+    v = sliding_window.judge_sliding_window(GRADING.test('sliding-window'),
+                                            ok(ignored, case_errors={'banded/w6': todo}), fx, GRADING)
     assert v.not_implemented and v.fraction == 0.0
     v = sliding_window.judge_sliding_window(GRADING.test('sliding-window'), ok(
-        {'gqa/window': ref['gqa/window'], 'banded/w6': ref['banded/w6']}, case_errors={'mha/window': todo}), fx, GRADING)
+        {'gqa/window': ref['gqa/window'], 'banded/w6': ref['banded/w6']}, case_errors={'mha/window': todo}),
+        fx, GRADING)
     assert not v.not_implemented and 0 < v.fraction < 1
 
 
@@ -166,7 +168,8 @@ def test_window_memory_out_of_memory_and_untouched_template_say_so():
     spec = GRADING.test('sliding-window-memory')
     case = key.split('/')[0]
     oom = {'status': 'error', 'message': 'RuntimeError: DefaultCPUAllocator: can\'t allocate memory: you tried to '
-                                         'allocate 1073741824 bytes', 'where': ['model.py line 99, in banded_attention']}
+                                         'allocate 1073741824 bytes',
+           'where': ['model.py line 99, in banded_attention']}
     v = memory.judge_window_memory(spec, ok({}, case_errors={case: oom}), fx, GRADING)
     assert v.fraction == 0.0 and 'ran out of memory' in v.lines[0] and 'model.py line 99' in v.lines[1]
     todo = {'status': 'not_implemented', 'message': 'NotImplementedError: TODO (optional)'}
@@ -197,7 +200,8 @@ def test_points_split_required_and_extra_credit():
 def test_extra_credit_switch_makes_a_part_required(tmp_path):
     text = open(GRADING.path).read()
     p = tmp_path / 'grading.yaml'
-    p.write_text(text.replace('  extra_credit:\n    sliding_window: true', '  extra_credit:\n    sliding_window: false'))
+    p.write_text(text.replace('  extra_credit:\n    sliding_window: true',
+                              '  extra_credit:\n    sliding_window: false'))
     g = config.load(str(p))
     assert not g.is_extra_credit(g.test('sliding-window')) and g.is_extra_credit(g.test('kv-cache'))
     p.write_text(text.replace('  extra_credit:\n    sliding_window: true', '  extra_credit:\n    flash: true'))

@@ -45,8 +45,9 @@ def test_generate_gives_its_token_row_as_data():
     arrays['greedy'][0, -1] = (arrays['greedy'][0, -1] + 1) % 65
     verdict = judge_generate(GRADING.test('generate'), ProbeResult('ok', arrays=arrays), fx, GRADING, {})
     t = arrays['greedy'].shape[1] - 1
-    assert verdict.rows == [('greedy decoding', 'batch 0, token %d' % t, str(int(fx.probe('generate')['greedy'][0, -1])),
-                             str(int(arrays['greedy'][0, -1])), 'token ids')]
+    assert verdict.rows == [('greedy decoding', 'batch 0, token %d' % t,
+                             str(int(fx.probe('generate')['greedy'][0, -1])), str(int(arrays['greedy'][0, -1])),
+                             'token ids')]
 
 
 def test_a_students_text_never_makes_a_row_a_heading_or_a_table():
@@ -96,7 +97,8 @@ def test_results_json_carries_md_and_staff_tools_read_the_lines_and_rows_back():
     passed = results.TestResult('rope', 'RoPE', 10.0, 10.0, 'passed', '2.1', '4 of 4 cases match the reference.')
     data = results.Results({'gqa': failed, 'rope': passed}).to_json()
     by_number = {t['number']: t for t in data['tests']}
-    assert by_number['4.1']['output_format'] == 'md' and '| case | where | expected | got |' in by_number['4.1']['output']
+    assert by_number['4.1']['output_format'] == 'md'
+    assert '| case | where | expected | got |' in by_number['4.1']['output']
     assert by_number['4.1']['extra_data']['rows'] == [list(values)]
     assert 'output_format' not in by_number['2.1'] and 'rows' not in by_number['2.1']['extra_data']
     back = results.Results.from_json(data)

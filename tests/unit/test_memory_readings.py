@@ -63,7 +63,8 @@ def test_forwarded_gpu_readings_are_marked_as_the_childs():
     h = memory_readings.Readings(FakeKernel().measure, FakeKernel().reset, total=1, forwarded=True)
     assert h(b'report max_memory_allocated 123', 5) == b'0'
     assert h(b'report memory_allocated x', 5).startswith(b'error')
-    assert h.log == [{'i': 0, 'kind': 'peak', 'call': 'max_memory_allocated', 'value': 123, 'pid': 5, 'source': 'child'}]
+    assert h.log == [{'i': 0, 'kind': 'peak', 'call': 'max_memory_allocated', 'value': 123, 'pid': 5,
+                      'source': 'child'}]
 
 
 def test_a_flood_of_queries_is_answered_but_the_log_is_bounded_and_marks_keep_room():
@@ -94,7 +95,8 @@ print(before, during, after, peak)
 
 def test_proc_readings_follow_a_tensor_the_way_cudas_allocated_count_does():
     # in a fresh process, as each probe runs: what an earlier test left in this one's heap is not the point
-    proc = subprocess.run([sys.executable, '-c', PROC_SCRIPT], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, '-c', PROC_SCRIPT], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120)
     before, during, after, peak = map(int, proc.stdout.split())
     # RssAnon moves by the tensor's pages (the kernel's per-CPU counters may lag by a few hundred KB)
     assert abs((during - before) - 8 * MB) < MB

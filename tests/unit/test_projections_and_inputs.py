@@ -101,7 +101,8 @@ from autograder.judge import config, inputs, registry
 from autograder.child import runner
 
 prof = config.load(GRADING_YAML).profiles['cpu']
-prof = dataclasses.replace(prof, loss_curve=dataclasses.replace(prof.loss_curve, iters=2))   # the keys it reads do not depend on the length
+# the keys it reads do not depend on the length
+prof = dataclasses.replace(prof, loss_curve=dataclasses.replace(prof.loss_curve, iters=2))
 every = inputs.build(prof)
 asked = {}
 
@@ -120,7 +121,8 @@ class Strict:
 
 class Ctx(runner.Context):
     def __init__(self, probe):
-        self.job = {'profile': prof.as_json(), 'loss_curve_seeds': [prof.loss_curve.student_seed]}   # as the child reads it
+        # as the child reads it
+        self.job = {'profile': prof.as_json(), 'loss_curve_seeds': [prof.loss_curve.student_seed]}
         self.profile = self.job['profile']
         import torch
         self.device = torch.device('cpu')

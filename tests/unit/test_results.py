@@ -20,7 +20,8 @@ SPECS = config.load(GRADING_YAML).enabled_tests()
 
 
 def _run(fractions, lines=None, limit=results.MAX_OUTPUT_CHARS):
-    return Results.from_verdicts(SPECS, lambda spec: Verdict(fractions.get(spec.id, 1.0), (lines or {}).get(spec.id, ['ok'])), limit)
+    return Results.from_verdicts(SPECS, lambda spec: Verdict(fractions.get(spec.id, 1.0),
+                                                             (lines or {}).get(spec.id, ['ok'])), limit)
 
 
 def test_scores_are_keyed_by_id_and_totals_add_up():
@@ -64,7 +65,8 @@ def test_outputs_are_truncated_per_test_and_at_the_top():
     out = _run({}, {'rope': ['x' * 5000]}, limit=1000)
     out.output = 'y' * 5000
     data = out.to_json()
-    assert len(data['tests'][1]['output']) < 1100 and 'output truncated: 4000 more characters' in data['tests'][1]['output']
+    assert len(data['tests'][1]['output']) < 1100
+    assert 'output truncated: 4000 more characters' in data['tests'][1]['output']
     assert len(data['output']) < 1100 and 'truncated' in data['output']
 
 
@@ -98,7 +100,8 @@ def test_error_results_are_valid_and_hide_the_traceback():
     {'execution_time': 1, 'tests': [{'name': 'a', 'score': math.nan, 'max_score': 1, 'status': 'passed'}]},
     {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'ok'}]},
     {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'visibility': 'x'}]},
-    {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'output': 'x' * 60000}]},
+    {'execution_time': 1,
+     'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'output': 'x' * 60000}]},
     {'execution_time': 1, 'output': 'x' * 60000, 'tests': []},
     ['not', 'an', 'object'],
 ])
@@ -122,7 +125,8 @@ def _extra_credit_run():
         if spec.id == wrong:
             return Verdict(0.0, ['FAIL the window is one token too wide'])
         if spec.id == untouched:
-            return Verdict(0.0, ['not implemented (optional): NotImplementedError: TODO (optional)'], not_implemented=True)
+            return Verdict(0.0, ['not implemented (optional): NotImplementedError: TODO (optional)'],
+                           not_implemented=True)
         return Verdict(1.0, ['ok'])
     out = Results.from_verdicts(SPECS, judge, extra_credit=extra)
     results.add_points(out, extra)
@@ -136,7 +140,8 @@ def test_extra_credit_tests_are_worth_0_and_an_untouched_one_is_not_a_failure():
     assert (data[untouched]['score'], data[untouched]['max_score'], data[untouched]['status']) == (0, 0, 'passed')
     assert data[untouched]['output'].startswith('Not attempted: this optional part (extra credit) is not in your '
                                                 'model.py (missing, a TODO that raises NotImplementedError, or a '
-                                                'setting your code never reads), so it was not graded and costs nothing.')
+                                                'setting your code never reads), so it was not graded and costs '
+                                                'nothing.')
     assert 'TODO (optional)' in data[untouched]['output']   # which TODO was met
     assert out[wrong].lost and not out[untouched].lost and not out[done].lost
     # the maxima sum to the required 100; results.json's score adds the extra credit earned
@@ -157,7 +162,8 @@ def test_readme_staff_md_and_grading_yaml_say_what_results_json_holds_on_extra_c
             text = re.sub(r'\s*\n\s*#?\s*', ' ', f.read())   # wrapped lines and YAML comments as one text
         assert re.findall(r'max_score (\d+)', text) == [said_max], doc
         assert re.search(r'worth max_score \d+ in results\.json and scores up to its weight', text), doc
-        assert re.findall(r'"Not attempted" \((\d+) / (\d+), (?:status )?(passed|failed)', text) == [untouched_reads], doc
+        assert re.findall(r'"Not attempted" \((\d+) / (\d+), (?:status )?(passed|failed)', text) == [untouched_reads], \
+            doc
         assert 'own max_score' not in text, doc
 
 
@@ -167,11 +173,13 @@ def test_a_failure_worth_no_points_ends_with_its_own_lines():
                                                   ['no model.py in the submission: upload your mingpt/model.py '
                                                    '(the upload holds notes.txt)']))
     assert out['submission'].status == 'failed'
-    assert out['submission'].output == 'no model.py in the submission: upload your mingpt/model.py (the upload holds notes.txt)'
+    assert out['submission'].output == ('no model.py in the submission: upload your mingpt/model.py '
+                                        '(the upload holds notes.txt)')
 
 
 def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
-    """Written after each finished test while grading runs; run_autograder's watchdog keeps those, the rest did not run."""
+    """Written after each finished test while grading runs; run_autograder's watchdog keeps those, the rest did not
+    run."""
     specs = config.load(GRADING_YAML).enabled_tests()
     path = str(tmp_path / 'results.json')
     results.partial(specs, {'rope': Verdict(1.0, ['4 of 4 cases match']), 'gqa': Verdict(0.5, ['half'])}, 0).write(path)

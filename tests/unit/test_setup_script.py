@@ -26,7 +26,8 @@ def _dry_run(python):
 
 
 def test_a_fresh_venv_gets_a_setuptools_that_builds_before_the_editable_install(tmp_path):
-    venv.create(tmp_path / 'venv', with_pip=False)   # no setuptools at all: as Python 3.12's venv, or 3.11's without wheel
+    # no setuptools at all: as Python 3.12's venv, or 3.11's without wheel
+    venv.create(tmp_path / 'venv', with_pip=False)
     python = str(tmp_path / 'venv' / 'bin' / 'python')
     steps = _dry_run(python)
     editable = [i for i, s in enumerate(steps) if s.endswith('--no-build-isolation -e .')]

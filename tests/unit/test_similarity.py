@@ -25,7 +25,8 @@ EDIT = 0.15   # two files of which at most 15% of the lines differ are one file 
 
 def _changed_share(a, b):
     la, lb = a.splitlines(), b.splitlines()
-    changed = sum(1 for l in difflib.unified_diff(la, lb, n=0, lineterm='') if l[:1] in '+-' and l[:3] not in ('+++', '---'))
+    changed = sum(1 for l in difflib.unified_diff(la, lb, n=0, lineterm='')
+                  if l[:1] in '+-' and l[:3] not in ('+++', '---'))
     return changed / max(len(la), len(lb))
 
 
@@ -36,7 +37,8 @@ def _unit(source, name):
 
 def _class_with_copies():
     """(sources, origin, unit_origin, the planted leads): the corpus's correct files with every planted copy added."""
-    sources = {n: planted_copies.corpus(n) for n in sorted(os.listdir(CORRECT)) if os.path.isdir(os.path.join(CORRECT, n))}
+    sources = {n: planted_copies.corpus(n) for n in sorted(os.listdir(CORRECT))
+               if os.path.isdir(os.path.join(CORRECT, n))}
     origin = {n: n for n in sources}
     for what, original, copy in planted_copies.planted():
         name = next((n for n, text in sources.items() if text == original), None)
@@ -51,7 +53,8 @@ def _class_with_copies():
         sources['copy: ' + what], origin['copy: ' + what] = copy, origin[name]
         if unit:   # the pasted class: the rest of the file is bmm_index_select's
             origin['copy: ' + what], unit_origin[('copy: ' + what, unit)] = 'bmm_index_select', name
-    planted = {('copy: renamed variables', 'per_head_loop'): None, ('complex_rope_group_loop', 'copy: reordered methods'): None,
+    planted = {('copy: renamed variables', 'per_head_loop'): None,
+               ('complex_rope_group_loop', 'copy: reordered methods'): None,
                ('copy: a copied bug, renamed and reordered', 'planted bug'): None,
                ('copy: renamed, reordered and reformatted', 'grouped_einsum_5d'): None,
                ('copy: a copied bug of its own, renamed and reformatted', 'sdpa bug'): None,
@@ -196,7 +199,8 @@ def test_shards_are_a_fixed_partition_and_a_set_must_be_whole(tmp_path):
 
 def test_the_numpy_candidates_of_a_large_class_find_what_comparing_every_pair_finds(monkeypatch):
     names = ['per_head_loop', 'complex_rope_group_loop', 'course_einops_given_loader', 'course_starter_required_only',
-             'reference_clean', 'kv_repeat_outside_measure', 'memory_partial_course_style', 'hf_rope_persistent_inv_freq']
+             'reference_clean', 'kv_repeat_outside_measure', 'memory_partial_course_style',
+             'hf_rope_persistent_inv_freq']
     sources = {n: planted_copies.corpus(n) for n in names}
     for what, _, copy in planted_copies.planted():
         sources['copy: ' + what] = copy

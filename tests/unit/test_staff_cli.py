@@ -49,8 +49,8 @@ def _static(tmp_path, source):
     return submission.static_problems(submission.read_upload(str(path)))
 
 
-@pytest.mark.parametrize('guard', ['except ImportError:', 'except ModuleNotFoundError:', 'except (ImportError, OSError):',
-                                   'except Exception:', 'except:'])
+@pytest.mark.parametrize('guard', ['except ImportError:', 'except ModuleNotFoundError:',
+                                   'except (ImportError, OSError):', 'except Exception:', 'except:'])
 def test_a_guarded_optional_import_is_allowed(tmp_path, guard):
     assert _static(tmp_path, 'try:\n    import wandb\n    from tqdm import tqdm\n%s\n    wandb = None\n' % guard) == []
 
@@ -79,8 +79,8 @@ def test_unknown_command_is_named(capsys):
 
 
 def test_evaluate_without_a_corpus_fails_clearly(tmp_path):
-    proc = subprocess.run([sys.executable, '-m', 'autograder', 'evaluate', str(tmp_path / 'nonexistent')], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, '-m', 'autograder', 'evaluate', str(tmp_path / 'nonexistent')],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and 'MET' not in proc.stdout
     assert proc.stderr.strip().splitlines() == ['evaluate: no submission in %s: expected %s/correct/<name>/ and '
                                                 '%s/buggy/<name>/, each with a model.py and an expected.yaml'

@@ -63,7 +63,8 @@ def test_an_error_torch_raises_over_the_students_own_shows_the_students_line(tmp
 def test_a_model_py_frame_in_the_traceback_itself_is_still_the_one_shown(tmp_path):
     needs_torch()
     error = _where(_model(tmp_path).direct)
-    assert error['where'] == ["model.py line 15, in direct: return Attention().get_submodule('nope')   # line 15"], error
+    assert error['where'] == ["model.py line 15, in direct: return Attention().get_submodule('nope')   # line 15"], \
+        error
 
 
 def test_an_error_raised_from_the_students_shows_the_students_line(tmp_path):

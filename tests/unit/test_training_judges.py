@@ -143,7 +143,8 @@ def logits_with_loss(loss, seed=0):
     p = np.exp(-loss)
     x = np.full((N, T, V), np.log((1 - p) / (V - 1)))
     np.put_along_axis(x, targets()[..., None], np.log(p), axis=-1)
-    return (x + np.random.default_rng(seed).standard_normal((N, T, 1))).astype(np.float32)  # a shift per row changes nothing
+    # a shift per row changes nothing
+    return (x + np.random.default_rng(seed).standard_normal((N, T, 1))).astype(np.float32)
 
 
 @pytest.fixture
@@ -161,7 +162,8 @@ def judge_loss(fx, loss=None, curve=None, logits=None, errors=None):
     if logits is not None or loss is not None:
         arrays[key + '/heldout_logits'] = logits if logits is not None else logits_with_loss(loss, 9)
     info = {'case_errors': errors} if errors else {}
-    return training_judges.judge_loss_curve(GRADING.test('loss-curve'), ProbeResult('ok', arrays=arrays, info=info), fx, GRADING)
+    return training_judges.judge_loss_curve(GRADING.test('loss-curve'), ProbeResult('ok', arrays=arrays, info=info),
+                                            fx, GRADING)
 
 
 def test_cross_entropy_in_numpy():
@@ -235,8 +237,9 @@ def judge_workflow(arrays, errors=None, facts=None):
     info = {'case_errors': errors} if errors else {}
     if facts:
         info['facts'] = facts
-    return pretrained.judge_load_pretrained(GRADING.test('load-pretrained'), ProbeResult('ok', arrays=arrays, info=info),
-                                          fixtures(workflow_fixtures()), GRADING)
+    return pretrained.judge_load_pretrained(GRADING.test('load-pretrained'),
+                                            ProbeResult('ok', arrays=arrays, info=info),
+                                            fixtures(workflow_fixtures()), GRADING)
 
 
 def good_workflow():
@@ -256,10 +259,12 @@ def test_a_loader_that_raises_costs_its_case_and_shows_what_does_not_fit():
     del arrays['rope/logits']
     arrays['rope/stage'] = np.array(1)
     # the probe names, in words, the tensors of model.pt whose shape differs in a fresh block-256 model
-    fact = 'model.pt holds transformer.h.0.attn.mask of shape (1, 1, 16, 16); a fresh block-256 model has (1, 1, 256, 256)'
+    fact = ('model.pt holds transformer.h.0.attn.mask of shape (1, 1, 16, 16); a fresh block-256 model has '
+            '(1, 1, 256, 256)')
     v = judge_workflow(arrays, errors={'rope': {'status': 'error', 'message': 'RuntimeError: Error(s) in loading '
                                                 'state_dict for GPT: size mismatch for transformer.h.0.attn.mask',
-                                                'where': ['model.py line 520, in load_pretrained: self.load_state_dict(state)']}},
+                                                'where': ['model.py line 520, in load_pretrained: '
+                                                          'self.load_state_dict(state)']}},
                        facts={'rope': [fact]})
     text = '\n'.join(v.lines)
     assert v.fraction == pytest.approx(2 / 3)

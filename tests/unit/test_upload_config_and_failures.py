@@ -114,7 +114,8 @@ def test_import_warnings_cost_nothing_and_say_when_the_import_would_run(tmp_path
                                           'try:\n    import tensorboard\nexcept ImportError:\n    tensorboard = None\n')
     w = submission.import_warnings(submission.read_upload(p))
     assert len(w) == 3, w
-    assert w[0].startswith("Warning: model.py line 2 imports 'subprocess', which a model has no use for; it costs nothing")
+    assert w[0].startswith("Warning: model.py line 2 imports 'subprocess', which a model has no use for; it costs "
+                           "nothing")
     assert "line 6 imports 'matplotlib.pyplot' inside a function" in w[1]
     assert "line 9 imports 'tensorboard' inside a try/except ImportError" in w[2]
     # a top-level import of a missing module is not a warning: it fails when model.py runs, with its own message
@@ -293,7 +294,8 @@ def test_error_results_are_valid_and_hide_the_traceback():
     {'execution_time': 1, 'tests': [{'name': 'a', 'score': '1', 'max_score': 1, 'status': 'passed'}]},
     {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'ok'}]},
     {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'visibility': 'x'}]},
-    {'execution_time': 1, 'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'output': 'x' * 60000}]},
+    {'execution_time': 1,
+     'tests': [{'name': 'a', 'score': 1, 'max_score': 1, 'status': 'passed', 'output': 'x' * 60000}]},
 ])
 def test_validate_refuses(bad):
     with pytest.raises(ValueError):

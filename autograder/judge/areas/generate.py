@@ -25,7 +25,8 @@ def first_difference(got, exp):
     """'first at batch b, position t (expected x, got y)' of two token arrays of one shape."""
     b, t = (int(i) for i in np.argwhere(got != exp)[0][:2])
     window = slice(t, min(t + 8, exp.shape[1]))   # the token ids from the first difference on, as integers
-    ids = lambda row: '[%s%s]' % (', '.join(str(int(x)) for x in row[window]), ', ...' if window.stop < exp.shape[1] else '')
+    ids = lambda row: '[%s%s]' % (', '.join(str(int(x)) for x in row[window]),
+                                  ', ...' if window.stop < exp.shape[1] else '')
     return b, t, messages.first_token_difference(b, t, exp[b, t], got[b, t], ids(exp[b]),
                                                  ids(got[b]))
 
@@ -113,7 +114,8 @@ def _step_check(label, result, expected, tol, prompt_len):
 
 
 def _generate_check(label, result, expected, block):
-    """(ok, line, cache unused) of generate(use_kv_cache=True): tokens under altered cached values, and past block_size."""
+    """(ok, line, cache unused) of generate(use_kv_cache=True): tokens under altered cached values, and past
+    block_size."""
     plain, altered = result.arrays.get(label + '/uses_cache/plain'), result.arrays.get(label + '/uses_cache/altered')
     exp_plain, exp_altered = expected[label + '/uses_cache/plain'], expected[label + '/uses_cache/altered']
     problem = _tokens_problem(plain, exp_plain) or _tokens_problem(altered, exp_altered)
@@ -177,7 +179,8 @@ def judge_kv_cache(test, result, fixtures, grading):
 
 
 def _likely_step(test, result, expected, fixtures, labels):
-    """The known bug (known_bugs.py) whose logits of the cached steps are the failing ones' (values.py's rule), or None."""
+    """The known bug (known_bugs.py) whose logits of the cached steps are the failing ones' (values.py's rule),
+    or None."""
     tol, votes = test.tolerance, {}
     outputs = fixtures.known_bug_outputs(test.id)
     for label in labels:

@@ -85,7 +85,8 @@ def judge_memory(test, result, fixtures, grading):
             floors.append(memory_floor(profile, int(label.split('=')[1])))
             where.append(len(lines))
             lines.append(label)
-    for k, (ok, sentence) in zip(where, memory_rules.judge_calls(calls, [f for f, _ in floors], [w for _, w in floors])):
+    judged = memory_rules.judge_calls(calls, [f for f, _ in floors], [w for _, w in floors])
+    for k, (ok, sentence) in zip(where, judged):
         lines[k] = messages.memory_call(ok, lines[k], sentence)
     passed = sum(line.startswith('ok') for line in lines)
     return Verdict(passed / len(labels) if labels else 0.0,

@@ -108,8 +108,8 @@ def judge_gradients(test, result, fixtures, grading, evidence):
             lines.append(messages.FAIL + case_error_line(label, errors[label]))
             continue
         observed = {n: result.arrays['%s/%s' % (label, n)] for n in names if '%s/%s' % (label, n) in result.arrays}
-        ok, case_lines = _gradient_lines(label, names, observed, {n: expected['%s/%s' % (label, n)] for n in names}, tol,
-                                          rows)
+        ok, case_lines = _gradient_lines(label, names, observed, {n: expected['%s/%s' % (label, n)] for n in names},
+                                          tol, rows)
         passed += ok
         lines += case_lines
     train_ok, train_lines, differ = _training_gradients(evidence, fixtures, grading, tol, rows)

@@ -74,7 +74,8 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
         lines.append(messages.likely_bug(BY_ID[fp].description, fp, BY_ID[fp].note))
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, messages.cases_match(passed, len(cases)))
-    return Verdict(fraction, lines, rows=[r for r in rows if r], known_bug=fp_votes.most_common(1)[0][0] if fp_votes else '')
+    return Verdict(fraction, lines, rows=[r for r in rows if r],
+                   known_bug=fp_votes.most_common(1)[0][0] if fp_votes else '')
 
 
 def judge_values(test, result, fixtures, grading):
@@ -91,7 +92,8 @@ def judge_rope_cache(test, result, fixtures, grading):
         return True, desc
     # the cache-length hint only where the evidence shows it: the first call (T=8) is right, the longer one is not
     expected, tol = fixtures.probe(test.id), test.tolerance
-    first_ok = 'call0_T8' in expected and compare(result.arrays.get('call0_T8'), expected['call0_T8'], tol.atol, tol.rtol)[0]
+    first_ok = ('call0_T8' in expected
+                and compare(result.arrays.get('call0_T8'), expected['call0_T8'], tol.atol, tol.rtol)[0])
     return judge_cases(test, result, fixtures, extra_check=dtype_check,
                        hint=lambda case: messages.ROPE_CACHE_LONGER if 'T24' in case and first_ok
                        else None)

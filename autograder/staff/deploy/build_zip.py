@@ -140,7 +140,8 @@ def write_listing(names, path=None):
 
 
 def listing_diff(expected, actual):
-    return list(difflib.unified_diff(expected, actual, 'autograder/staff/deploy/zip_listing.txt', 'the zip', lineterm='', n=0))
+    return list(difflib.unified_diff(expected, actual, 'autograder/staff/deploy/zip_listing.txt', 'the zip',
+                                     lineterm='', n=0))
 
 
 def unpack(zip_path, source):
@@ -175,7 +176,8 @@ def run_unpacked(zip_path, model_py, root, python=sys.executable, data_file=DATA
                           capture_output=True, text=True, timeout=timeout)
     path = os.path.join(root, 'results', 'results.json')
     if not os.path.isfile(path):
-        raise BuildError('run_autograder wrote no results.json (exit %d):\n%s' % (proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]))
+        raise BuildError('run_autograder wrote no results.json (exit %d):\n%s'
+                         % (proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]))
     try:
         return results.load(path)
     except ValueError as e:
@@ -183,7 +185,8 @@ def run_unpacked(zip_path, model_py, root, python=sys.executable, data_file=DATA
 
 
 def verify(zip_path, log=print):
-    """Reference every point (100 and the extra credit), untouched template 0 on every test, both graded by the unpacked zip.
+    """Reference every point (100 and the extra credit), untouched template 0 on every test, both graded by the
+    unpacked zip.
     The gradings refuse while a copy of the grader on this machine is open to the sandbox users: this checkout is
     closed first, as any sandboxed run closes its own (sandbox.lock_own_copy)."""
     lock_own_copy()
@@ -252,7 +255,8 @@ def build(out=DEFAULT_OUT, do_verify=True, update_listing=False, log=print):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    log('wrote %s: %d files, %d bytes%s' % (out, len(names), len(data), '' if do_verify else ' (not verified: --no-verify)'))
+    log('wrote %s: %d files, %d bytes%s'
+        % (out, len(names), len(data), '' if do_verify else ' (not verified: --no-verify)'))
     return out
 
 
@@ -263,7 +267,8 @@ def main(argv):
     ap.add_argument('--no-verify', action='store_true',
                     help='skip grading the reference and the template with the unpacked zip (~30 s)')
     ap.add_argument('--update-listing', action='store_true',
-                    help='rewrite autograder/staff/deploy/zip_listing.txt from the files collected instead of failing on a difference')
+                    help='rewrite autograder/staff/deploy/zip_listing.txt from the files collected instead of '
+                         'failing on a difference')
     args = ap.parse_args(argv[1:])
     try:
         build(args.out, not args.no_verify, args.update_listing)

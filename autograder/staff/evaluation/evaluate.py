@@ -246,8 +246,9 @@ def summary_lines(s):
         'known bugs named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
                                                             pct(KNOWN_BUG_TARGET)),
         'failing must-fail messages that name the cause: %d / %d = %s (target >= %s), naming a wrong one: %d '
-        '(target 0); on submissions that declare none: %d' % (s['cause_named'], s['cause_judged'], pct(s['cause_rate']),
-                                                              pct(CAUSE_TARGET), s['cause_wrong'], s['cause_undeclared']),
+        '(target 0); on submissions that declare none: %d' % (
+            s['cause_named'], s['cause_judged'], pct(s['cause_rate']), pct(CAUSE_TARGET), s['cause_wrong'],
+            s['cause_undeclared']),
         'points lost beyond the bug\'s own part (tests outside must_fail): %s on %d submissions (target 0)' % (
             s['beyond_own_part'], s['beyond_own_part_subs']),
         'red optional tests on submissions that do not attempt the part: %d (target 0)' % s['red_optional'],
@@ -273,7 +274,8 @@ def disagreement_lines(rows):
         if r.get('engine_error'):
             lines.append('%s/%s  not graded: %s' % (r['kind'], r['name'], r['engine_error']))
         if r.get('missing_tests'):
-            lines.append('%s/%s  tests missing from the results: %s' % (r['kind'], r['name'], ', '.join(r['missing_tests'])))
+            lines.append('%s/%s  tests missing from the results: %s'
+                         % (r['kind'], r['name'], ', '.join(r['missing_tests'])))
     return lines
 
 
@@ -293,7 +295,8 @@ def markdown(rows, s, test_ids, tests_meta, command, seconds, jobs):
           % (command, datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M'), os.cpu_count() or 0,
              sys.version.split()[0], _torch_version(), jobs, seconds), '',
           'Corpus: `tests/submissions` (correct variants must get full marks; every buggy one must lose '
-          'points on exactly the tests of its `must_fail`). "course tests" is `autograder/staff/evaluation/course_tests.py`, a '
+          'points on exactly the tests of its `must_fail`). "course tests" is '
+          '`autograder/staff/evaluation/course_tests.py`, a '
           're-implementation of what the course\'s current public test_model.py checks (GQA output, RoPE '
           'd=2, dropout layers, rotary d): the baseline. A failing must-fail message "names the cause" when it holds '
           'its submission\'s `cause` or `known_bug` (expected.yaml); it names a wrong one when it names another known '
@@ -323,7 +326,8 @@ def evaluate(root, jobs=2, profile_name='cpu', progress=True, timeout=None):
     """Grade the corpus on the regrade engine; returns (rows, summary, test_ids, tests_meta, seconds)."""
     grading = config.load()
     if profile_name not in grading.profiles:
-        raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(grading.profiles)))
+        raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)'
+                                        % (profile_name, ', '.join(grading.profiles)))
     tests_meta = [t for t in grading.enabled_tests()]
     test_ids = [t.id for t in tests_meta]
     subs = load_corpus(root)
@@ -337,7 +341,8 @@ def evaluate(root, jobs=2, profile_name='cpu', progress=True, timeout=None):
         for i, sub in enumerate(subs):
             base = os.path.join(scratch, '%03d' % i)
             jobs_todo.append(worker_pool.Job('%s/%s' % (sub['kind'], sub['name']), sub['path'],
-                                        base + '-results.json', skip=skipped_tests(sub), course_path=base + '-course.json'))
+                                             base + '-results.json', skip=skipped_tests(sub),
+                                             course_path=base + '-course.json'))
         eng = worker_pool.Engine(profile_name, jobs, timeout or worker_pool.default_timeout(grading),
                             lambda msg: print('evaluate: ' + msg, file=sys.stderr, flush=True), progress=progress)
         outcomes = eng.grade(jobs_todo)

@@ -55,8 +55,8 @@ def loss_plot(path, curves, smooth, title, switch=None, blocks=None):
         color = COLORS.get(label.split(' ')[0], 'C%d' % index)
         style = '--' if 'GQA' in label else '-'
         ax.fill_between(iters, lo, hi, color=color, alpha=0.25, linewidth=0)
-        ax.plot(iters, mean, color=color, linestyle=style, linewidth=1.3, label='%s (%d seed%s)' % (label, len(smoothed),
-                                                                                   's' if len(smoothed) > 1 else ''))
+        ax.plot(iters, mean, color=color, linestyle=style, linewidth=1.3,
+                label='%s (%d seed%s)' % (label, len(smoothed), 's' if len(smoothed) > 1 else ''))
     if switch is not None:
         ax.axvline(switch + 0.5, color='gray', linestyle='--', linewidth=1)
         ax.text(switch + 0.5, ax.get_ylim()[0], ' block %d → %d' % blocks, va='bottom', ha='left', fontsize=8,

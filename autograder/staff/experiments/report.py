@@ -62,8 +62,9 @@ def header(meta, results):
     if speed:
         s16, s256 = speed['seconds_per_iteration']['16'], speed['seconds_per_iteration']['256']
         per_seed = 4 * F['short_iters'] * s16 + 4 * F['long_iters'] * s256 + len(F['kv_heads']) * F['gqa_iters'] * s16
-        lines += ['The handout\'s model (gpt-mini, batch 64) on this %s (%d torch thread(s)): **%.2f s per iteration at '
-                  'block 16, %.1f s at block 256**. The full report trains 4 × (%d + %d) + %d × %d iterations per seed, '
+        lines += ['The handout\'s model (gpt-mini, batch 64) on this %s (%d torch thread(s)): **%.2f s per '
+                  'iteration at block 16, %.1f s at block 256**. The full report trains 4 × (%d + %d) + %d × %d '
+                  'iterations per seed, '
                   'about **%.1f hours per seed** here; it is meant for a GPU (the handout estimates about 30 minutes '
                   'on a Colab T4 for all of section 5).'
                   % (meta['device'], speed['threads'], s16, s256, F['short_iters'], F['long_iters'],
@@ -110,7 +111,8 @@ def section4(s4, meta, draw):
               'both (time at small sizes is dominated by fixed overheads, so its exponents read lower).' % S['d_k'], '']
     lines += _table(['form', 'time vs N (w = %d)' % S['fixed_w'], 'memory vs N', 'time vs w (N = %d)' % S['fixed_N'],
                      'memory vs w'],
-                    [[form] + ['%.2f' % slopes[k, form, what] for k in ('vs_N', 'vs_w') for what in ('seconds', 'bytes')]
+                    [[form] + ['%.2f' % slopes[k, form, what]
+                               for k in ('vs_N', 'vs_w') for what in ('seconds', 'bytes')]
                      for form in ('dense', 'banded')])
     lines += ['']
     lines += _table(['N', 'w', 'dense ms', 'banded ms', 'dense MiB', 'banded MiB'],
@@ -182,8 +184,8 @@ def attention_section(attn_ms, meta, draw):
                       ', '.join('%.3f' % attn_ms[kv][s] for s in sorted(attn_ms[kv]))] for kv in sorted(attn_ms)])
     kvs = sorted(attn_ms)
     k, n = count_below(attn_ms[kvs[0]], attn_ms[kvs[-1]])
-    lines += ['', 'Mean over the %d iterations of the trainer\'s attn_times (attention seconds of one forward, averaged '
-              'over the layers), in ms. '
+    lines += ['', 'Mean over the %d iterations of the trainer\'s attn_times (attention seconds of one forward, '
+              'averaged over the layers), in ms. '
               'Ordering: n_kv_head=%d faster than %d in %s (%s; timings on a shared machine are noisy).'
               % (S['gqa_iters'], kvs[0], kvs[-1], _seeds((k, n)), meta['device']), '']
     if meta['device'] == 'cpu':
@@ -201,7 +203,8 @@ def gqa_loss_section(gqa, meta, draw):
     W = S['final_window']
     lines = ['## 5.6 Training loss, GQA with %d KV heads against multi-head attention' % kv, '']
     _figure(lines, draw(figures.loss_plot, 'fig_5_6.png', {'GQA n_kv_head=%d' % kv: gqa[kv], 'MHA': gqa[mha]},
-                        S['smooth'], '5.6: training loss, %d iterations at block %d' % (S['gqa_iters'], S['short_block'])),
+                        S['smooth'],
+                        '5.6: training loss, %d iterations at block %d' % (S['gqa_iters'], S['short_block'])),
             '5.6 loss curves')
     finals = {name: {s: window_mean(c, len(c), W) for s, c in by_seed.items()} for name, by_seed in curves.items()}
     diff = {s: finals['GQA'][s] - finals['MHA'][s] for s in finals['GQA']}

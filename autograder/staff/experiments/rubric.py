@@ -12,11 +12,13 @@ SECTION4_BLANKS = [
      'slots left unfilled (before the first token) must get weight e^-inf = 0 after the softmax; 0 would give them '
      'weight'],
     ['(2) loop range', "`range(0, w')`", "one local index per window slot, i = 0 .. w'-1"],
-    ['(3) token_idx', "`j - w' + 1 + i`", "local slot i is token j-w'+1+i: slot 0 the oldest, slot w'-1 token j itself"],
+    ['(3) token_idx', "`j - w' + 1 + i`",
+     "local slot i is token j-w'+1+i: slot 0 the oldest, slot w'-1 token j itself"],
     ['(4) bounds test', '`token_idx >= 0`',
      "token_idx <= j always holds (i <= w'-1), so only the start of the sequence can fall outside; "
      '`0 <= token_idx < N` is also right'],
-    ['(5) score a_i', '`Q_j · K_token_idx / sqrt(d_k)`', 'the scaled dot product of equation 1 for one (query, key) pair'],
+    ['(5) score a_i', '`Q_j · K_token_idx / sqrt(d_k)`',
+     'the scaled dot product of equation 1 for one (query, key) pair'],
     ['(6) accumulated term', '`a_i * V_token_idx`', "the softmax weight times that token's value row"],
 ]
 

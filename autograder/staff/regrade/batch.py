@@ -83,16 +83,19 @@ def inside_checkout(path):
 
 
 class Batch:
-    def __init__(self, export_path, jobs=1, profile_name='cpu', png=False, force=False, timeout=None, log=None, shard=None):
+    def __init__(self, export_path, jobs=1, profile_name='cpu', png=False, force=False, timeout=None, log=None,
+                 shard=None):
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.grading = config.load()
         if profile_name not in self.grading.profiles:
-            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(self.grading.profiles)))
+            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)'
+                                            % (profile_name, ', '.join(self.grading.profiles)))
         fixtures.load(self.grading, profile_name)  # refuse stale fixtures before grading anything
         self.export = gradescope_export.read(export_path)
         self.folder = self.export.folder
         self.shard = shard   # (K, N): grade shard K of N only (shards.py); None: the whole export
-        self.submissions, self.missing = ((shards.share(self.export.submissions, *shard), shards.share(self.export.missing, *shard))
+        self.submissions, self.missing = ((shards.share(self.export.submissions, *shard),
+                                           shards.share(self.export.missing, *shard))
                                           if shard else (self.export.submissions, self.export.missing))
         self.profile_name, self.png, self.force = profile_name, png, force
         self.stamp = stamp_for(profile_name)
@@ -121,11 +124,13 @@ class Batch:
         for j in jobs:
             if j not in todo:
                 self.outcomes[j.key] = ('skipped', 'already graded by this grader')
-        self.log('batch: %d submissions in %s; %d to grade, %d already graded by this grader (fixtures %s), %d worker(s)'
+        self.log('batch: %d submissions in %s; %d to grade, %d already graded by this grader (fixtures %s), '
+                 '%d worker(s)'
                  % (len(jobs), ex.folder, len(todo), len(jobs) - len(todo), self.stamp['fixtures_sha256'][:12],
                     self.engine.jobs))
         for sub in self.missing:
-            self.outcomes[sub] = ('missing', 'listed in %s but the export has no folder %s/' % (gradescope_export.METADATA, sub))
+            self.outcomes[sub] = ('missing', 'listed in %s but the export has no folder %s/'
+                                  % (gradescope_export.METADATA, sub))
             self.log('batch: %s is listed in %s but has no folder in the export: reported as missing'
                      % (sub, gradescope_export.METADATA))
         for who, subs in sorted(ex.duplicates.items()):
@@ -135,13 +140,15 @@ class Batch:
             self.log('batch: %d folder(s) not in %s, graded without names: %s'
                      % (len(ex.unlisted), gradescope_export.METADATA, ', '.join(ex.unlisted)))
         if not jobs and self.shard and ex.submissions:   # the export has folders, none of them this shard's
-            self.log('batch: shard %d/%d is empty: none of the %d submission folders of %s falls in it (a folder\'s '
-                     'shard is fixed by its name, shards.py); its CSV has no rows, and `report` merges it with the others'
+            self.log('batch: shard %d/%d is empty: none of the %d submission folders of %s falls in it (a '
+                     'folder\'s shard is fixed by its name, shards.py); its CSV has no rows, and `report` merges it '
+                     'with the others'
                      % (self.shard + (len(ex.submissions), ex.folder)))
         elif not jobs:
             self.log('batch: no submission_<id>/ folder in %s' % ex.folder)
         if todo:
-            worker_pool.check_parallelism(self.grading, min(self.engine.jobs, len(todo)), lambda m: self.log('batch: ' + m))
+            worker_pool.check_parallelism(self.grading, min(self.engine.jobs, len(todo)),
+                                          lambda m: self.log('batch: ' + m))
         done = self.engine.grade(todo, len(jobs), len(jobs) - len(todo))
         if done is None:
             finished = sum(already_graded(j.path, j.stamp) for j in jobs)
@@ -174,7 +181,8 @@ class Batch:
                 continue
             meta = self.export.metadata.get(sub)
             names = ', '.join(p.name for p in meta.submitters) if meta else ''
-            plots.loss_curve_png(out.to_json(), path, self.profile_name, title='%s %s' % (sub, names), grading=self.grading)
+            plots.loss_curve_png(out.to_json(), path, self.profile_name, title='%s %s' % (sub, names),
+                                 grading=self.grading)
 
     def rows(self):
         """(header, rows, meta) of the gradebook (gradebook.py): one row per student, sorted by name."""
@@ -212,7 +220,8 @@ class Batch:
         for sub in self.submissions:
             res = worker_pool.load(os.path.join(self.folder, sub, RESULTS))
             stamp = res.extra_data.get('batch') if res is not None else None
-            prints = behaviour_prints.read(os.path.join(self.folder, sub, behaviour_prints.FILE), stamp) if stamp else None
+            prints = (behaviour_prints.read(os.path.join(self.folder, sub, behaviour_prints.FILE), stamp)
+                      if stamp else None)
             if prints is not None:
                 out[sub] = prints
         return out
@@ -233,8 +242,9 @@ def _refuse_overwrite(out, previous, assignment, stamp, compare):
         return None
     why = 'written by an older batch, without %s' % os.path.basename(gradebook.meta_path(out)) if not previous.meta \
         else 'graded with other grader inputs' if previous.assignment == assignment else 'of %s' % previous.assignment
-    return ('%s holds an earlier regrade (%s) and would be replaced: give --compare %s to keep it as %s and list every '
-            'score that changes, --out to write elsewhere, or --overwrite' % (out, why, out, backup_name(out, previous)))
+    return ('%s holds an earlier regrade (%s) and would be replaced: give --compare %s to keep it as %s and list '
+            'every score that changes, --out to write elsewhere, or --overwrite'
+            % (out, why, out, backup_name(out, previous)))
 
 
 def backup_name(out, previous):
@@ -273,8 +283,10 @@ def _parser():
     """The command line of `python -m autograder batch`."""
     ap = argparse.ArgumentParser(prog='python -m autograder batch', description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('export', help='the Gradescope export: the .zip, the folder it unzips to, or assignment_<id>_export/')
-    ap.add_argument('--jobs', '-j', type=int, default=1, help='submissions graded at once (default 1; about one per core)')
+    ap.add_argument('export',
+                    help='the Gradescope export: the .zip, the folder it unzips to, or assignment_<id>_export/')
+    ap.add_argument('--jobs', '-j', type=int, default=1,
+                    help='submissions graded at once (default 1; about one per core)')
     ap.add_argument('--out', help='the CSV to write (default EXPORT/grades.csv, beside the results)')
     ap.add_argument('--profile', default='cpu', help='grading.yaml profile (default cpu; gpu on a GPU machine)')
     ap.add_argument('--png', action='store_true', help='draw <submission>/loss_curve.png for each (needs matplotlib)')
@@ -282,8 +294,8 @@ def _parser():
     ap.add_argument('--timeout', type=int, default=None,
                     help='seconds one submission may take before it is stopped (default: sum of the test timeouts)')
     ap.add_argument('--compare', metavar='OLD.csv',
-                    help='after the regrade, list every student whose score changed since OLD.csv and why (when OLD.csv '
-                         'is the CSV being replaced, it is first kept as grades.<date>.csv)')
+                    help='after the regrade, list every student whose score changed since OLD.csv and why (when '
+                         'OLD.csv is the CSV being replaced, it is first kept as grades.<date>.csv)')
     ap.add_argument('--overwrite', action='store_true',
                     help='replace an earlier CSV made with other grader inputs without keeping it')
     ap.add_argument('--no-report', action='store_true', help='do not write the class report beside the CSV')

@@ -68,7 +68,8 @@ def frames(book):
     for col in ('bugs', 'note', 'seconds'):
         if col not in students:
             students[col] = '' if col != 'seconds' else float('nan')
-    people = students.groupby('submission', sort=True)['name'].agg(lambda s: ', '.join(n for n in s if n) or '(no name)')
+    people = students.groupby('submission', sort=True)['name'].agg(
+        lambda s: ', '.join(n for n in s if n) or '(no name)')
     subs = students.drop_duplicates('submission').set_index('submission').sort_index()
     subs['students'] = people
     return students, subs
@@ -94,7 +95,8 @@ def test_table(book, subs):
         passed = (scores >= weight).astype(float) if weight else pd.Series(float('nan'), index=scores.index)
         rest = tried['total'] - scores.fillna(0)
         r = passed.corr(rest) if weight and 0 < passed.mean() < 1 else float('nan')
-        rows.append({'test': col, 'weight': '%g' % weight, 'optional': 'yes' if tests.get(tid, {}).get('extra_credit') else '',
+        rows.append({'test': col, 'weight': '%g' % weight,
+                     'optional': 'yes' if tests.get(tid, {}).get('extra_credit') else '',
                      'attempted': len(tried), 'mean points': scores.mean(),
                      'pass rate': passed.mean() if weight else float('nan'),
                      'discrimination r_pb': r,
@@ -156,7 +158,8 @@ def draw(subs, tests, folder, required_max):
     top = max([required_max] + list(graded))
     fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
     ax.hist(graded, bins=20, range=(0, top if top > 0 else 1), color='tab:blue', edgecolor='white')
-    ax.axvline(required_max, color='tab:red', linestyle='--', label='required maximum %g (extra credit above)' % required_max)
+    ax.axvline(required_max, color='tab:red', linestyle='--',
+               label='required maximum %g (extra credit above)' % required_max)
     ax.set_xlabel('total points')
     ax.set_ylabel('submissions')
     ax.yaxis.get_major_locator().set_params(integer=True)   # counts of submissions, never 1.25
@@ -206,13 +209,15 @@ def render(book, extra=()):
           'Grader inputs: %s.' % (', '.join('%s %s' % (k, str(v)[:12]) for k, v in sorted(inputs.items()))
                                   if inputs else 'unknown (no meta file beside the CSV)'), '',
           '## Score distribution', '', '![score histogram](scores.png)', '',
-          'Totals of the %d graded submissions (required maximum %g; extra credit counts on top):' % (len(graded), required_max),
+          'Totals of the %d graded submissions (required maximum %g; extra credit counts on top):'
+          % (len(graded), required_max),
           '', _md(_summary(graded['total'])), '',
           '## Tests', '', '![pass rate per test](tests.png)', '',
           'Over the graded submissions that attempted each test (an optional part whose TODO still raises '
           'NotImplementedError is not attempted: it costs nothing and is counted apart).', '',
           _md(tests[~tests.index.isin(untried.index)], '.2f'), '', FORMULA + '.', '',
-          'Optional tests no graded submission attempted: %s.' % (', '.join(untried['test']) if len(untried) else 'none'),
+          'Optional tests no graded submission attempted: %s.'
+          % (', '.join(untried['test']) if len(untried) else 'none'),
           '',
           '## Named bugs', '', 'Known bugs (autograder/judge/known_bugs.py) that a judge named in a test output, by '
           'number of submissions (each counted once, under the bug its earliest test named):', '',

@@ -79,7 +79,8 @@ def classify(out, sub_dir=None):
     scored = [t for t in out.tests.values() if t.max_score > 0]
     first = out.tests.get('submission')
     if scored and all(_first_line(t.output).startswith(NOT_GRADED) for t in scored):
-        reason = _first_line(scored[0].output)[len(NOT_GRADED):]   # the problem grade.py found (the same for every test)
+        # the problem grade.py found (the same for every test)
+        reason = _first_line(scored[0].output)[len(NOT_GRADED):]
         if reason.endswith(SEE_1_1):   # the student's pointer to the test that explains it; staff read the reason
             reason = reason[:-len(SEE_1_1)]
         if reason.startswith('no model.py') and 'the upload holds' not in reason and sub_dir and os.path.isdir(sub_dir):

@@ -45,7 +45,8 @@ def reference_curves(profile_name, grading=None):
     """The reference seeds' training curves (seeds x iterations), for context."""
     from autograder.judge import config, fixtures
     grading = grading or config.load()
-    refs = {k: v for k, v in fixtures.load(grading, profile_name, check=False).probe('loss-curve').items() if '/' not in k}
+    curves = fixtures.load(grading, profile_name, check=False).probe('loss-curve')
+    refs = {k: v for k, v in curves.items() if '/' not in k}
     return np.stack([refs[k] for k in sorted(refs)])
 
 

@@ -68,7 +68,8 @@ class Diff:
         return [c for c in self.changes if c.unreproducible]
 
     def lines(self):
-        out = ['diff: %s (%d rows) -> %s (%d rows)' % (self.old.path, len(self.old.rows), self.new.path, len(self.new.rows)),
+        out = ['diff: %s (%d rows) -> %s (%d rows)'
+               % (self.old.path, len(self.old.rows), self.new.path, len(self.new.rows)),
                'grader inputs:'] + ['  ' + l for l in self.inputs]
         out.append('scores: %d of %d students changed' % (len(self.changes), self.students) if self.changes
                    else 'scores: no score changed (%d students in both)' % self.students)
@@ -118,8 +119,8 @@ def same_assignment(old, assignment, submissions):
                                        % (old.path, old.assignment, assignment))
     theirs = {r['submission'] for r in old.rows}
     if submissions and theirs and not theirs & set(submissions):
-        raise gradebook.GradebookError('%s shares no submission with this export (it lists %s, ...): it is the gradebook '
-                                       'of another assignment or export' % (old.path, sorted(theirs)[0]))
+        raise gradebook.GradebookError('%s shares no submission with this export (it lists %s, ...): it is the '
+                                       'gradebook of another assignment or export' % (old.path, sorted(theirs)[0]))
 
 
 def input_lines(old, new):

@@ -71,7 +71,8 @@ def _shards_in(folder):
                              if os.path.isdir(os.path.join(folder, d))]:
         if os.path.isfile(os.path.join(place, 'grades.csv')):
             return []
-        found = sorted(p for p in glob.glob(os.path.join(place, '*.shard-*-of-*.csv')) if SHARD_FILE.match(os.path.basename(p)))
+        found = sorted(p for p in glob.glob(os.path.join(place, '*.shard-*-of-*.csv'))
+                       if SHARD_FILE.match(os.path.basename(p)))
         if found:
             return siblings(found[0])
     return []
@@ -98,7 +99,8 @@ def _check_set(books):
                                        '`batch --shard K/N` set' % plain)
     counts = {n for _, n in shards}
     if len(counts) != 1:
-        raise gradebook.GradebookError('the shards come from different splits (of %s)' % ', '.join(map(str, sorted(counts))))
+        raise gradebook.GradebookError('the shards come from different splits (of %s)'
+                                       % ', '.join(map(str, sorted(counts))))
     n = counts.pop()
     have = sorted(k for k, _ in shards)
     if have != list(range(1, n + 1)):
@@ -107,8 +109,8 @@ def _check_set(books):
             n, ('missing %s' % ', '.join('%d/%d' % (k, n) for k in lacking)) if lacking else 'one given twice', n))
     for b in books[1:]:
         if b.assignment != books[0].assignment or b.inputs != books[0].inputs or b.columns != books[0].columns:
-            raise gradebook.GradebookError('%s and %s are not shards of one regrade (assignment, grader inputs or tests '
-                                           'differ)' % (books[0].path, b.path))
+            raise gradebook.GradebookError('%s and %s are not shards of one regrade (assignment, grader inputs or '
+                                           'tests differ)' % (books[0].path, b.path))
 
 
 def merge(books):
