@@ -33,7 +33,7 @@ import tempfile
 import zipfile
 
 from autograder import DATA_FILE, GRADING_YAML, REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
-from autograder.staff.handout import handout_memory, public_known_bugs
+from autograder.staff.handout import grader_values, handout_memory, public_known_bugs
 from autograder.staff.handout.markers import (OPTIONAL_PARTS, MarkerError, has_markers, solution_lines,  # noqa: F401
                                               strip_markers)
 
@@ -75,13 +75,13 @@ def _upload_rules_source():
                  interface_check._names_defined, interface_check._classes,
                  interface_check._has_method, interface_check.missing, interface_check.missing_in,
                  interface_check.nothing_to_grade, interface_check.nothing_to_grade_in)
-    return '\n'.join(parts) + '\n\n\n' + '\n\n'.join(inspect.getsource(f) for f in functions)
+    return '\n'.join(parts) + '\n\n\n' + '\n\n'.join(handout_memory.code_only(inspect.getsource(f)) for f in functions)
 
 
 def _projection_plan_source():
     """The grader's own layer matching (autograder/child/adapter.py), copied so public tests and grader agree."""
     from autograder.child import adapter
-    body = '\n\n'.join(inspect.getsource(f) for f in (adapter._role_hint, adapter.plan_projections))
+    body = '\n\n'.join(handout_memory.code_only(inspect.getsource(f)) for f in (adapter._role_hint, adapter.plan_projections))
     return '# copied by build-template from autograder/child/adapter.py: do not edit here\n' + body
 
 # ----------------------------------------------------------------------------- configuration
@@ -108,11 +108,15 @@ def _rounded(values):
     return [float('%.7g' % v) for v in values]
 
 
-def expected_data(computed, likely, signatures):
-    """test_model_expected.json: one line per case, parameter and known bug, so that a change reads as a small diff."""
+def expected_data(computed, likely, signatures, tolerances, rules):
+    """
+    test_model_expected.json: one line per case, parameter, tolerance and known bug, so that a change reads as a
+    small diff; the tolerances and rules are the grader's (grader_values), never written by hand in the handout.
+    """
     sections = {'expected': [(name, [shape, _rounded(values)]) for name, (shape, values) in computed['expected'].items()],
-                'gpt_parameters': None, 'likely_bugs': list(likely.items()),
-                'bug_notes': list(public_known_bugs.bug_notes(likely).items()), 'bug_signatures': list(signatures.items())}
+                'gpt_parameters': None, 'tolerances': list(tolerances.items()), 'rules': list(rules.items()),
+                'likely_bugs': list(likely.items()), 'bug_notes': list(public_known_bugs.bug_notes(likely).items()),
+                'bug_signatures': list(signatures.items())}
     parts = []
     for key, items in sections.items():
         if items is None:
@@ -182,8 +186,10 @@ def generate(optional_parts=None):
     files[MEMORY_CHECK] = handout_memory.memory_module(_read(os.path.join(TEMPLATES_DIR, *MEMORY_CHECK.split('/'))))
     beside = {rel: files[rel] for rel in (PUBLIC_CHECKS, GRADER_RULES, MEMORY_CHECK)}
     computed = compute_expected(files['test_model.py'], beside=beside)
-    likely, signatures = public_known_bugs.bug_signatures(files['test_model.py'], computed['expected'], beside=beside)
-    files[EXPECTED_FILE] = expected_data(computed, likely, signatures)
+    tolerances = grader_values.tolerances(computed['expected'])
+    likely, signatures = public_known_bugs.bug_signatures(files['test_model.py'], computed['expected'], tolerances,
+                                                          beside=beside)
+    files[EXPECTED_FILE] = expected_data(computed, likely, signatures, tolerances, grader_values.rules())
     for rel in STUDENT_READS:
         found = sorted({m.group(0).lower() for m in handout_memory.GRADER_WORDS.finditer(files[rel])})
         if found:
