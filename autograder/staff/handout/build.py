@@ -63,14 +63,14 @@ RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the gra
 def _upload_rules_source():
     """
     The grader's own upload checks, copied so that the public tests and test 1.1 say the same:
-    size and decoding (submission.py), the handout interface and 'nothing to grade' (interface_check.py).
+    size (locating.py) and decoding (submission.py), the handout interface and 'nothing to grade' (interface_check.py).
     """
-    from autograder.judge import interface_check, submission
+    from autograder.judge import interface_check, locating, submission
     parts = ["# copied by build-template from the grader's submission.py and interface_check.py: do not edit here",
              'MAX_MODEL_BYTES = %d' % submission.MAX_MODEL_BYTES,
              'INTERFACE = %r' % (interface_check.INTERFACE,),
              '_MODULE_BASES = frozenset(%r)' % sorted(interface_check._MODULE_BASES)]
-    functions = (submission.too_large, submission._line_of, submission.not_utf8,
+    functions = (locating.too_large, submission._line_of, submission.not_utf8,
                  submission.read_source, submission.decode, submission.imported_names,
                  interface_check._names_defined, interface_check._classes,
                  interface_check._has_method, interface_check.missing, interface_check.missing_in,
@@ -115,7 +115,7 @@ def expected_data(computed, likely, signatures, tolerances, rules):
     """
     sections = {'expected': [(name, [shape, _rounded(values)]) for name, (shape, values) in computed['expected'].items()],
                 'gpt_parameters': None, 'tolerances': list(tolerances.items()), 'rules': list(rules.items()),
-                'likely_bugs': list(likely.items()), 'bug_notes': list(public_known_bugs.bug_notes(likely).items()),
+                'words': list(grader_values.words().items()), 'likely_bugs': list(likely.items()),
                 'bug_signatures': list(signatures.items())}
     parts = []
     for key, items in sections.items():

@@ -6,7 +6,9 @@ so that the handout never holds a second, hand-written copy of them:
 - the known-bug rules of the grader's value tests (judge/areas/values.py): a bug is named at
   KNOWN_BUG_SLACK times the test's tolerance, and never from fewer than KNOWN_BUG_MIN_VALUES values;
 - the low-precision rule (judge/areas: MIN_GRID, GRID_SHARE) and the rounding a dtype's grid adds to
-  the dropout test (judge/areas/behaviour.py GRID_RTOL).
+  the dropout test (judge/areas/behaviour.py GRID_RTOL);
+- the grader's sentences for the causes an output or an error shows (judge/messages.py), and for a
+  likely bug (public_known_bugs), so that a public test words them as Gradescope does.
 
 tests/e2e/test_template.py holds the committed file to these (a changed tolerance in grading.yaml makes
 the template stale, as a changed reference does).
@@ -51,6 +53,13 @@ def rules():
     return {'known_bug_slack': values.KNOWN_BUG_SLACK, 'known_bug_min_values': values.KNOWN_BUG_MIN_VALUES,
             'signature_rounding': SIGNATURE_ROUNDING, 'min_grid': areas.MIN_GRID, 'grid_share': areas.GRID_SHARE,
             'grid_rtol': dict(behaviour.GRID_RTOL)}
+
+
+def words():
+    """The grader's words for a low-precision output and for the causes an error's text shows (messages.py)."""
+    from autograder.judge import areas, messages
+    return {'low_precision': {grid: messages.low_precision(grid) for grid in ('bfloat16', 'float16')},
+            'error_causes': dict(messages.ERROR_CAUSES), 'error_cause_marks': [list(m) for m in areas.ERROR_CAUSE_MARKS]}
 
 
 def fails(values, expected, tolerance):

@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 from autograder import REFERENCE_DIR
-from autograder.judge import known_bugs
+from autograder.judge import known_bugs, messages
 from autograder.staff.handout import grader_values
 
 # the modules the public tests import from their support folder (build.SUPPORT_DIR): each variant imports them afresh
@@ -98,10 +98,9 @@ def run_variants(test_source, reference_dir=REFERENCE_DIR, beside=None):
 
 def bug_signatures(test_source, expected, tolerances, reference_dir=REFERENCE_DIR, beside=None):
     """
-    (likely_bugs, signatures): {known bug id: what the student is told} and
+    (likely_bugs, signatures): {known bug id: the grader's sentence naming it (messages.likely_bug)} and
     {case name: [(known bug id, signature)]} for every variant output the public test fails at its
     tolerance (grader_values.tolerances), of at least as many values as the grader names a bug from.
-    bug_notes() gives what else some of these bugs explain.
     """
     by_case, fewest = {}, grader_values.rules()['known_bug_min_values']
     for variant_id, outputs in run_variants(test_source, reference_dir, beside).items():
@@ -111,11 +110,7 @@ def bug_signatures(test_source, expected, tolerances, reference_dir=REFERENCE_DI
                 signature = [float(_DIGITS % v) for v in output['signature']]
                 by_case.setdefault(name, []).append((variant_id, signature))
     used = sorted({variant_id for entries in by_case.values() for variant_id, _ in entries})
-    likely = {variant_id: known_bugs.BY_ID[variant_id].description for variant_id in used}
+    likely = {variant_id: messages.likely_bug(known_bugs.BY_ID[variant_id].description, variant_id,
+                                              known_bugs.BY_ID[variant_id].note or '') for variant_id in used}
     ordered = {name: by_case[name] for name in expected if name in by_case}
     return likely, ordered
-
-
-def bug_notes(likely):
-    """{known bug id: its note} of the bugs in `likely` that have one (KnownBug.note)."""
-    return {variant_id: known_bugs.BY_ID[variant_id].note for variant_id in likely if known_bugs.BY_ID[variant_id].note}
