@@ -25,23 +25,7 @@ import memory_check  # noqa: E402  (beside this file)
 from grader_rules import (TEST_SECONDS, CheckFailed, blocking_problem, import_error_message,  # noqa: E402
                           install_grader_imports, load_attention_weights, stopped_after)
 
-# ----------------------------------------------------------------------------- the grader's words
-# What a student reads where the grader says the same thing (Gradescope's test output).
-LIKELY_BUG = 'Likely bug: %s (your outputs match a known wrong variant: %s).'
-# the grader's words for the causes an output's values or an error's text show (the grader's own sentences,
-# word for word: tests/unit/test_causes.py keeps them the same)
-LOW_PRECISION = ('; every value of this output is a %s number: your code computed in %s (autocast left on, '
-                 'or a cast to torch.%s?), and %s\'s rounding is far above the float32 tolerance')
-ERROR_CAUSES = {
-    'cuda': (' (the grader has no GPU: a device written into the code, device="cuda" or .cuda(), fails '
-             'here; take the device from the input, x.device, or from a parameter of the module)'),
-    'is_causal_with_mask': (' (F.scaled_dot_product_attention takes either is_causal=True or an '
-                            'attn_mask, not both; with a KV cache pass the mask rows of positions past .. '
-                            'past+T-1 as attn_mask)'),
-}
-ERROR_CAUSE_MARKS = (('Torch not compiled with CUDA enabled', 'cuda'), ('Found no NVIDIA driver', 'cuda'),
-                     ('No CUDA GPUs are available', 'cuda'),
-                     ('attn_mask should not be set when is_causal=True', 'is_causal_with_mask'))
+# what a student reads where the grader says something else: an optional part not attempted costs nothing here
 NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) is not in your model.py (missing, a TODO that '
                  'raises NotImplementedError, or a setting your code never reads), so it was not graded and costs '
                  'nothing.')
@@ -70,8 +54,7 @@ if os.path.isfile(EXPECTED_FILE):   # absent only while the course staff compute
         REFERENCE = json.load(_f)
 EXPECTED = REFERENCE.get('expected', {})
 GPT_PARAMETERS = [(name, tuple(shape)) for name, shape in REFERENCE.get('gpt_parameters', [])]
-LIKELY_BUGS = REFERENCE.get('likely_bugs', {})
-BUG_NOTES = REFERENCE.get('bug_notes', {})   # what else a bug explains (a test it does not fail, and why)
+LIKELY_BUGS = REFERENCE.get('likely_bugs', {})   # the grader's sentence naming each known bug
 BUG_SIGNATURES = REFERENCE.get('bug_signatures', {})
 # Your float32 results against float64 reference values, elementwise |got - expected| <= atol + rtol *
 # |expected|, with the (atol, rtol) of the grader's test that each output or check mirrors, and the
@@ -79,6 +62,7 @@ BUG_SIGNATURES = REFERENCE.get('bug_signatures', {})
 # order, by ~1e-6 on values of size ~1; every bug we know of is off by more than 1e-2.
 TOLERANCES = REFERENCE.get('tolerances', {})
 RULES = REFERENCE.get('rules', {})
+WORDS = REFERENCE.get('words', {})   # the grader's sentences for a low-precision output and an error's cause
 
 N_EMBD, N_QUERY_HEAD, HEAD_DIM = 48, 6, 8
 BATCH, SEQ = 2, 8
@@ -315,7 +299,7 @@ def likely_bugs(name, got):
     found = []
     for bug_id, theirs in BUG_SIGNATURES.get(name, []):
         if all(abs(a - b) <= atol + (rtol + RULES['signature_rounding']) * abs(b) for a, b in zip(mine, theirs)):
-            found.append((LIKELY_BUG % (LIKELY_BUGS[bug_id], bug_id) + ' ' + BUG_NOTES.get(bug_id, '')).rstrip())
+            found.append(LIKELY_BUGS[bug_id])
     return found
 
 
@@ -347,7 +331,7 @@ def low_precision_grid(got, expected):
 
 def error_cause(text):
     """The grader's sentence for the cause an error's text shows, else ''."""
-    return next((ERROR_CAUSES[cause] for mark, cause in ERROR_CAUSE_MARKS if mark in text), '')
+    return next((WORDS['error_causes'][cause] for mark, cause in WORDS['error_cause_marks'] if mark in text), '')
 
 
 # ----------------------------------------------------------------------------- checks
@@ -394,7 +378,7 @@ def compare(got, name, note, tokens=False):
     else:
         head = '%s: max abs error %.3g at index %s (tolerance %s); %d of %d values differ from the staff solution' % (
             name, worst, where, '%g + %g*|expected|' % (atol, rtol) if rtol else '%g' % atol, wrong, error.numel())
-        head += LOW_PRECISION % ((grid,) * 4) if grid else ''
+        head += WORDS['low_precision'][grid] if grid else ''
     row = where[:-1]
     lo = max(0, where[-1] - 3)
     cols = slice(lo, lo + 6)
