@@ -57,6 +57,13 @@ def _without_comments(text):
     return '\n'.join(line for line in lines if line is not None)
 
 
+def code_only(text):
+    """Top-level definitions without their docstrings and comments: the handout copies the grader's code, not its words."""
+    dropped = _docstring_lines(ast.parse(text))
+    kept = '\n'.join(line for i, line in enumerate(text.splitlines(), 1) if i not in dropped) + '\n'
+    return _without_comments(kept) + '\n'
+
+
 def grader_memory_code(repo_root=REPO_ROOT):
     """(imports, definitions): the copied grader code as it is written there, without docstrings and comments."""
     imports, definitions = [], []

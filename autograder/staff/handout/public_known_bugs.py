@@ -16,14 +16,12 @@ import sys
 import tempfile
 
 from autograder import REFERENCE_DIR
-from autograder.judge import known_bugs
+from autograder.judge import known_bugs, messages
+from autograder.staff.handout import grader_values
 
 # the modules the public tests import from their support folder (build.SUPPORT_DIR): each variant imports them afresh
 SUPPORT_MODULES = ('public_checks', 'grader_rules', 'memory_check')
 
-# an output of a bug is worth naming only where the public test fails on it: every public
-# tolerance is at most this (ATOL_GPT), and the bugs differ from the reference by > 1e-2
-FAILS_ABOVE = 1e-4
 # signatures are written with 7 significant digits, like EXPECTED
 _DIGITS = '%.7g'
 
@@ -98,49 +96,21 @@ def run_variants(test_source, reference_dir=REFERENCE_DIR, beside=None):
             return json.load(f)
 
 
-def _fails(values, expected):
-    """True when a variant's output is finite and differs from the reference past FAILS_ABOVE."""
-    if len(values) != len(expected):
-        return False  # another shape: the test's shape message says enough
-    if not all(abs(v) < float('inf') for v in values):
-        return False
-    return max(abs(a - b) for a, b in zip(values, expected)) > FAILS_ABOVE
-
-
-def bug_signatures(test_source, expected, reference_dir=REFERENCE_DIR, beside=None):
+def bug_signatures(test_source, expected, tolerances, reference_dir=REFERENCE_DIR, beside=None):
     """
-    (likely_bugs, signatures): {known bug id: what the student is told} and
-    {case name: [(known bug id, signature)]} for every variant output the public test fails.
-    bug_notes() gives what else some of these bugs explain.
+    (likely_bugs, signatures): {known bug id: the grader's sentence naming it (messages.likely_bug)} and
+    {case name: [(known bug id, signature)]} for every variant output the public test fails at its
+    tolerance (grader_values.tolerances), of at least as many values as the grader names a bug from.
     """
-    by_case = {}
+    by_case, fewest = {}, grader_values.rules()['known_bug_min_values']
     for variant_id, outputs in run_variants(test_source, reference_dir, beside).items():
         for name, output in outputs.items():
-            if name in expected and _fails(output['values'], expected[name][1]):
+            if name in expected and len(expected[name][1]) >= fewest and \
+                    grader_values.fails(output['values'], expected[name][1], tolerances[name]):
                 signature = [float(_DIGITS % v) for v in output['signature']]
                 by_case.setdefault(name, []).append((variant_id, signature))
     used = sorted({variant_id for entries in by_case.values() for variant_id, _ in entries})
-    likely = {variant_id: known_bugs.BY_ID[variant_id].description for variant_id in used}
+    likely = {variant_id: messages.likely_bug(known_bugs.BY_ID[variant_id].description, variant_id,
+                                              known_bugs.BY_ID[variant_id].note or '') for variant_id in used}
     ordered = {name: by_case[name] for name in expected if name in by_case}
     return likely, ordered
-
-
-def bug_notes(likely):
-    """{known bug id: its note} of the bugs in `likely` that have one (KnownBug.note)."""
-    return {variant_id: known_bugs.BY_ID[variant_id].note for variant_id in likely if known_bugs.BY_ID[variant_id].note}
-
-
-def descriptions_literal(likely):
-    rows = ''.join('    %r: %r,\n' % (variant_id, text) for variant_id, text in likely.items())
-    return 'LIKELY_BUGS = {\n%s}\n' % rows
-
-
-def signatures_literal(signatures):
-    parts = ['BUG_SIGNATURES = {\n']
-    for name, entries in signatures.items():
-        parts.append('    %r: [\n' % name)
-        for variant_id, signature in entries:
-            parts.append('        (%r, [%s]),\n' % (variant_id, ', '.join(_DIGITS % v for v in signature)))
-        parts.append('    ],\n')
-    parts.append('}\n')
-    return ''.join(parts)

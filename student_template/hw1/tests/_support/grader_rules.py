@@ -247,7 +247,6 @@ def load_attention_weights(module, weights):
 
 # copied by build-template from autograder/child/adapter.py: do not edit here
 def _role_hint(name):
-    """What a layer's own name says it is: 'qkv', 'kv', 'q', 'k', 'v', 'out' or None."""
     last = name.split('.')[-1].lower()
     tokens = set(re.split(r'[^a-z]+', last)) | {last}
     if 'qkv' in last or last == 'c_attn':
@@ -259,30 +258,19 @@ def _role_hint(name):
         if tokens & words or last.startswith(role + '_'):
             return role
     if tokens & {'out', 'o', 'wo', 'c_proj', 'o_proj', 'proj'} or last.startswith('out'):
-        return 'out'  # checked after q/k/v: 'q_proj' is a query projection, a bare 'proj' an output one
+        return 'out'
     return None
 
 
 def plan_projections(layers, n_embd, kv_dim):
-    """
-    Which of an attention module's Linear(n_embd -> *) layers plays which projection when the
-    handout's names are missing. `layers`: [(name, out_features)] in registration order.
-    Returns ({role: layer name}, [roles not found]); the roles are 'out' and either 'qkv' or
-    'q' with 'kv' or with 'k' and 'v'. Shapes decide, names only where shapes are ambiguous (a
-    fused [k; v] layer is n_embd wide when n_kv_head = n_query_head / 2); fused layers are
-    assumed to stack [q; k; v] or [k; v] along the output. Torch-free on purpose:
-    build-template copies this source into the students' grader_rules.py, so that the public
-    tests and the grader match layers the same way.
-    """
     free = list(layers)
     plan = {}
 
     def take(role, out_features):
         fits = [l for l in free if l[1] == out_features]
         named = [l for l in fits if _role_hint(l[0]) == role]
-        unnamed = [l for l in fits if _role_hint(l[0]) is None]  # a layer named for another role is never taken
+        unnamed = [l for l in fits if _role_hint(l[0]) is None]
         if named or unnamed:
-            # without a telling name the output projection is the last square layer, any other role the first
             pick = named[0] if named else unnamed[-1] if role == 'out' else unnamed[0]
             plan[role] = pick[0]
             free.remove(pick)
@@ -338,23 +326,17 @@ _MODULE_BASES = frozenset(['Module', 'nn.Module', 'object', 'torch.nn.Module'])
 
 
 def too_large(rel, size, max_bytes=MAX_MODEL_BYTES):
-    """The refusal of an oversized model.py, in units people read (bytes where they tell the sizes apart)."""
     shown = '%.1f MB' % (size / 1024 ** 2) if size >= 10 * 1024 ** 2 else '%d bytes' % size
     return ('%s is %s; a model.py may have at most %d bytes (%g MB; the handout\'s is about 30 KB): upload the source '
             'file alone, without saved weights or data in it' % (rel, shown, max_bytes, max_bytes / 1024 ** 2))
 
 
 def _line_of(raw, offset):
-    """'line L, column C' of a byte offset (columns count bytes, from 1)."""
     line_start = raw.rfind(b'\n', 0, offset) + 1
     return 'line %d, column %d' % (raw.count(b'\n', 0, offset) + 1, offset - line_start + 1)
 
 
 def not_utf8(raw, start, end):
-    """
-    Where the first byte that is not UTF-8 sits, what it most likely is (editors that do not
-    save UTF-8 mostly write Windows-1252: curly quotes, dashes, accented letters), and the fix.
-    """
     bad = raw[start:max(end, start + 1)]
     try:
         guess = bad.decode('cp1252')
@@ -370,13 +352,11 @@ def not_utf8(raw, start, end):
 
 
 def read_source(path):
-    """(text, None) decoded as Python would (PEP 263), or (None, the reason it cannot be)."""
     with open(path, 'rb') as f:
         return decode(f.read(MAX_MODEL_BYTES + 1))
 
 
 def decode(raw):
-    """(text, None): model.py's bytes decoded as Python would (PEP 263), or (None, why not)."""
     if len(raw) > MAX_MODEL_BYTES:
         return None, 'model.py is more than %d bytes' % MAX_MODEL_BYTES
     if b'\0' in raw:
@@ -385,7 +365,7 @@ def decode(raw):
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as e:
-        if 'invalid or missing encoding' in str(e):  # not UTF-8 in the first two lines, and no coding line
+        if 'invalid or missing encoding' in str(e):
             encoding = 'utf-8'
         else:
             return None, 'model.py has a coding line Python does not accept: %s' % e
@@ -400,7 +380,6 @@ def decode(raw):
 
 
 def imported_names(tree):
-    """(import node, module name, its top-level package) of every absolute import in the tree, in walk order."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -423,7 +402,7 @@ def _names_defined(body):
             names.add(node.target.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split('.')[0] for a in node.names}
-        elif isinstance(node, (ast.If, ast.Try)):  # definitions under `if`/`try` at the same level count
+        elif isinstance(node, (ast.If, ast.Try)):
             names |= _names_defined(node.body + getattr(node, 'orelse', []) + getattr(node, 'finalbody', []))
             for handler in getattr(node, 'handlers', []):
                 names |= _names_defined(handler.body)
@@ -435,7 +414,6 @@ def _classes(tree):
 
 
 def _has_method(name, method, classes, seen=()):
-    """True when class `name` of the file defines `method` or may inherit it."""
     node = classes.get(name)
     if node is None or name in seen:
         return False
@@ -449,48 +427,39 @@ def _has_method(name, method, classes, seen=()):
             if _has_method(text, method, classes, seen + (name,)):
                 return True
         else:
-            return True   # a base from elsewhere (a mixin, a library class): it may provide the method
+            return True
     return False
 
 
 def missing(source):
-    """missing_in() of a source text; [] when it does not parse (the syntax check reports that)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return []   # reported by submission.static_problems
+        return []
     return missing_in(tree)
 
 
 def missing_in(tree):
-    """The parts of the fixed interface the parsed file lacks ('Class' or 'Class.method')."""
     top = _names_defined(tree.body)
     classes = _classes(tree)
     lacks = []
     for cls, methods in INTERFACE.items():
         if cls not in top:
             lacks.append(cls)
-        elif cls in classes:  # a class defined here must carry its methods; an alias or import is trusted
+        elif cls in classes:
             lacks += ['%s.%s' % (cls, m) for m in methods if not _has_method(cls, m, classes)]
     return lacks
 
 
 def nothing_to_grade(source):
-    """nothing_to_grade_in() of a source text, parsed here."""
     try:
         tree = ast.parse(source) if source.strip() else None
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        tree = None   # the static check reports it
+        tree = None
     return nothing_to_grade_in(source, tree)
 
 
 def nothing_to_grade_in(source, tree):
-    """
-    One sentence when the decoded file holds nothing to grade: empty, only comments, or none
-    of the handout's classes (the wrong file uploaded). None otherwise: a file that lacks only
-    some of them is graded, and test 1.1 names what is missing. `tree`: ast.parse(source), None
-    when it does not parse (the static check reports it).
-    """
     if not source.strip():
         return 'model.py is empty: there is nothing to grade. Upload the file with your code (was it saved?)'
     if tree is None:
@@ -579,7 +548,7 @@ def upload_findings(import_error, path=MODEL_PY):
 
 
 # ----------------------------------------------------------------------------- how a run is reported
-# the start of the line that names a likely bug under a failure (public_checks.py's LIKELY_BUG)
+# the start of the line that names a likely bug under a failure (test_model_expected.json's likely_bugs)
 LIKELY_BUG_LEAD = 'Likely bug: '
 
 

@@ -355,7 +355,7 @@ def upload_findings(import_error, path=MODEL_PY):
 
 
 # ----------------------------------------------------------------------------- how a run is reported
-# the start of the line that names a likely bug under a failure (public_checks.py's LIKELY_BUG)
+# the start of the line that names a likely bug under a failure (test_model_expected.json's likely_bugs)
 LIKELY_BUG_LEAD = 'Likely bug: '
 
 

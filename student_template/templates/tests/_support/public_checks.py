@@ -25,23 +25,7 @@ import memory_check  # noqa: E402  (beside this file)
 from grader_rules import (TEST_SECONDS, CheckFailed, blocking_problem, import_error_message,  # noqa: E402
                           install_grader_imports, load_attention_weights, stopped_after)
 
-# ----------------------------------------------------------------------------- the grader's words
-# What a student reads where the grader says the same thing (Gradescope's test output).
-LIKELY_BUG = 'Likely bug: %s (your outputs match a known wrong variant: %s).'
-# the grader's words for the causes an output's values or an error's text show (the grader's own sentences,
-# word for word: tests/unit/test_causes.py keeps them the same)
-LOW_PRECISION = ('; every value of this output is a %s number: your code computed in %s (autocast left on, '
-                 'or a cast to torch.%s?), and %s\'s rounding is far above the float32 tolerance')
-ERROR_CAUSES = {
-    'cuda': (' (the grader has no GPU: a device written into the code, device="cuda" or .cuda(), fails '
-             'here; take the device from the input, x.device, or from a parameter of the module)'),
-    'is_causal_with_mask': (' (F.scaled_dot_product_attention takes either is_causal=True or an '
-                            'attn_mask, not both; with a KV cache pass the mask rows of positions past .. '
-                            'past+T-1 as attn_mask)'),
-}
-ERROR_CAUSE_MARKS = (('Torch not compiled with CUDA enabled', 'cuda'), ('Found no NVIDIA driver', 'cuda'),
-                     ('No CUDA GPUs are available', 'cuda'),
-                     ('attn_mask should not be set when is_causal=True', 'is_causal_with_mask'))
+# what a student reads where the grader says something else: an optional part not attempted costs nothing here
 NOT_ATTEMPTED = ('Not attempted: this optional part (extra credit) is not in your model.py (missing, a TODO that '
                  'raises NotImplementedError, or a setting your code never reads), so it was not graded and costs '
                  'nothing.')
@@ -61,7 +45,8 @@ __unittest = True
 
 # ----------------------------------------------------------------------------- reference values
 # The staff solution's outputs on the cases below (float64, 7 significant digits: far below
-# ATOL), its GPT parameters, and the signatures of known bugs on the same cases.
+# the tolerances), its GPT parameters, the grader's tolerances and rules, and the signatures of
+# known bugs on the same cases.
 EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'test_model_expected.json')
 REFERENCE = {}
 if os.path.isfile(EXPECTED_FILE):   # absent only while the course staff compute it
@@ -69,18 +54,15 @@ if os.path.isfile(EXPECTED_FILE):   # absent only while the course staff compute
         REFERENCE = json.load(_f)
 EXPECTED = REFERENCE.get('expected', {})
 GPT_PARAMETERS = [(name, tuple(shape)) for name, shape in REFERENCE.get('gpt_parameters', [])]
-LIKELY_BUGS = REFERENCE.get('likely_bugs', {})
-BUG_NOTES = REFERENCE.get('bug_notes', {})   # what else a bug explains (a test it does not fail, and why)
+LIKELY_BUGS = REFERENCE.get('likely_bugs', {})   # the grader's sentence naming each known bug
 BUG_SIGNATURES = REFERENCE.get('bug_signatures', {})
-
-# Your float32 results against float64 reference values. Correct implementations differ only in
-# summation order (manual softmax, einsum, scaled_dot_product_attention), by ~1e-6 on values of
-# size ~1; every bug we know of is off by more than 1e-2.
-ATOL = 1e-5
-# a 2-layer GPT accumulates that float32 noise through LayerNorm and the head: ~1e-5 on logits
-ATOL_GPT = 1e-4
-# causality compares two runs of your own code on the same prefix: identical up to float32 noise
-ATOL_CAUSAL = 1e-6
+# Your float32 results against float64 reference values, elementwise |got - expected| <= atol + rtol *
+# |expected|, with the (atol, rtol) of the grader's test that each output or check mirrors, and the
+# grader's rules for known bugs and low precision: correct implementations differ only in summation
+# order, by ~1e-6 on values of size ~1; every bug we know of is off by more than 1e-2.
+TOLERANCES = REFERENCE.get('tolerances', {})
+RULES = REFERENCE.get('rules', {})
+WORDS = REFERENCE.get('words', {})   # the grader's sentences for a low-precision output and an error's cause
 
 N_EMBD, N_QUERY_HEAD, HEAD_DIM = 48, 6, 8
 BATCH, SEQ = 2, 8
@@ -297,8 +279,6 @@ def compute_expected():
 # output of yours with the same signature gets that bug named in the failure message.
 
 SIGNATURE_SIZE = 4  # random projections per output, besides its mean
-# float32 noise moves a signature by ~1e-6; distinct bugs move it by ~1e-1 or more
-SIGNATURE_ATOL = 1e-3
 
 
 def signature(out):
@@ -317,22 +297,20 @@ def likely_bugs(name, got):
     if not torch.isfinite(got).all():
         return []
     mine = signature(got)
+    # as the grader: a bug is named at known_bug_slack times the test's tolerance (float32 noise moves a
+    # signature by ~1e-6, distinct bugs by ~1e-1 or more), plus the rounding of the signatures written
+    atol, rtol = (RULES['known_bug_slack'] * t for t in TOLERANCES[name])
     found = []
     for bug_id, theirs in BUG_SIGNATURES.get(name, []):
-        if all(abs(a - b) <= SIGNATURE_ATOL * max(1.0, abs(b)) for a, b in zip(mine, theirs)):
-            found.append((LIKELY_BUG % (LIKELY_BUGS[bug_id], bug_id) + ' ' + BUG_NOTES.get(bug_id, '')).rstrip())
+        if all(abs(a - b) <= atol + (rtol + RULES['signature_rounding']) * abs(b) for a, b in zip(mine, theirs)):
+            found.append(LIKELY_BUGS[bug_id])
     return found
 
 
 # ----------------------------------------------------------------------------- low precision
-# The grader's rule: an output whose values are all (98 %) those of
-# bfloat16 or float16, at least 16 distinct values off that grid in the staff solution's output, was computed
-# in that dtype; a float32 value lies on those grids by chance once in 65536 or 8192.
-
-MIN_GRID = 16
-GRID_SHARE = 0.98
-# the rounding a dropout check allows in that dtype (the grader's 6.1): a few roundings of 2^-8 or 2^-11 each
-GRID_RTOL = {'bfloat16': 2.0 ** -6, 'float16': 2.0 ** -9}
+# The grader's rule: an output whose values are nearly all (RULES['grid_share']) those of bfloat16 or
+# float16, at least RULES['min_grid'] distinct values off that grid in the staff solution's output, was
+# computed in that dtype; a float32 value lies on those grids by chance once in 65536 or 8192.
 
 
 def _on_grid(values, dtype):
@@ -349,14 +327,15 @@ def low_precision_grid(got, expected):
     for dtype in ('bfloat16', 'float16'):
         counted = torch.isfinite(got) & (got != 0) & ~_on_grid(torch.nan_to_num(exp), dtype)
         values = got[counted]
-        if values.unique().numel() >= MIN_GRID and float(_on_grid(values, dtype).double().mean()) >= GRID_SHARE:
+        if values.unique().numel() >= RULES['min_grid'] and \
+                float(_on_grid(values, dtype).double().mean()) >= RULES['grid_share']:
             return dtype
     return None
 
 
 def error_cause(text):
     """The grader's sentence for the cause an error's text shows, else ''."""
-    return next((ERROR_CAUSES[cause] for mark, cause in ERROR_CAUSE_MARKS if mark in text), '')
+    return next((WORDS['error_causes'][cause] for mark, cause in WORDS['error_cause_marks'] if mark in text), '')
 
 
 # ----------------------------------------------------------------------------- checks
@@ -366,7 +345,18 @@ def _show(values, tokens=False):
     return '[' + ', '.join(('%d' if tokens else '%.5f') % v for v in values) + ']'
 
 
-def compare(got, name, note, atol=ATOL, tokens=False):
+def excess(got, want, name, grid=None):
+    """
+    The largest |got - want| - (atol + rtol * |want|) at the tolerance of `name` (NaN where got has one);
+    a module that computed in bfloat16 or float16 (`grid`) is allowed that dtype's rounding, as on the grader.
+    """
+    atol, rtol = TOLERANCES[name]
+    rtol = max(rtol, RULES['grid_rtol'][grid]) if grid else rtol
+    want = want.detach().to('cpu', torch.float64)
+    return float(((got.detach().to('cpu', torch.float64) - want).abs() - (atol + rtol * want.abs())).max())
+
+
+def compare(got, name, note, tokens=False):
     """Fail with expected vs got, the largest error (the first wrong token) and where it is, and which module was used."""
     shape, values = EXPECTED[name]
     expected = torch.tensor(values, dtype=torch.float64).reshape(shape)
@@ -378,19 +368,21 @@ def compare(got, name, note, atol=ATOL, tokens=False):
     got64 = got.detach().to('cpu', torch.float64)
     error = (got64 - expected).abs()
     error[~torch.isfinite(got64)] = float('inf')
-    worst = float(error.max())
-    if worst <= atol:
+    atol, rtol = TOLERANCES[name]
+    beyond = error > atol + rtol * expected.abs()
+    if not beyond.any():
         return
+    worst = float(error.max())
     where = tuple(int(i) for i in torch.unravel_index(error.flatten().argmax(), tuple(shape)))
-    wrong = int((error > atol).sum())
+    wrong = int(beyond.sum())
     if tokens:   # token ids are not sizes: the first wrong one, as integers
-        where = tuple(int(i) for i in torch.nonzero(error > atol)[0])
+        where = tuple(int(i) for i in torch.nonzero(beyond)[0])
         head = '%s: %d of %d tokens differ from the staff solution\'s; the first, at index %s, is token id %d (expected %d)' % (
             name, wrong, error.numel(), where, int(got64[where]), int(expected[where]))
     else:
-        head = '%s: max abs error %.3g at index %s (tolerance %g); %d of %d values differ from the staff solution' % (
-            name, worst, where, atol, wrong, error.numel())
-        head += LOW_PRECISION % ((grid,) * 4) if grid else ''
+        head = '%s: max abs error %.3g at index %s (tolerance %s); %d of %d values differ from the staff solution' % (
+            name, worst, where, '%g + %g*|expected|' % (atol, rtol) if rtol else '%g' % atol, wrong, error.numel())
+        head += WORDS['low_precision'][grid] if grid else ''
     row = where[:-1]
     lo = max(0, where[-1] - 3)
     cols = slice(lo, lo + 6)
@@ -466,11 +458,11 @@ def student_code(test, optional=False):
 optional_part = functools.partial(student_code, optional=True)
 
 
-def case_test(case, doc, atol=ATOL, optional=False, tokens=False):
+def case_test(case, doc, optional=False, tokens=False):
     """A test that compares the outputs of CASES[case] with the staff solution's."""
     def test(self):
         for name, (out, note) in CASES[case]().items():
-            compare(out, name, note, atol, tokens)
+            compare(out, name, note, tokens)
     test.__doc__ = doc
     return student_code(test, optional)
 
