@@ -472,7 +472,7 @@ class Cascade:
         if 'gqa' in aside:
             words.append(messages.gqa_aside(self.reason('gqa')))
         if 'gqa_rope' in aside:
-            words.append(messages.gqa_rope_aside(self.reason('gqa')))
+            words.append(messages.gqa_rope_aside(self.reason('gqa'), self.number('gqa')))
         if 'rope' in aside and kept:
             words.append(messages.rope_kept(self.reason('rope')))
         elif 'rope' in aside and built:

@@ -14,16 +14,18 @@ def dropout_checks(passed, total, names, p):
             % (passed, total, ', '.join(names), p))
 
 
-DROPOUT_EVAL_P1_OK = ('ok   eval mode with attn_pdrop = resid_pdrop = 1 gives the output of p = 0 '
-                      '(test 4.1): dropout is off')
+def dropout_eval_p1_ok(number):
+    """`number`: the test whose process gave the module's output at p = 0 (4.1)."""
+    return ('ok   eval mode with attn_pdrop = resid_pdrop = 1 gives the output of p = 0 '
+            '(test %s): dropout is off' % number)
 DROPOUT_EVAL_IS_BIAS = ': that is out_proj.bias, so the attention weights are dropped in eval mode'
 DROPOUT_EVAL_IS_ZERO = ': it is all zeros, so the residual dropout is applied in eval mode'
 
 
-def dropout_eval_p1_failed(desc, why):
+def dropout_eval_p1_failed(desc, why, number):
     return ('FAIL in eval mode dropout must do nothing, but with attn_pdrop = resid_pdrop = 1 the '
-            'output differs from the same module\'s output with p = 0 in test 4.1 '
-            '(%s)%s' % (desc, why))
+            'output differs from the same module\'s output with p = 0 in test %s '
+            '(%s)%s' % (number, desc, why))
 
 
 DROPOUT_ATTN_P1_OK = ('ok   train mode with attn_pdrop = 1 drops every attention weight: the '
@@ -59,11 +61,12 @@ def dropout_nothing_dropped(what, p):
             'dropout' % (what, p))
 
 
-def dropout_on_grid(dtype):
-    """After a dropout check whose outputs are all %s numbers (areas.low_precision_grid)."""
+def dropout_on_grid(dtype, numbers):
+    """After a dropout check whose outputs are all %s numbers (areas.low_precision_grid); `numbers`: those of
+    the values tests of the module (4.1, 5.1)."""
     return (' (your outputs are all %s numbers: the module computed in %s, autocast left on?; dropout '
-            'is judged here at %s\'s precision, and the values tests 4.1 and 5.1 judge the precision)'
-            % (dtype, dtype, dtype))
+            'is judged here at %s\'s precision, and the values tests %s judge the precision)'
+            % (dtype, dtype, dtype, ' and '.join(numbers)))
 
 
 DROPOUT_UNSCALED = ': the kept values are not scaled by 1/(1 - p)'
@@ -87,18 +90,18 @@ def dropout_share_ok(what, p, share, n):
             % (what, p, share, n))
 
 
-def dropout_no_p0(case, n_kv_head, missing):
-    return ('FAIL %s: cannot be judged without the same module\'s output at p = 0, which test 4.1 '
-            'did not return for n_kv_head=%d (%s)' % (case, n_kv_head, missing))
+def dropout_no_p0(case, n_kv_head, missing, number):
+    return ('FAIL %s: cannot be judged without the same module\'s output at p = 0, which test %s '
+            'did not return for n_kv_head=%d (%s)' % (case, number, n_kv_head, missing))
 
 
 def dropout_output_shape(case, got, expected):
     return 'FAIL %s: output of shape %s, expected %s' % (case, got, expected)
 
 
-def dropout_degenerate(case):
-    return ('FAIL %s: not credited: the module\'s output at p = 0 (test 4.1) is already what p = 1 '
-            'must give, so this proves nothing' % case)
+def dropout_degenerate(case, number):
+    return ('FAIL %s: not credited: the module\'s output at p = 0 (test %s) is already what p = 1 '
+            'must give, so this proves nothing' % (case, number))
 
 
 def outputs_missing(case, shape):

@@ -115,9 +115,10 @@ def gqa_aside(reason):
             'CausalSelfAttention: your GroupedQueryAttention %s.' % reason)
 
 
-def gqa_rope_aside(reason):
-    return ('Judged with rope=False: your GroupedQueryAttention %s with RoPE, and passes 4.1 '
-            'without it.' % reason)
+def gqa_rope_aside(reason, number):
+    """`number`: the test of GroupedQueryAttention without RoPE (4.1)."""
+    return ('Judged with rope=False: your GroupedQueryAttention %s with RoPE, and passes %s '
+            'without it.' % (reason, number))
 
 
 def rope_kept(reason):

@@ -48,9 +48,10 @@ def generate_past_block(block):
             'be fed the last block_size tokens (idx[:, -block_size:])' % block)
 
 
-def generate_logits_differ(label):
-    return ('Generation runs the %s model, whose logits differ from the reference\'s in test 8.1: '
-            'with other logits it generates other tokens.' % label)
+def generate_logits_differ(label, number):
+    """`number`: the test of the model's logits (8.1)."""
+    return ('Generation runs the %s model, whose logits differ from the reference\'s in test %s: '
+            'with other logits it generates other tokens.' % (label, number))
 
 
 def generation_checks(passed, total):

@@ -41,7 +41,9 @@ def and_more(count):
     return '     ... and %d more' % count
 
 
-TRAINING_RUN = 'training run (step 0 of test 10.1\'s training)'
+def training_run(number):
+    """`number`: the test whose training run this is (10.1)."""
+    return 'training run (step 0 of test %s\'s training)' % number
 NO_TRAINING_FIXTURES = ('FAIL the fixtures hold no gradients of the reference\'s training run: '
                         'regenerate them')
 IT_DID_NOT_RUN = 'it did not run'
@@ -104,8 +106,10 @@ def training_steps(steps, iters):
     return '     the training ran %d iterations, not %d' % (steps, iters)
 
 
-FIRST_STEP_DIFFERS = ('     the gradients of the first training step already differ from the '
-                      'reference\'s (test 10.2)')
+def first_step_differs(number):
+    """`number`: the test of the gradients (10.2)."""
+    return ('     the gradients of the first training step already differ from the '
+            'reference\'s (test %s)' % number)
 FIRST_STEP_SAME = ('     the gradients of the first step are the reference\'s, so the training '
                    'parts ways later: with what the optimizer does with them '
                    '(configure_optimizers: every parameter in one of its two groups) or with what '
