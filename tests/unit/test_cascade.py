@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from autograder.judge import cascade, config, evidence, fixtures, registry
+from autograder.judge import cascade, config, evidence, fixtures, plans, registry
 from autograder.judge.interface_check import untouched_optional
 from autograder.sandbox.readback import ProbeResult
 from torch_free import needs_torch
@@ -62,7 +62,7 @@ def outputs(fx, probe_id, wrong=(), drop=()):
     """The reference's outputs of a probe as a first run's result, with the keys of `wrong` units off by 1."""
     arrays = {}
     for key, value in fx.probe(probe_id).items():
-        unit = cascade._unit_of(probe_id, key)
+        unit = plans.unit_of(probe_id, key)
         if unit in drop:
             continue
         arrays[key] = value + 1 if unit in wrong and value.dtype.kind == 'f' else \
