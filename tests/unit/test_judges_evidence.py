@@ -383,3 +383,20 @@ def test_outputs_that_ignore_the_input_earn_no_causality_nor_dropout():
     z = np.zeros_like(p0)
     v = run_dropout({k: z for k in good}, z)
     assert v.fraction == 0.0
+
+
+def test_renumbering_a_test_in_grading_yaml_renumbers_every_sentence_that_names_it(tmp_path):
+    # the sentences of 6.1 and 7.1 name 4.1 and 3.1 by the numbers grading.yaml gives them, never by text
+    from grader_runs import grading_text
+    new = {'gqa': '4.7', 'mha-rope': '3.7'}
+    path = tmp_path / 'grading.yaml'
+    path.write_text(grading_text(edit=lambda d: [t.update(number=new[t['id']]) for t in d['tests'] if t['id'] in new]))
+    renumbered = config.load(str(path))
+    assert {t: renumbered.test(t).number for t in new} == new and GRADING.test('gqa').number not in new.values()
+    _, _, good = dropout_case()
+    v = judge_dropout(renumbered.test('dropout'), ok(good), fixtures({}), renumbered,
+                      {'gqa': ok({}, case_errors={'n_kv_head=2': {'status': 'error', 'message': 'RuntimeError: boom'}})})
+    assert 'which test 4.7 did not return' in v.lines[1], v.lines
+    v = judge_causality(renumbered.test('causality'), ok(causality_case()[0]), fixtures({}), renumbered,
+                        causality_case()[1])
+    assert 'compared with test 3.7' in v.lines[1] and 'test %s' % GRADING.test('mha-rope').number not in v.lines[1]
