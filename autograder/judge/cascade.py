@@ -24,85 +24,16 @@ model.py was imported (sandbox/probe.py's `imported_after`) stops the grading's 
 is named once, and no part is blamed.
 """
 
-import ast
-import dataclasses
-import json
-import re
-from dataclasses import dataclass, field
-from typing import Dict, Tuple
-
-import numpy as np
-
 from autograder.judge import evidence, messages, registry
-from autograder.judge.areas import Verdict, case_of, compare
+from autograder.judge.areas import Verdict
+from autograder.judge.hangs import MODEL_FRAME, functions_of, stopped_words, where_said
+from autograder.judge.plans import Plan, PlanView, case_units, forward_ok, merge_result
 from autograder.judge.verdicts import verdict_for
-from autograder.sandbox.readback import ProbeResult
 
 # where a probe was stopped at its deadline, as its own process said (the public tests say the same)
 STOPPED_IN, STOPPED_AT, OWN_ACCOUNT = messages.STOPPED_IN, messages.STOPPED_AT, messages.OWN_ACCOUNT
 # a later test that would run the part that hung again (the public tests say the same, naming their own test)
 NOT_RUN, SHORT = messages.NOT_RUN, messages.SHORT
-MODEL_FRAME = re.compile(r'^model\.py line (\d+), in ')   # a case error's frame in model.py (runner.student_frames)
-
-
-def functions_of(tree):
-    """
-    [(first line, last line, 'Class.method' or 'function')] of model.py's functions, innermost
-    last; `tree` is its parse (submission.Upload.tree), None when there is none.
-    """
-    if tree is None:
-        return []
-    out = []
-
-    def visit(node, owner):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                visit(child, child.name)
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out.append((child.lineno, getattr(child, 'end_lineno', child.lineno),
-                            '%s.%s' % (owner, child.name) if owner else child.name))
-                visit(child, owner)
-    visit(tree, None)
-    return out
-
-
-def where_said(hang, functions):
-    """('Class.method' or 'model.py', line) of the innermost model.py frame of a stack dump, or None: words only."""
-    frames = hang.get('frames') if isinstance(hang, dict) else None
-    if not isinstance(frames, list):
-        return None
-    for frame in reversed(frames[-20:]):
-        line = frame.get('line') if isinstance(frame, dict) else None
-        if isinstance(line, int) and not isinstance(line, bool) and line > 0:
-            names = [name for first, last, name in functions if first <= line <= last]
-            return (names[-1] if names else 'model.py'), line
-    return None
-
-
-def stopped_words(hang, functions):
-    """The sentence of where a process said it was stopped, marked as its own account; '' without a dump."""
-    said = where_said(hang, functions)
-    if said is None:
-        return ''
-    return messages.stopped(*said)
-
-
-@dataclass
-class Plan:
-    """What the second run does for one probe: per unit (a CASE_PARTS entry) 'native', 'second', 'excluded' or
-    'not_run', the parts set aside there, and the words."""
-    units: Dict[str, str]
-    aside: Dict[str, Tuple[str, ...]] = field(default_factory=dict)    # unit -> parts set aside in the second run
-    why: Dict[str, str] = field(default_factory=dict)                  # unit -> sentence (excluded, not run, kept)
-
-    @property
-    def runs(self):
-        return any(d == 'second' for d in self.units.values())
-
-    def job(self):
-        """What the probe's process of the second run is told: the parts set aside, the units not to run."""
-        parts = sorted({p for u, d in self.units.items() if d == 'second' for p in self.aside.get(u, ())})
-        return {'set_aside': parts, 'skip_cases': sorted(u for u, d in self.units.items() if d != 'second' and u)}
 
 
 class Cascade:
@@ -257,20 +188,9 @@ class Cascade:
 
     # ------------------------------------------------------------------ the plan of the second run
 
-    def units(self, probe_id):
-        """{unit: [fixture keys]} of a probe: its CASE_PARTS entries, with the reference's output keys of each."""
-        out = {u: [] for u in registry.CASE_PARTS[probe_id]}
-        for key in self.fx.probe(probe_id):
-            unit = registry.case_name(probe_id, case_of(key))
-            if unit is None:
-                unit = registry.case_name(probe_id, key)
-            if unit in out:
-                out[unit].append(key)
-        return out
-
     def plan(self, probe_id, native):
         plan = Plan({})
-        for unit, keys in self.units(probe_id).items():
+        for unit, keys in case_units(self.fx, probe_id).items():
             parts, owns = registry.case_parts(probe_id, unit)
             hung = [p for p in parts if p in self.hung and p in owns]
             # set aside only on evidence from this case (judge/evidence.py), or where the part hung before
@@ -281,7 +201,7 @@ class Cascade:
                 plan.units[unit], plan.why[unit] = 'not_run', self.hung[hung[0]]
             elif not failed:
                 plan.units[unit] = 'native' if ran else 'second'
-            elif ran and self.forward_ok(probe_id, unit, keys, native):
+            elif ran and forward_ok(self.grading, self.fx, probe_id, unit, keys, native):
                 plan.units[unit] = 'native'
                 plan.why[unit] = self._works_here(failed)
             else:
@@ -371,29 +291,6 @@ class Cascade:
     def _not_judged(self, failed):
         return messages.unit_not_judged([messages.part_fails(p, self.reason(p)) for p in failed])
 
-    def forward_ok(self, probe_id, unit, keys, native):
-        """Whether a unit's own forward values in the first run are the reference's (registry.FORWARD_KEYS)."""
-        if native.status != 'ok':
-            return False
-        errors = native.info.get('case_errors', {}) if isinstance(native.info.get('case_errors'), dict) else {}
-        if any(registry.case_name(probe_id, c) == unit for c in errors):
-            return False
-        wanted = registry.FORWARD_KEYS.get(probe_id)
-        if wanted is not None:
-            keys = [k for k in keys if k.rsplit('/', 1)[-1] in wanted]
-        expected = self.fx.probe(probe_id)
-        tol = self.grading.test('model' if probe_id in registry.FORWARD_KEYS else probe_id).tolerance
-        for key in keys:
-            got, exp = native.arrays.get(key), expected[key]
-            if got is None or got.shape != exp.shape:
-                return False
-            if tol is None or exp.dtype.kind in 'iub':
-                if not np.array_equal(got, exp):
-                    return False
-            elif not compare(got, exp, tol.atol, tol.rtol)[0]:
-                return False
-        return True
-
     def part_reruns(self):
         """{probe id: Plan} of the second run's first stage: the part tests (3.1, 5.1) that failed only where a
         RoPE that fails ran in them."""
@@ -472,7 +369,7 @@ class Cascade:
         if 'gqa' in aside:
             words.append(messages.gqa_aside(self.reason('gqa')))
         if 'gqa_rope' in aside:
-            words.append(messages.gqa_rope_aside(self.reason('gqa')))
+            words.append(messages.gqa_rope_aside(self.reason('gqa'), self.number('gqa')))
         if 'rope' in aside and kept:
             words.append(messages.rope_kept(self.reason('rope')))
         elif 'rope' in aside and built:
@@ -528,99 +425,3 @@ class Cascade:
         if reason:
             return Verdict(0.0, [messages.not_judged_line(reason)], not_judged=True)
         return verdict if verdict is not None else verdict_for(spec, result, fixtures, self.grading, probes)
-
-
-def _unit_of(probe_id, name):
-    unit = registry.case_name(probe_id, case_of(name))
-    return registry.case_name(probe_id, name) if unit is None else unit
-
-
-def _distinct(notes):
-    """Each note once, in order: texts, or (in a result not yet taken: settle_parts) the child's
-    facts, dicts (report_schema.FACT_NOTES), told apart by their JSON."""
-    out = {}
-    for n in notes:
-        out.setdefault(json.dumps(n, sort_keys=True) if isinstance(n, dict) else n, n)
-    return list(out.values())
-
-
-def merge_result(probe_id, plan, native, second):
-    """One ProbeResult from the first run's units, the second run's and the units not run (as case errors)."""
-    runs = {'native': native, 'second': second}
-    if list(plan.units) == [''] or all(d in ('not_run', 'excluded') for d in plan.units.values()):
-        # one unit (or none judged): the run it came from, whole; a probe the first run skipped keeps its sentence
-        chosen = runs.get(next(iter(plan.units.values()))) if list(plan.units) == [''] else None
-        return chosen if chosen is not None else native if native is not None else ProbeResult('missing', 'not run')
-    arrays, errors, info = {}, {}, {}
-    for unit, decision in plan.units.items():
-        run = runs.get(decision)
-        if decision == 'not_run':
-            errors[unit or probe_id] = {'status': 'missing', 'message': plan.why.get(unit, 'not run')}
-            continue
-        if run is None or decision == 'excluded':
-            continue
-        if run.status != 'ok':
-            errors[unit or probe_id] = {'status': run.status if run.status in ('timeout', 'crashed', 'missing',
-                                                                               'invalid') else 'error',
-                                        'message': run.message, 'where': run.info.get('where', [])[-3:]}
-            continue
-        arrays.update({k: v for k, v in run.arrays.items() if _unit_of(probe_id, k) == unit})
-        run_errors = run.info.get('case_errors') if isinstance(run.info.get('case_errors'), dict) else {}
-        errors.update({k: v for k, v in run_errors.items() if _unit_of(probe_id, k) == unit})
-        for name in ('facts', 'dtypes', 'has_wpe'):
-            entries = run.info.get(name) if isinstance(run.info.get(name), dict) else {}
-            info.setdefault(name, {}).update({k: v for k, v in entries.items() if _unit_of(probe_id, k) == unit})
-    base = second if second is not None and native is None else native or second or ProbeResult('missing', 'not run')
-    notes = [n for r in (native, second) if r is not None for n in r.info.get('notes', [])]
-    info.update(case_errors=errors, notes=_distinct(notes))
-    if second is not None and isinstance(second.info.get('set_aside'), dict):
-        info['set_aside'] = second.info['set_aside']
-    harness = dict(base.harness or {}, second=(second.harness if second is not None else None))
-    return dataclasses.replace(base, status='ok', message='', arrays=arrays, info=info, harness=harness, refused={})
-
-
-class PlanView:
-    """The fixtures as the judges of a merged grading read them: a unit set aside is left out, and a unit the
-    second run judged at n_kv_head = n_query_head is compared with that configuration's fixtures ('<probe>~gqa')."""
-
-    def __init__(self, fx, plans):
-        self._fx, self._plans = fx, plans
-
-    def __getattr__(self, name):
-        return getattr(self._fx, name)
-
-    def _source(self, probe_id, key):
-        plan = self._plans.get(probe_id)
-        if plan is None:
-            return probe_id
-        unit = _unit_of(probe_id, key)
-        if plan.units.get(unit) == 'excluded':
-            return None
-        other = [p for p in plan.aside.get(unit, ()) if p in registry.OTHER_CONFIGURATIONS] \
-            if plan.units.get(unit) == 'second' else []
-        return probe_id + '~' + other[0] if other else probe_id
-
-    def probe(self, probe_id):
-        out = {}
-        for key, value in self._fx.probe(probe_id).items():
-            source = self._source(probe_id, key)
-            if source == probe_id:
-                out[key] = value
-            elif source is not None:
-                alt = self._fx.probe(source)
-                if key in alt:
-                    out[key] = alt[key]
-        return out
-
-    def known_bug_outputs(self, probe_id):
-        return {fp: {k: v for k, v in arrays.items() if self._source(probe_id, k) == probe_id}
-                for fp, arrays in self._fx.known_bug_outputs(probe_id).items()}
-
-    def excluded(self, probe_id, unit):
-        plan = self._plans.get(probe_id)
-        return plan is not None and plan.units.get(unit) == 'excluded'
-
-    def set_aside_in(self, probe_id, unit):
-        """The parts the judged outputs of this unit were computed without."""
-        plan = self._plans.get(probe_id)
-        return plan.aside.get(unit, ()) if plan is not None and plan.units.get(unit) == 'second' else ()

@@ -112,11 +112,11 @@ class Fixtures:
         return {k[len(prefix):]: v for k, v in self.expected.items() if k.startswith(prefix)}
 
     def set_aside_in(self, probe_id, unit):
-        """The parts the judged outputs of a unit were computed without: none here (judge/cascade.PlanView)."""
+        """The parts the judged outputs of a unit were computed without: none here (judge/plans.PlanView)."""
         return ()
 
     def excluded(self, probe_id, unit):
-        """Whether the cascade left a unit of this probe out of its test: never here (judge/cascade.PlanView)."""
+        """Whether the cascade left a unit of this probe out of its test: never here (judge/plans.PlanView)."""
         return False
 
     def known_bug_outputs(self, probe_id):

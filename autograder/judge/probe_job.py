@@ -70,7 +70,7 @@ class RunPlan:
     inputs: {probe id: {key: array}} (inputs.per_probe); timeouts: {probe id: CPU seconds};
     expected: {probe id: {key: reference shape}} (None: any); link_services: {probe id: what answers
     its harness link (link_services())}; probe_jobs: {probe id: what that probe alone is told} (e.g.
-    judge/cascade.Plan.job); private: paths student code must not read; budget_end: the time.time()
+    judge/plans.Plan.job); private: paths student code must not read; budget_end: the time.time()
     past which no probe starts (a second run of one grading keeps the first's; None: the sandbox's
     total_seconds from now); second: a second run (its import check is a repeat: a failure of it is
     said so in its probes' messages); exits: whether model.py names a way to exit (submission.names_exit), the
@@ -99,7 +99,7 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
     link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts the cascade
-    set aside: judge/cascade.Plan.job) go into each probe's job; `rope_budget`: what the grader's RoPE may
+    set aside: judge/plans.Plan.job) go into each probe's job; `rope_budget`: what the grader's RoPE may
     answer in the whole grading (set_aside.Budget, shared by its runs; None: no cap); `options`: RunPlan's other fields
     (expected, private, budget_end, second).
     """

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from autograder.judge import cascade, config, evidence, fixtures, registry
+from autograder.judge import cascade, config, evidence, fixtures, plans, registry
 from autograder.judge.interface_check import untouched_optional
 from autograder.sandbox.readback import ProbeResult
 from torch_free import needs_torch
@@ -62,7 +62,7 @@ def outputs(fx, probe_id, wrong=(), drop=()):
     """The reference's outputs of a probe as a first run's result, with the keys of `wrong` units off by 1."""
     arrays = {}
     for key, value in fx.probe(probe_id).items():
-        unit = cascade._unit_of(probe_id, key)
+        unit = plans.unit_of(probe_id, key)
         if unit in drop:
             continue
         arrays[key] = value + 1 if unit in wrong and value.dtype.kind == 'f' else \
@@ -82,7 +82,7 @@ def wrong_in(c, probe_id, result, shown, monkeypatch):
 def test_a_part_is_set_aside_only_in_the_cases_that_show_it_wrong(grading, fx, monkeypatch):
     c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
     first_run(c)
-    assert c.failed == {'rope': '2.1'}
+    assert c.failed == {'rope': grading.test('rope').number}
     # its 2.1 fails, but no GPT case shows it wrong: every case is judged as it ran, whatever the outputs
     c.observe('model', outputs(fx, 'model', wrong=('rope', 'rope-gqa')), {})
     assert c.plan_later() == {} and c.charged == {}
@@ -105,7 +105,7 @@ def test_a_part_wrong_only_inside_the_model_costs_its_own_tests(grading, fx, mon
                  monkeypatch)
         c.plan_later()
         assert c.plans['model'].units == {'rope': 'native', 'gqa': 'excluded', 'rope-gqa': 'excluded'}
-        assert c.charge('gqa').startswith('0 points: your GroupedQueryAttention is wrong when test 8.1 runs it')
+        assert c.charge('gqa').startswith('0 points: your GroupedQueryAttention is wrong when test %s runs it' % grading.test('model').number)
         assert c.charge('gqa-rope') == c.charge('gqa') and c.charge('rope') is None and c.charge('model') is None
 
 
@@ -128,7 +128,7 @@ def test_a_case_with_nothing_of_the_student_left_is_not_judged(grading, fx, monk
     # a correct RoPE, an MHA and a GQA shown wrong in every GPT case: nothing of theirs is judged there
     c = make(grading, fx, passes=('rope', 'rope-cache'))
     first_run(c)
-    assert c.failed == {'mha': '3.1', 'gqa': '4.1'}
+    assert c.failed == {'mha': grading.test('mha-rope').number, 'gqa': grading.test('gqa').number}
     everywhere = {'rope': ('mha',), 'gqa': ('gqa',), 'rope-gqa': ('gqa',), '': ('gqa',)}
     for pid in ('model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
         wrong_in(c, pid, ProbeResult('ok', info={'case_errors': {}}), everywhere, monkeypatch)
@@ -156,7 +156,7 @@ def test_a_gqa_that_fails_only_with_rope_is_judged_without_rope(grading, fx, mon
     # RoPE applied to the values in both attention modules: 3.1 and 5.1 fail, 4.1 passes (no RoPE there)
     c = make(grading, fx, passes=('rope', 'rope-cache', 'gqa'))
     first_run(c)
-    assert c.failed == {'mha': '3.1', 'gqa': '5.1'}
+    assert c.failed == {'mha': grading.test('mha-rope').number, 'gqa': grading.test('gqa-rope').number}
     for pid in ('generate', 'loss-curve'):
         wrong_in(c, pid, ProbeResult('ok'), {'': ('gqa',)}, monkeypatch)
     c.observe('causality', ProbeResult('ok'), {})
@@ -239,24 +239,25 @@ def test_a_part_test_spoiled_by_a_rope_shown_wrong_waits_for_its_second_run(grad
     for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa'):
         c.observe(pid, ProbeResult('ok'), {})
     wrong_in(c, 'gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {'': ('rope',)}, monkeypatch)
-    assert c.failed == {'rope': '2.1'} and c.pending == {'gqa': ['gqa-rope']}
+    assert c.failed == {'rope': grading.test('rope').number} and c.pending == {'gqa': ['gqa-rope']}
     assert list(c.part_reruns()) == ['gqa-rope'] and c.part_reruns()['gqa-rope'].job()['set_aside'] == ['rope']
     c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope')})   # right without the student's RoPE: the GQA works
-    assert c.failed == {'rope': '2.1'} and c.pending == {}
+    assert c.failed == {'rope': grading.test('rope').number} and c.pending == {}
     c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa'))
     for pid in ('rope', 'rope-cache', 'mha-rope', 'gqa'):
         c.observe(pid, ProbeResult('ok'), {})
     wrong_in(c, 'gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {'': ('rope',)}, monkeypatch)
     c._passes_merged = lambda pid, merged, view: False   # still wrong without the student's RoPE: the GQA fails
     c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope', wrong=('',))})
-    assert c.failed == {'rope': '2.1', 'gqa': '5.1'}
+    assert c.failed == {'rope': grading.test('rope').number, 'gqa': grading.test('gqa-rope').number}
 
 
 def test_charge_sets_nothing_aside(grading, fx):
     c = make(grading, fx, policy='charge')
     first_run(c, ('rope', 'gqa'))
     c.observe('model', ProbeResult('ok'), {})
-    assert c.failed == {'rope': '2.1', 'gqa': '4.1'} and c.plan_later() == {} and c.plans == {}
+    assert c.failed == {'rope': grading.test('rope').number, 'gqa': grading.test('gqa').number}
+    assert c.plan_later() == {} and c.plans == {}
 
 
 def test_every_probe_declares_its_parts_and_cases():

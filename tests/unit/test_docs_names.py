@@ -60,13 +60,13 @@ def path_exists(name):
 @functools.lru_cache(maxsize=None)
 def module_names():
     """{module stem: [top-level names]} of every module under autograder/ (and reference/, tests/helpers/)."""
-    out = {}
+    out, stars, own = {}, [], {}
     files, _ = tracked()
     for f in files:
         if f.endswith('.py') and f.startswith(('autograder/', 'reference/', 'tests/helpers/', 'bench/')):
             with open(os.path.join(REPO_ROOT, f), encoding='utf-8') as fh:
                 tree = ast.parse(fh.read())
-            names = set()
+            names = own.setdefault(f, set())
             for node in tree.body:
                 if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
                     names.add(node.name)
@@ -75,12 +75,17 @@ def module_names():
                                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
                 elif isinstance(node, ast.Assign):
                     names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+                elif isinstance(node, ast.ImportFrom) and [a.name for a in node.names] == ['*']:
+                    stars.append((f, node.module.replace('.', '/') + '.py'))   # messages/__init__ gathers its modules
                 elif isinstance(node, (ast.Import, ast.ImportFrom)):
                     names |= {(a.asname or a.name).split('.')[0] for a in node.names}
-            stem = os.path.splitext(os.path.basename(f))[0]
-            if stem == '__init__':
-                stem = os.path.basename(os.path.dirname(f))
-            out.setdefault(stem, set()).update(names)
+    for f, source in stars:
+        own[f] |= own.get(source, set())
+    for f, names in own.items():
+        stem = os.path.splitext(os.path.basename(f))[0]
+        if stem == '__init__':
+            stem = os.path.basename(os.path.dirname(f))
+        out.setdefault(stem, set()).update(names)
     return out
 
 

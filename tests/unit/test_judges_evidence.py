@@ -157,7 +157,8 @@ def test_dropout_without_4_1s_output_says_so():
     v = judge_dropout(GRADING.test('dropout'), ok(good), fixtures({}), GRADING,
                       {'gqa': ok({}, case_errors={'n_kv_head=2': {'status': 'error',
                                                                   'message': 'RuntimeError: boom'}})})
-    assert v.fraction == 0.0 and 'test 4.1 did not return' in v.lines[1] and 'boom' in v.lines[1]
+    assert v.fraction == 0.0 and 'boom' in v.lines[1]
+    assert ('test %s did not return' % GRADING.test('gqa').number) in v.lines[1]
 
 
 # ----------------------------------------------------------------------------- causality (7.1)
@@ -184,7 +185,7 @@ def run_causality(arrays, results):
 def test_a_causal_model_passes_with_values_that_are_not_the_references():
     v = run_causality(*causality_case())
     assert v.fraction == 1.0, v.lines
-    assert 'compared with test 3.1' in v.lines[1]
+    assert ('compared with test %s' % GRADING.test('mha-rope').number) in v.lines[1]
 
 
 def test_a_leak_fails_and_is_named():
@@ -200,7 +201,7 @@ def test_answering_the_causality_probe_unlike_the_value_probes_fails():
     arrays, results = causality_case()
     results['model'] = ok({'rope-gqa/logits': results['model'].arrays['rope-gqa/logits'] + 0.3})
     v = run_causality(arrays, results)
-    assert v.fraction == pytest.approx(2 / 3) and 'test 8.1' in v.lines[-1]
+    assert v.fraction == pytest.approx(2 / 3) and ('test %s' % GRADING.test('model').number) in v.lines[-1]
 
 
 def test_outputs_that_change_between_two_calls_are_not_called_a_leak():
@@ -215,7 +216,7 @@ def test_causality_without_the_other_tests_output_says_which():
     arrays, results = causality_case()
     results['gqa-rope'] = ProbeResult('timeout', 'it ran longer than the 60 s allowed')
     v = run_causality(arrays, results)
-    assert v.fraction == pytest.approx(2 / 3) and 'test 5.1 returned no output' in '\n'.join(v.lines)
+    assert v.fraction == pytest.approx(2 / 3) and ('test %s returned no output' % GRADING.test('gqa-rope').number) in '\n'.join(v.lines)
 
 
 # ----------------------------------------------------------------------------- generate (8.2)
@@ -280,9 +281,9 @@ def test_a_wrong_model_is_cited_from_test_8_1():
     fx = fixtures(dict({'generate/' + k: v for k, v in exp.items()}, **fx_model))
     v = judge_generate(GRADING.test('generate'), ok(bad), fx, GRADING,
                        {'model': ok({'rope-gqa/logits': ref_logits + 1.0})})
-    assert 'whose logits differ from the reference\'s in test 8.1' in '\n'.join(v.lines)
+    assert ('whose logits differ from the reference\'s in test %s' % GRADING.test('model').number) in '\n'.join(v.lines)
     v = judge_generate(GRADING.test('generate'), ok(bad), fx, GRADING, {'model': ok({'rope-gqa/logits': ref_logits})})
-    assert 'test 8.1' not in '\n'.join(v.lines)
+    assert ('test %s' % GRADING.test('model').number) not in '\n'.join(v.lines)
 
 
 # ----------------------------------------------------------------------------- KV cache (12.1)
@@ -386,3 +387,20 @@ def test_outputs_that_ignore_the_input_earn_no_causality_nor_dropout():
     z = np.zeros_like(p0)
     v = run_dropout({k: z for k in good}, z)
     assert v.fraction == 0.0
+
+
+def test_renumbering_a_test_in_grading_yaml_renumbers_every_sentence_that_names_it(tmp_path):
+    # the sentences of 6.1 and 7.1 name 4.1 and 3.1 by the numbers grading.yaml gives them, never by text
+    from grader_runs import grading_text
+    new = {'gqa': '4.7', 'mha-rope': '3.7'}
+    path = tmp_path / 'grading.yaml'
+    path.write_text(grading_text(edit=lambda d: [t.update(number=new[t['id']]) for t in d['tests'] if t['id'] in new]))
+    renumbered = config.load(str(path))
+    assert {t: renumbered.test(t).number for t in new} == new and GRADING.test('gqa').number not in new.values()
+    _, _, good = dropout_case()
+    v = judge_dropout(renumbered.test('dropout'), ok(good), fixtures({}), renumbered,
+                      {'gqa': ok({}, case_errors={'n_kv_head=2': {'status': 'error', 'message': 'RuntimeError: boom'}})})
+    assert 'which test 4.7 did not return' in v.lines[1], v.lines
+    v = judge_causality(renumbered.test('causality'), ok(causality_case()[0]), fixtures({}), renumbered,
+                        causality_case()[1])
+    assert 'compared with test 3.7' in v.lines[1] and 'test %s' % GRADING.test('mha-rope').number not in v.lines[1]

@@ -14,6 +14,7 @@ import zipfile
 
 import numpy as np
 import pytest
+import yaml
 
 from grader_runs import REPO, AutograderRoot, grading_text, load_results
 from autograder import GRADING_YAML
@@ -130,9 +131,32 @@ def lines_of_grading():
         return f.read().splitlines(keepends=True)
 
 
-def line_index(lines, text, start=0):
-    """0-based index of the first line from `start` whose stripped text is `text`."""
-    return next(i for i in range(start, len(lines)) if lines[i].strip() == text)
+def yaml_node(lines, *path):
+    """(its key node or None, its node) at `path` in grading.yaml's `lines`, found by key, never by value: mapping
+    keys, a test by its id, a list item by its index (('tests', 'gqa', 'weight'), ('profiles', 'cpu', 'kv_heads', 2))."""
+    key, node = None, yaml.compose(''.join(lines))
+    for part in path:
+        if isinstance(node, yaml.SequenceNode):
+            key, node = None, node.value[part] if isinstance(part, int) else next(
+                item for item in node.value if any(k.value == 'id' and v.value == part for k, v in item.value))
+        else:
+            key, node = next((k, v) for k, v in node.value if k.value == part)
+    return key, node
+
+
+def key_line(lines, *path):
+    """0-based index of the line of the key at `path` (of a test's first line, for a test)."""
+    key, node = yaml_node(lines, *path)
+    return (key or node).start_mark.line
+
+
+def set_value(lines, path, text):
+    """The scalar at `path` replaced by `text` where it stands (its line keeps its number); returns that line's index."""
+    start, end = yaml_node(lines, *path)[1].start_mark, yaml_node(lines, *path)[1].end_mark
+    assert start.line == end.line, path
+    line = lines[start.line]
+    lines[start.line] = line[:start.column] + text + line[end.column:]
+    return start.line
 
 
 def edited(tmp_path, edit):
@@ -158,7 +182,7 @@ def test_the_committed_grading_yaml_loads():
 
 
 def _unknown_test_key(lines):
-    i = line_index(lines, 'weight: 10', line_index(lines, '- id: rope'))
+    i = key_line(lines, 'tests', 'rope', 'weight')
     lines.insert(i + 1, '    wieght: 5\n')
     return i + 2
 
@@ -169,84 +193,70 @@ def _unknown_top_key(lines):
 
 
 def _unknown_sandbox_key(lines):
-    i = line_index(lines, 'sandbox:')
+    i = key_line(lines, 'sandbox')
     lines.insert(i + 1, '  gpu_seconds: 10\n')
     return i + 2
 
 
 def _missing_tolerance(lines):
-    start = line_index(lines, '- id: rope')
-    tol = line_index(lines, 'tolerance:', start)
-    end = line_index(lines, '- id: rope-cache')
+    start = key_line(lines, 'tests', 'rope')
+    tol = key_line(lines, 'tests', 'rope', 'tolerance')
+    end = key_line(lines, 'tests', 'rope-cache')
     del lines[tol:end - 1]
     return start + 1
 
 
 def _missing_why(lines):
-    start = line_index(lines, '- id: gqa')
-    why = next(i for i in range(start, len(lines)) if lines[i].strip().startswith('why:'))
+    first = yaml_node(lines, 'tests', 'gqa', 'tolerance')[1].value[0][0].start_mark.line   # reported at its first key
+    why = key_line(lines, 'tests', 'gqa', 'tolerance', 'why')
+    assert why > first and why == yaml_node(lines, 'tests', 'gqa', 'tolerance', 'why')[1].end_mark.line   # one line
     del lines[why]
-    return line_index(lines, 'atol: 1.0e-5', start) + 1
+    return first + 1
 
 
 def _weight_not_a_number(lines):
-    i = line_index(lines, 'weight: 15')
-    lines[i] = lines[i].replace('15', 'fifteen')
-    return i + 1
+    return set_value(lines, ('tests', 'gqa', 'weight'), 'fifteen') + 1
 
 
 def _timeout_boolean(lines):
-    i = line_index(lines, 'timeout: 240')
-    lines[i] = lines[i].replace('240', 'yes')
-    return i + 1
+    return set_value(lines, ('tests', 'loss-curve', 'timeout'), 'yes') + 1
 
 
 def _sandbox_limit_a_string(lines):
-    i = next(i for i, l in enumerate(lines) if l.strip().startswith('address_space_mb:'))
-    lines[i] = '  address_space_mb: "lots"\n'
-    return i + 1
+    return set_value(lines, ('sandbox', 'address_space_mb'), '"lots"') + 1
 
 
 def _negative_tolerance(lines):
-    start = line_index(lines, '- id: model')
-    i = line_index(lines, 'rtol: 1.0e-4', start)
-    lines[i] = lines[i].replace('1.0e-4', '-1.0e-4')
-    return i + 1
+    rtol = yaml_node(lines, 'tests', 'model', 'tolerance', 'rtol')[1].value
+    return set_value(lines, ('tests', 'model', 'tolerance', 'rtol'), '-' + rtol) + 1
 
 
 def _unknown_test_id(lines):
-    i = line_index(lines, '- id: memory')
-    lines[i] = lines[i].replace('memory', 'memroy')
-    return i + 1
-
-
-def _containing(lines, text):
-    """0-based index of the first line holding `text` (the cpu profile comes before the gpu one)."""
-    return next(i for i, line in enumerate(lines) if text in line)
+    return set_value(lines, ('tests', 'memory', 'id'), 'memroy') + 1
 
 
 def _profile_key_typo(lines):
-    i = _containing(lines, 'student_seed: 7, window: 20,')
-    lines[i] = lines[i].replace('window: 20', 'windw: 20')
+    key = yaml_node(lines, 'profiles', 'cpu', 'loss_curve', 'window')[0]
+    i, column = key.start_mark.line, key.start_mark.column
+    lines[i] = lines[i][:column] + 'windw' + lines[i][key.end_mark.column:]
     return i + 1
 
 
 def _profile_value_wrong_type(lines):
-    i = _containing(lines, 'memory: {batch: 4, seq: 256,')
-    lines[i] = lines[i].replace('seq: 256', 'seq: many')
-    return i + 1
+    return set_value(lines, ('profiles', 'cpu', 'memory', 'seq'), 'many') + 1
 
 
 def _profile_key_missing(lines):
-    i = _containing(lines, 'memory_rows: 48, memory_margin_mb: 256}')
-    lines[i] = lines[i].replace(', memory_margin_mb: 256', '')
-    return i   # reported at the section's first line, the one before this continuation
+    key, value = yaml_node(lines, 'profiles', 'cpu', 'sliding_window', 'memory_margin_mb')
+    i = key.start_mark.line
+    head = lines[i][:key.start_mark.column].rstrip()
+    assert head.endswith(',') and value.end_mark.line == i   # the last key of a flow mapping, after others
+    lines[i] = head[:-1] + lines[i][value.end_mark.column:]
+    return key_line(lines, 'profiles', 'cpu', 'sliding_window') + 1   # reported at the section's first line
 
 
 def _profile_list_item(lines):
-    i = _containing(lines, 'kv_heads: [1, 2, 3, 6]')
-    lines[i] = lines[i].replace('[1, 2, 3, 6]', '[1, 2, three, 6]')
-    return i + 1
+    return set_value(lines, ('profiles', 'cpu', 'kv_heads', 2), 'three') + 1
 
 
 @pytest.mark.parametrize('edit, words', [
@@ -313,7 +323,9 @@ def assert_grader_error(out, words):
 
 
 def test_malformed_grading_yaml_still_writes_results(tmp_path):
-    bad = write(str(tmp_path / 'grading.yaml'), grading_text().replace('weight: 15', 'weight: [15'))
+    lines = grading_text().splitlines(keepends=True)
+    set_value(lines, ('tests', 'gqa', 'weight'), '[15')   # no longer YAML
+    bad = write(str(tmp_path / 'grading.yaml'), ''.join(lines))
     path = str(tmp_path / 'results' / 'results.json')
     out = grade.grade_results(REFERENCE_MODEL, 'cpu', path, grading_path=bad).to_json()
     assert_grader_error(out, 'Grading could not run')

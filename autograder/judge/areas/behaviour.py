@@ -54,13 +54,14 @@ def _out_proj_bias(grading, fixtures, label='gqa-kv%d' % DROPOUT_KV):
                                     DROPOUT_KV)['out_proj.bias']
 
 
-def _p1_case(case, got, p0, bias, tol):
-    """(ok, line) of one p = 1 case: `got` its output, `p0` the same module's eval output at p = 0 (4.1)."""
+def _p1_case(case, got, p0, bias, tol, numbers):
+    """(ok, line) of one p = 1 case: `got` its output, `p0` the same module's eval output at p = 0 (4.1);
+    `numbers`: {test id: number} of the tests its sentences name (dropout_numbers)."""
     grid = low_precision_grid(got, np.broadcast_to(bias, p0.shape)) \
         if case == 'attn_p1_train' and not isinstance(tol, _GridTolerance) else None
     if grid:
-        ok, line = _p1_case(case, got, p0, bias, _GridTolerance(tol, grid))
-        return ok, line + messages.dropout_on_grid(grid)
+        ok, line = _p1_case(case, got, p0, bias, _GridTolerance(tol, grid), numbers)
+        return ok, line + messages.dropout_on_grid(grid, (numbers['gqa'], numbers['gqa-rope']))
     zeros = np.zeros_like(p0)
     is_p0 = close(got, p0, tol.atol, tol.rtol)
     is_bias = close(got, np.broadcast_to(bias, p0.shape), tol.atol, tol.rtol)
@@ -68,10 +69,10 @@ def _p1_case(case, got, p0, bias, tol):
     if case == 'both_p1_eval':
         ok, desc = _unchanged(got, p0, tol)   # NaN where 4.1 had NaN too is the same module's output
         if ok:
-            return True, messages.DROPOUT_EVAL_P1_OK
+            return True, messages.dropout_eval_p1_ok(numbers['gqa'])
         why = (messages.DROPOUT_EVAL_IS_BIAS if is_bias else
                messages.DROPOUT_EVAL_IS_ZERO if is_zero else '')
-        return False, messages.dropout_eval_p1_failed(desc, why)
+        return False, messages.dropout_eval_p1_failed(desc, why, numbers['gqa'])
     if case == 'attn_p1_train':
         ok, desc = compare(got, np.broadcast_to(bias, p0.shape).astype(p0.dtype), tol.atol, tol.rtol)
         if ok:
@@ -90,13 +91,13 @@ def _near(a, b, tol):
     return np.abs(a - b) <= tol.atol + tol.rtol * np.abs(b)
 
 
-def _mid_train(what, got, base, offset, p, tol):
+def _mid_train(what, got, base, offset, p, tol, numbers):
     """
     (ok, line) of a train-mode output at 0 < p < 1 on the 'dropout' weights, where each output element
     is offset + one value (an attention weight, or the whole output for the residual): each element must
     be dropped (offset) or kept and scaled (offset + value / (1 - p)), and the share dropped among the
     elements where the two differ clearly must be p within tolerance.binomial_sigmas standard deviations.
-    `base` is the same module's eval output at p = 0 in the same process.
+    `base` is the same module's eval output at p = 0 in the same process; `numbers`: dropout_numbers.
     """
     grid = low_precision_grid(got)
     got, base = got.astype(np.float64), base.astype(np.float64)
@@ -104,7 +105,7 @@ def _mid_train(what, got, base, offset, p, tol):
     value = base - offset
     dropped, kept = _near(got, offset, tol), _near(got, offset + value / (1 - p), tol)
     judged = np.abs(value) > 100 * (tol.atol + tol.rtol * np.abs(offset))
-    said = messages.dropout_on_grid(grid) if grid else ''
+    said = messages.dropout_on_grid(grid, (numbers['gqa'], numbers['gqa-rope'])) if grid else ''
     if grid:
         # each rounding is relative to the values rounded (the bias and the scaled weight), not to their sum
         room = tol.atol + GRID_RTOL[grid] * (np.abs(offset) + np.abs(value) / (1 - p))
@@ -134,16 +135,23 @@ def _mid_train(what, got, base, offset, p, tol):
     return True, messages.dropout_share_ok(what, p, share, n) + said
 
 
+def dropout_numbers(grading):
+    """{test id: number} of the tests dropout's sentences name: 4.1 gives the output at p = 0 (its evidence), and
+    4.1 and 5.1 judge the module's precision."""
+    return {tid: grading.test(tid).number for tid in ('gqa', 'gqa-rope')}
+
+
 def judge_dropout(test, result, fixtures, grading, evidence):
     tol = test.tolerance
+    numbers = dropout_numbers(grading)
     p = grading.profiles[fixtures.profile_name].dropout.p
     errors = result.info.get('case_errors', {})
     p0, missing = evidence_output(evidence, 'gqa', 'n_kv_head=%d' % DROPOUT_KV)
     bias = _out_proj_bias(grading, fixtures)
     lines, passed = [], 0
     for name, p1_case, mid_case in DROPOUT_CHECKS:
-        check = [_p1_line(p1_case, result, errors, p0, missing, bias, tol),
-                 _mid_line(mid_case, result, errors, grading, fixtures, p, tol)]
+        check = [_p1_line(p1_case, result, errors, p0, missing, bias, tol, numbers),
+                 _mid_line(mid_case, result, errors, grading, fixtures, p, tol, numbers)]
         passed += all(ok for ok, _ in check)
         lines += [line for _, line in check]
     return Verdict(passed / len(DROPOUT_CHECKS),
@@ -152,13 +160,13 @@ def judge_dropout(test, result, fixtures, grading, evidence):
                    + lines)
 
 
-def _p1_line(case, result, errors, p0, missing, bias, tol):
+def _p1_line(case, result, errors, p0, missing, bias, tol, numbers):
     key = 'gqa/' + case
     if key in errors:
         return False, messages.FAIL + case_error_line(key, errors[key])
     got = result.arrays.get(key)
     if p0 is None:
-        return False, messages.dropout_no_p0(case, DROPOUT_KV, missing)
+        return False, messages.dropout_no_p0(case, DROPOUT_KV, missing, numbers['gqa'])
     if got is None or got.shape != p0.shape:
         return False, messages.dropout_output_shape(case, None if got is None else tuple(got.shape),
                                                     tuple(p0.shape))
@@ -166,11 +174,11 @@ def _p1_line(case, result, errors, p0, missing, bias, tol):
     degenerate = (case == 'attn_p1_train' and close(p0, np.broadcast_to(bias, p0.shape), tol.atol, tol.rtol)) or \
                  (case in ('resid_p1_train', 'both_p1_eval') and not np.any(p0))
     if degenerate:
-        return False, messages.dropout_degenerate(case)
-    return _p1_case(case, got, p0, bias, tol)
+        return False, messages.dropout_degenerate(case, numbers['gqa'])
+    return _p1_case(case, got, p0, bias, tol, numbers)
 
 
-def _mid_line(case, result, errors, grading, fixtures, p, tol):
+def _mid_line(case, result, errors, grading, fixtures, p, tol, numbers):
     for key in ('gqa/' + case, 'gqa/mid_eval_p0'):
         if key in errors:
             return False, messages.FAIL + case_error_line(key, errors[key])
@@ -185,8 +193,8 @@ def _mid_line(case, result, errors, grading, fixtures, p, tol):
                     messages.dropout_eval_mid_failed(p, desc))
     if case == 'mid_attn_train':
         return _mid_train(messages.ATTENTION_DROPOUT, got, base,
-                          _out_proj_bias(grading, fixtures, 'dropout'), p, tol)
-    return _mid_train(messages.RESIDUAL_DROPOUT, got, base, 0.0, p, tol)
+                          _out_proj_bias(grading, fixtures, 'dropout'), p, tol, numbers)
+    return _mid_train(messages.RESIDUAL_DROPOUT, got, base, 0.0, p, tol, numbers)
 
 
 # ----------------------------------------------------------------------------- causality
@@ -208,9 +216,10 @@ def _unchanged(a, b, tol):
     return compare(np.where(fa, a, 0), np.where(fb, b, 0), tol.atol, tol.rtol)
 
 
-# case -> (the test whose process returned the outputs for the original input, its output key, its number)
-CAUSALITY_BASES = {'mha': ('mha-rope', 'n_kv_head=%d', '3.1'), 'gqa': ('gqa-rope', 'n_kv_head=2', '5.1'),
-                   'gpt': ('model', 'rope-gqa/logits', '8.1')}
+# case -> (the test whose process returned the outputs for the original input, its output key); the sentences
+# name that test by its number in grading.yaml
+CAUSALITY_BASES = {'mha': ('mha-rope', 'n_kv_head=%d'), 'gqa': ('gqa-rope', 'n_kv_head=2'),
+                   'gpt': ('model', 'rope-gqa/logits')}
 
 
 def judge_causality(test, result, fixtures, grading, evidence):
@@ -224,7 +233,8 @@ def judge_causality(test, result, fixtures, grading, evidence):
     lines, passed = [], 0
     cases = [c for c in CAUSALITY_BASES if not fixtures.excluded('causality', c)]   # set aside: not judged
     for case in cases:
-        probe_id, key, number = CAUSALITY_BASES[case]
+        probe_id, key = CAUSALITY_BASES[case]
+        number = grading.test(probe_id).number
         aside = fixtures.set_aside_in('causality', case)
         if 'gqa' in aside or 'gqa_rope' in aside:   # run as 8.1's MHA model, or as its GQA model without RoPE
             key = 'rope/logits' if 'gqa' in aside else 'gqa/logits'

@@ -87,7 +87,7 @@ def judge_generate(test, result, fixtures, grading, evidence):
         tol = grading.test('model').tolerance
         if logits is not None and ref_logits is not None and logits.shape == ref_logits.shape \
                 and not compare(logits, ref_logits, tol.atol, tol.rtol)[0]:
-            lines.append(messages.generate_logits_differ(label))
+            lines.append(messages.generate_logits_differ(label, grading.test('model').number))
     if likely:
         lines.append(messages.likely_bug_tokens(KNOWN_BUGS[likely[0]].description, likely[0]))
     return Verdict(passed / len(GENERATE_CASES),

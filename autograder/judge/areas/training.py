@@ -74,7 +74,7 @@ def _training_gradients(evidence, fixtures, grading, tol, rows):
     case = 'seed%d' % lc.student_seed
     prefix = case + '/step0/'
     expected = {k[len(prefix):]: v for k, v in fixtures.probe('loss-curve').items() if k.startswith(prefix)}
-    what = messages.TRAINING_RUN
+    what = messages.training_run(grading.test('loss-curve').number)
     if not expected:
         return False, [messages.NO_TRAINING_FIXTURES], False
     run = evidence.get('loss-curve')
@@ -191,7 +191,7 @@ def judge_loss_curve(test, result, fixtures, grading):
     if steps is not None and steps != lc.iters:
         lines.append(messages.training_steps(steps, lc.iters))
     elif first is False:
-        lines.append(messages.FIRST_STEP_DIFFERS)
+        lines.append(messages.first_step_differs(grading.test('gradients').number))
     elif first:
         lines.append(messages.FIRST_STEP_SAME)
     return Verdict(0.0, lines, summary)
