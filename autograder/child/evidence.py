@@ -27,7 +27,7 @@ ON = False
 _case = None
 _open = []        # frames of hooked calls now running, innermost last: [part, module, record or None]
 _records = []     # finished records: dicts with tensors (collect() packs them)
-_done = set()     # (case, id(module)): attention modules already recorded in this case (cleared at each case)
+_done = {}        # id -> module recorded in this case, kept alive so that no new module takes its id
 _hooked = weakref.WeakSet()   # modules with hooks (by identity: an id is reused once a module is freed)
 
 
@@ -119,10 +119,10 @@ def _attention_before(part, cfg, weights_of):
             record = None
             plain = len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].dim() == 3 and \
                 all(v is None for v in kwargs.values())
-            key = (_case, id(module))
+            key = id(module)
             if _case is not None and plain and key not in _done and len(_records) < rs.MAX_EVIDENCE \
                     and getattr(cfg, 'sliding_window', None) is None:
-                _done.add(key)
+                _done[key] = module
                 dropout = module.training and (any(isinstance(m, nn.Dropout) and m.p > 0 for m in module.modules())
                                                or float(getattr(cfg, 'attn_pdrop', 0) or 0) > 0)
                 weights = weights_of(module, cfg)

@@ -104,8 +104,8 @@ class Fixtures:
         """The fixtures of input set `index`, as the judges read them."""
         if not self.sets:
             return self
-        expected, fps, seed = self.sets[index]
-        return dataclasses.replace(self, expected=expected, known_bugs=fps, set_index=index, input_seed=seed)
+        expected, bugs, seed = self.sets[index]
+        return dataclasses.replace(self, expected=expected, known_bugs=bugs, set_index=index, input_seed=seed)
 
     def probe(self, probe_id):
         prefix = probe_id + '/'
@@ -121,8 +121,8 @@ class Fixtures:
 
     def known_bug_outputs(self, probe_id):
         prefix = probe_id + '/'
-        return {fp: {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-                for fp, arrays in self.known_bugs.items()}
+        return {bug: {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+                for bug, arrays in self.known_bugs.items()}
 
 
 def root():
@@ -214,16 +214,16 @@ def load(grading, profile_name, check=True, base=None):
                                 % (profile_name, '; '.join(problems), regenerate_command(profile_name, base)))
     count = int(manifest.get('input_sets', 1))
     key = read_key(base)
-    by_fp = {}
+    by_bug = {}
     for flat_key, value in _load_npz(os.path.join(where, 'known_bugs.npz')).items():
-        fp, rest = flat_key.split('::', 1)
-        by_fp.setdefault(fp, {})[rest] = value
-    fp_sets = {fp: split_sets(arrays, count) for fp, arrays in by_fp.items()}
+        bug, rest = flat_key.split('::', 1)
+        by_bug.setdefault(bug, {})[rest] = value
+    bug_sets = {bug: split_sets(arrays, count) for bug, arrays in by_bug.items()}
     expected_sets = split_sets(_load_npz(os.path.join(where, 'expected.npz')), count)
     prof = grading.profiles.get(profile_name) if hasattr(grading, 'profiles') else None
     seeds = [inputs.set_seed(prof, key, i) if prof is not None else None for i in range(count)]
     shared = inputs.shared_seed(prof, key) if prof is not None else None
-    sets = tuple((expected_sets[i], {fp: s[i] for fp, s in fp_sets.items()}, seeds[i]) for i in range(count))
+    sets = tuple((expected_sets[i], {bug: s[i] for bug, s in bug_sets.items()}, seeds[i]) for i in range(count))
     return Fixtures(profile_name, sets[0][0], sets[0][1], manifest, 0, seeds[0], key, shared, sets)
 
 
@@ -305,9 +305,9 @@ def write(profile_name, sets, manifest, base=None):
     os.makedirs(base, exist_ok=True)
     shared = inputs.SHARED_PROBES
     expected = stored_keys([e for e, _ in sets], shared)
-    fp_ids = sorted({fp for _, fps in sets for fp in fps})
-    flat = {'%s::%s' % (fp, k): v for fp in fp_ids
-            for k, v in stored_keys([fps.get(fp, {}) for _, fps in sets], shared).items()}
+    bug_ids = sorted({bug for _, bugs in sets for bug in bugs})
+    flat = {'%s::%s' % (bug, k): v for bug in bug_ids
+            for k, v in stored_keys([bugs.get(bug, {}) for _, bugs in sets], shared).items()}
     for name, arrays in (('expected.npz', expected), ('known_bugs.npz', flat)):
         tmp = os.path.join(base, '.' + name)
         with open(tmp, 'wb') as f:

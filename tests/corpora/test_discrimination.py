@@ -41,8 +41,8 @@ def test_every_bug_caught_on_exactly_its_must_fail_tests(report):
 def test_known_bugs_named(report):
     rows, s = report
     unnamed = [(r['name'], r['known_bug']) for r in rows
-               if r['verdict'] != 'correct' and r['known_bug'] and not r['fp_named']]
-    assert s['fp_rate'] >= evaluate.KNOWN_BUG_TARGET, unnamed
+               if r['verdict'] != 'correct' and r['known_bug'] and not r['bug_named']]
+    assert s['known_rate'] >= evaluate.KNOWN_BUG_TARGET, unnamed
 
 
 def test_beats_the_course_tests(report):

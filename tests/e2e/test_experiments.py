@@ -53,11 +53,11 @@ def quick(tmp_path_factory):
 
 
 def sections(report):
-    """{question: text of its '## q ...' section}."""
+    """{question: text of its '## Question q: ...' section}."""
     out, current = {}, None
     for line in report.splitlines():
         if line.startswith('## '):
-            current = line.split()[1]
+            current = line.split()[2].rstrip(':')
             out[current] = []
         elif current:
             out[current].append(line)

@@ -18,12 +18,12 @@ GRADING = config.load()
 
 
 class SandboxReached(Exception):
-    """Raised by the stand-in sandbox: everything before the sandboxed run has been done."""
+    """Raised by the fake sandbox: everything before the sandboxed run has been done."""
 
 
 class StopAtTheSandbox:
     """Any call on it stops the grading where the sandbox would start running probes."""
-    user_note = 'stand-in'
+    user_note = 'fake'
 
     def __getattr__(self, name):
         def stop(*args, **kwargs):

@@ -160,8 +160,8 @@ def analyse(rows, test_ids):
             r['false_failure'] = bool(lost) or bool(r['missing_tests'])
         else:
             r['caught'] = lost == set(r['must_fail']) and bool(r['must_fail'])
-            fp = r['known_bug']
-            r['fp_named'] = bool(fp) and any(fp in t['output'] for t in r['tests'].values())
+            bug = r['known_bug']
+            r['bug_named'] = bool(bug) and any(bug in t['output'] for t in r['tests'].values())
         r['cause_cells'] = cause_cells(r)
         r['disagreements'] = []
         for tid in test_ids:
@@ -177,12 +177,12 @@ def analyse(rows, test_ids):
                 r['disagreements'].append((tid, 'full marks (not in must_fail)', 'lost'))
     correct = [r for r in rows if r['verdict'] == 'correct']
     buggy = [r for r in rows if r['verdict'] != 'correct']
-    with_fp = [r for r in buggy if r['known_bug']]
+    with_known = [r for r in buggy if r['known_bug']]
     s = {
-        'n_correct': len(correct), 'n_buggy': len(buggy), 'n_fp': len(with_fp),
+        'n_correct': len(correct), 'n_buggy': len(buggy), 'n_known': len(with_known),
         'false_failures': sum(r['false_failure'] for r in correct),
         'caught': sum(r['caught'] for r in buggy),
-        'fp_named': sum(r['fp_named'] for r in with_fp),
+        'bug_named': sum(r['bug_named'] for r in with_known),
         'course_false_failures': sum(not r['course']['passed'] for r in correct),
         'course_caught': sum(not r['course']['passed'] for r in buggy),
     }
@@ -196,11 +196,11 @@ def analyse(rows, test_ids):
     s['beyond_own_part_subs'] = sum(r.get('beyond_own_part', 0.0) > 0 for r in buggy)
     s['red_optional'] = sum(len(r.get('red_optional', ())) for r in rows)
     s['caught_rate'] = s['caught'] / len(buggy) if buggy else 1.0
-    s['fp_rate'] = s['fp_named'] / len(with_fp) if with_fp else 1.0
+    s['known_rate'] = s['bug_named'] / len(with_known) if with_known else 1.0
     s['course_rate'] = s['course_caught'] / len(buggy) if buggy else 1.0
     s['errors'] = sum(bool(r.get('engine_error')) for r in rows)
     s['ok'] = s['errors'] == 0 and s['false_failures'] == 0 and s['caught'] == len(buggy) and \
-        s['fp_rate'] >= KNOWN_BUG_TARGET and s['beyond_own_part'] == 0 and s['red_optional'] == 0 and \
+        s['known_rate'] >= KNOWN_BUG_TARGET and s['beyond_own_part'] == 0 and s['red_optional'] == 0 and \
         s['cause_rate'] >= CAUSE_TARGET and s['cause_wrong'] == 0
     return s
 
@@ -221,13 +221,13 @@ def table_rows(rows, test_ids):
     for r in rows:
         if r['verdict'] == 'correct':
             result = 'FALSE FAILURE' if r['false_failure'] else 'full marks'
-            fp = ''
+            bug = ''
         else:
             result = 'caught' if r['caught'] else 'MISSED'
-            fp = (('named' if r['fp_named'] else 'NOT NAMED') + ' (%s)' % r['known_bug']) if r['known_bug'] else ''
+            bug = (('named' if r['bug_named'] else 'NOT NAMED') + ' (%s)' % r['known_bug']) if r['known_bug'] else ''
         failed = [n for n in course_tests.CHECKS if not r['course']['checks'].get(n, {}).get('ok')]
         course = 'pass' if not failed else 'fail (%s)' % ','.join(failed)
-        body.append([r['name'], r['verdict']] + [_cell(r, t) for t in test_ids] + [result, fp, course])
+        body.append([r['name'], r['verdict']] + [_cell(r, t) for t in test_ids] + [result, bug, course])
     return header, body
 
 
@@ -243,7 +243,7 @@ def summary_lines(s):
         'false failures on correct variants: %d / %d (target 0)' % (s['false_failures'], s['n_correct']),
         'bugs caught exactly (lost == must_fail): %d / %d = %s (target 100%%)' % (s['caught'], s['n_buggy'],
                                                                                   pct(s['caught_rate'])),
-        'known bugs named: %d / %d = %s (target >= %s)' % (s['fp_named'], s['n_fp'], pct(s['fp_rate']),
+        'known bugs named: %d / %d = %s (target >= %s)' % (s['bug_named'], s['n_known'], pct(s['known_rate']),
                                                             pct(KNOWN_BUG_TARGET)),
         'failing must-fail messages that name the cause: %d / %d = %s (target >= %s), naming a wrong one: %d '
         '(target 0); on submissions that declare none: %d' % (
@@ -269,7 +269,7 @@ def disagreement_lines(rows):
             if cell == 'NOT NAMED' or cell.startswith('WRONG'):
                 lines.append('%s/%s  %s: cause %s: %s' % (r['kind'], r['name'], tid, cell,
                                                           ' or '.join(r['causes']) or 'none declared'))
-        if r['verdict'] != 'correct' and r['known_bug'] and not r['fp_named']:
+        if r['verdict'] != 'correct' and r['known_bug'] and not r['bug_named']:
             lines.append('%s/%s  known bug %s not named in any output' % (r['kind'], r['name'], r['known_bug']))
         if r.get('engine_error'):
             lines.append('%s/%s  not graded: %s' % (r['kind'], r['name'], r['engine_error']))

@@ -108,5 +108,5 @@ def scaling_plot(path, scaling, fixed_w, fixed_N):
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3, which='both')
             ax.legend(fontsize=8)
-    fig.suptitle('4.1 / 4.2: sliding-window attention, dense masked product (eq. 1) vs banded', fontsize=10)
+    fig.suptitle('Questions 4.1 / 4.2: sliding-window attention, dense masked product (eq. 1) vs banded', fontsize=10)
     return _save(fig, path)

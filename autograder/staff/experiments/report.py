@@ -82,7 +82,7 @@ def header(meta, results):
 def section4(s4, meta, draw):
     S = meta['sizes']['section4']
     check, scaling = s4['check'], s4['scaling']
-    lines = ['## 4.1 Sliding window with the masked matrix product (equation 1)', '']
+    lines = ['## Question 4.1: Sliding window with the masked matrix product (equation 1)', '']
     lines += SECTION4_COMPLEXITY['4.1'] + ['']
     lines += ['The mask M of the handout\'s example (N = 6, w = 4) from the reference `sliding_window_mask`:', '']
     lines += _table(['query \\ key'] + [str(i) for i in range(6)],
@@ -93,7 +93,7 @@ def section4(s4, meta, draw):
         for form in ('dense', 'banded'):
             for what in ('seconds', 'bytes'):
                 slopes[key, form, what] = loglog_slope([r[x] for r in rows], [r['%s_%s' % (form, what)] for r in rows])
-    lines += ['', '## 4.2 Sliding window computed on the window only (the pseudocode)', '']
+    lines += ['', '## Question 4.2: Sliding window computed on the window only (the pseudocode)', '']
     lines += _table(['blank', 'answer', 'why'], SECTION4_BLANKS)
     lines += ['', 'Executed as written (the reference\'s literal transcription `sliding_window_attention_loop` in '
               'reference/mingpt/model.py) on random Q, K, V for N ∈ {1, 6, 17, 40} and w ∈ {1, 2, 4, 7, 16, 100} '
@@ -121,7 +121,7 @@ def section4(s4, meta, draw):
                      for r in scaling['vs_N'] + scaling['vs_w']])
     _figure(lines, draw(figures.scaling_plot, 'fig_4_scaling.png', scaling, S['fixed_w'], S['fixed_N']),
             'time and memory against N and w')
-    lines += ['**Rubric (4.1, 4.2).** ' + NOTES['4'], '']
+    lines += ['**Rubric (questions 4.1, 4.2).** ' + NOTES['4'], '']
     return lines, {'max_loop_vs_dense': check['max_loop_vs_dense'],
                    'max_banded_vs_dense': check['max_banded_vs_dense'],
                    'slopes': {'%s/%s/%s' % k: v for k, v in slopes.items()}}
@@ -133,10 +133,10 @@ def samples_section(samples, meta):
     for q, what in (('5.1', '%d iterations at block %d' % (S['short_iters'], S['short_block'])),
                     ('5.2', '%d iterations at block %d, then %d at block %d (--model.pretrained_folder)'
                      % (S['short_iters'], S['short_block'], S['long_iters'], S['long_block']))):
-        lines += ['## %s Sample from the RoPE model after %s' % (q, what), '',
+        lines += ['## Question %s: Sample from the RoPE model after %s' % (q, what), '',
                   'Seed %d, prompt "%s", chargpt.py\'s own call: `model.generate(x, %d, temperature=1.0, '
                   'do_sample=True, top_k=10)`.' % (meta['seeds'][0], meta['prompt'], S['sample_tokens']), '',
-                  '```text', samples[q]['text'], '```', '', '**Rubric (%s).** %s' % (q, NOTES[q]), '']
+                  '```text', samples[q]['text'], '```', '', '**Rubric (question %s).** %s' % (q, NOTES[q]), '']
     return lines
 
 
@@ -146,7 +146,7 @@ def loss_section(q, title, curves, pairs, meta, draw):
     W = S['final_window']
     nums = phase_numbers(curves, S['short_iters'], W)
     total = S['short_iters'] + S['long_iters']
-    lines = ['## %s %s' % (q, title), '']
+    lines = ['## Question %s: %s' % (q, title), '']
     name = draw(figures.loss_plot, 'fig_%s.png' % q.replace('.', '_'), curves, S['smooth'],
                 '%s: training loss, %d iterations at block %d then %d at block %d' %
                 (q, S['short_iters'], S['short_block'], S['long_iters'], S['long_block']),
@@ -169,13 +169,13 @@ def loss_section(q, title, curves, pairs, meta, draw):
         order.append('%s jumps less than %s at the switch in %s' % (a, b, _seeds(count_below(nums[a]['jump'],
                                                                                              nums[b]['jump']))))
     lines += ['Expected ordering and its robustness: ' + '; '.join(order) + '.', '',
-              '**Rubric (%s).** %s' % (q, NOTES[q]), '']
+              '**Rubric (question %s).** %s' % (q, NOTES[q]), '']
     return lines, {c: {p: n[p] for p in ('end_short', 'after_switch', 'final', 'jump')} for c, n in nums.items()}
 
 
 def attention_section(attn_ms, meta, draw):
     S = meta['sizes']
-    lines = ['## 5.5 Average attention time per iteration against n_kv_head', '']
+    lines = ['## Question 5.5: Average attention time per iteration against n_kv_head', '']
     _figure(lines, draw(figures.attention_time_plot, 'fig_5_5.png', attn_ms,
                         '5.5: attention time, block %d, %d iterations, %s' % (S['short_block'], S['gqa_iters'],
                                                                              meta['device'])), '5.5 attention time')
@@ -192,7 +192,7 @@ def attention_section(attn_ms, meta, draw):
         lines += ['On a CPU these are the attention\'s own times (the model measures memory with '
                   'torch.cuda.memory_allocated(), which measures nothing there and costs nothing); they are not '
                   'comparable with a student\'s GPU numbers.', '']
-    lines += ['**Rubric (5.5).** ' + NOTES['5.5'], '']
+    lines += ['**Rubric (question 5.5).** ' + NOTES['5.5'], '']
     return lines
 
 
@@ -201,7 +201,7 @@ def gqa_loss_section(gqa, meta, draw):
     mha, kv = S['n_query_head'], S['gqa_kv']
     curves = {'GQA': gqa[kv], 'MHA': gqa[mha]}
     W = S['final_window']
-    lines = ['## 5.6 Training loss, GQA with %d KV heads against multi-head attention' % kv, '']
+    lines = ['## Question 5.6: Training loss, GQA with %d KV heads against multi-head attention' % kv, '']
     _figure(lines, draw(figures.loss_plot, 'fig_5_6.png', {'GQA n_kv_head=%d' % kv: gqa[kv], 'MHA': gqa[mha]},
                         S['smooth'],
                         '5.6: training loss, %d iterations at block %d' % (S['gqa_iters'], S['short_block'])),
@@ -214,7 +214,7 @@ def gqa_loss_section(gqa, meta, draw):
     k, n = count_below(finals['MHA'], finals['GQA'])
     lines += ['', 'GQA − MHA final loss per seed: %s (mean %+.3f); GQA above MHA in %s.'
               % (', '.join('%+.3f' % diff[s] for s in sorted(diff)), sum(diff.values()) / len(diff), _seeds((k, n))),
-              '', '**Rubric (5.6).** ' + NOTES['5.6'], '']
+              '', '**Rubric (question 5.6).** ' + NOTES['5.6'], '']
     return lines, finals
 
 
@@ -232,7 +232,7 @@ def write(out, results, samples, s4, meta, log=print):
     s4_lines, s4_summary = section4(s4, meta, draw)
     lines += s4_lines
     lines += samples_section(samples, meta)
-    lines += ['## 5.3 Does `GPT.generate()` use a KV cache?', ''] + SECTION5_3 + ['']
+    lines += ['## Question 5.3: Does `GPT.generate()` use a KV cache?', ''] + SECTION5_3 + ['']
     curves = results['curves']
     l54, n54 = loss_section('5.4', 'Training loss, RoPE against vanilla', {k: curves[k] for k in ('vanilla', 'RoPE')},
                             [('RoPE', 'vanilla')], meta, draw)
