@@ -176,7 +176,7 @@ class Cascade:
         """The sandbox's skip hook (first run): the sentence of a part that hung and that this probe would run
         again, or of an import that did not finish."""
         if self.import_hang:
-            return messages.not_run_import(self.import_hang)
+            return messages.not_run_import(self.import_hang, self.number('submission'))
         entry = registry.BY_ID.get(probe_id)
         for part, sentence in self.hung.items():
             if entry is not None and part in entry.calls:
@@ -184,7 +184,7 @@ class Cascade:
         return None
 
     def skip_second(self, probe_id, results=None):
-        return messages.not_run_import(self.import_hang) if self.import_hang else None
+        return messages.not_run_import(self.import_hang, self.number('submission')) if self.import_hang else None
 
     # ------------------------------------------------------------------ the plan of the second run
 

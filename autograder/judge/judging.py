@@ -256,12 +256,13 @@ class Judging:
             judged = self.judge_import(run_result.import_result if run_result is not None else None)
             return submission_verdict(judged, run_result.probes if run_result is not None else {},
                                       self.cascade.import_hang if self.cascade is not None else None)
+        number = self.grading.test('submission').number   # the import test, that the lines below point to
         if located.problem or self.problems:
-            return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]))])
+            return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]), number)])
         if run_result.import_result.status != 'ok':
             if self.cascade is not None and self.cascade.import_hang:
-                return Verdict(0.0, [messages.not_run_import(self.cascade.import_hang)])
-            return Verdict(0.0, [messages.not_graded_import_test(run_result.import_result.message)])
+                return Verdict(0.0, [messages.not_run_import(self.cascade.import_hang, number)])
+            return Verdict(0.0, [messages.not_graded_import_test(run_result.import_result.message, number)])
         result = run_result.probes[spec.id]
         if spec.optional_part:
             return self._optional_verdict(spec, result)

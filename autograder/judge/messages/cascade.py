@@ -47,9 +47,9 @@ def import_hang_in_test(number, said):
     return 'model.py did not finish importing in test %s\'s process%s' % (number, said)
 
 
-def not_run_import(import_hang_words):
-    """A probe not run because model.py did not finish importing."""
-    return 'not run: %s (see test 1.1)' % import_hang_words
+def not_run_import(import_hang_words, number):
+    """A probe not run because model.py did not finish importing (`number`: the import test's)."""
+    return 'not run: %s (see test %s)' % (import_hang_words, number)
 
 
 def part_reason_failed(number):

@@ -63,9 +63,10 @@ def not_graded_top(why):
     return 'Not graded: %s.' % why.rstrip('.')
 
 
-def not_graded_import_top(hang):
-    """results.json's output when model.py did not import (`hang`: import_hang's words, or None)."""
-    return 'Not graded: %s (see test 1.1).' % (hang or NOT_IMPORTED_SHORT)
+def not_graded_import_top(hang, number):
+    """results.json's output when model.py did not import (`hang`: import_hang's words, or None; `number`: the
+    import test's)."""
+    return 'Not graded: %s (see test %s).' % (hang or NOT_IMPORTED_SHORT, number)
 
 
 def located_top(note_text):
@@ -73,13 +74,14 @@ def located_top(note_text):
     return '%s.' % (note_text[0].upper() + note_text[1:])
 
 
-def not_graded_test(why):
-    """A test's line when the upload cannot be graded (`why`: the first line of the reason)."""
-    return 'not graded: %s (see test 1.1)' % why
+def not_graded_test(why, number):
+    """A test's line when the upload cannot be graded (`why`: the first line of the reason; `number`: the import
+    test's)."""
+    return 'not graded: %s (see test %s)' % (why, number)
 
 
-def not_graded_import_test(message):
-    return 'not graded: your model.py could not be imported (see test 1.1): %s' % message
+def not_graded_import_test(message, number):
+    return 'not graded: your model.py could not be imported (see test %s): %s' % (number, message)
 
 
 def optional_todo(names):
