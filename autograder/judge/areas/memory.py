@@ -175,7 +175,7 @@ def judge_window_memory(test, result, fixtures, grading):
         b, h, r, d = np.unravel_index(int(np.argmax(excess)), excess.shape)
         return Verdict(0.0, [messages.banded_differs(size, int((excess > 0).any(axis=(0, 1, 3)).sum()),
                                                      len(rows), (b, h, rows[r], d), rows[r],
-                                                     want[b, h, r, d], got[b, h, r, d], tol.atol,
-                                                     tol.rtol, grading.test('sliding-window').number)])
+                                                     want[b, h, r, d], got[b, h, r, d], (tol.atol, tol.rtol),
+                                                     grading.test('sliding-window').number)])
     return Verdict(1.0, [messages.banded_ok(size, len(rows), sw.memory_margin_mb,
                                             sw.memory_seq ** 2 * 4 >> 20)])

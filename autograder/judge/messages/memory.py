@@ -69,9 +69,9 @@ def banded_returned(shape):
     return 'nothing' if shape is None else 'shape %s' % (shape,)
 
 
-def banded_differs(size, bad, checked, index, query, expected, got, atol, rtol, number):
-    """`number`: the test of banded_attention's values at the profile's size (11.1)."""
-    figures = (size, bad, checked) + tuple(index) + (query, expected, got, atol, rtol, number)
+def banded_differs(size, bad, checked, index, query, expected, got, tolerance, number):
+    """`tolerance`: (atol, rtol); `number`: the test of banded_attention's values at the profile's size (11.1)."""
+    figures = (size, bad, checked) + tuple(index) + (query, expected, got) + tuple(tolerance) + (number,)
     return ('FAIL banded_attention at %s differs from the windowed attention at %d of the %d '
             'queries checked; worst at [%d, %d, %d, %d] (query %d): expected %.6g, got %.6g '
             '(allowed %.1g + %.1g*|expected|); see test %s' % figures)

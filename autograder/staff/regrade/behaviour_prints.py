@@ -21,51 +21,16 @@ outputs of the staff-only probe of inputs the whole class shares (shared_inputs.
 """
 
 import json
-import math
 import os
-
-import numpy as np
 
 from autograder.judge import inputs, registry
 from autograder.staff.regrade import gradebook, shared_inputs
+# the print of a wrong array (its names stay this module's too)
+from autograder.staff.regrade.array_prints import SAMPLE, array_print, number, wrong_mask  # noqa: F401
 
 FILE = 'behaviour.json'
-SAMPLE = 48
 NOT_COMPARED = ('dropout', 'causality')
 COMPARED = tuple(t.id for t in registry.TESTS if t.probed and t.values_in_fixtures and t.id not in NOT_COMPARED)
-
-
-def number(x):
-    """A JSON-safe number at float32's precision (NaN and infinities as strings)."""
-    x = float(x)
-    return float('%.7g' % x) if math.isfinite(x) else repr(x)
-
-
-def wrong_mask(got, expected, tolerance):
-    """Boolean mask over `got` of the elements the judge's bound calls wrong (NaN in the reference: not judged)."""
-    if got.shape != expected.shape:
-        return np.ones(got.shape, dtype=bool)
-    if tolerance is None or got.dtype.kind in 'biu' or expected.dtype.kind in 'biu':
-        return got != expected
-    g, e = got.astype(np.float64), expected.astype(np.float64)
-    judged = np.isfinite(e)
-    close = np.abs(g - e) <= tolerance.atol + tolerance.rtol * np.abs(e)
-    return judged & ~close
-
-
-def array_print(got, expected, tolerance):
-    """The print of one array, or None when nothing in it is wrong."""
-    got = np.asarray(got)
-    if got.dtype.kind not in 'biuf' or got.size == 0:
-        return None
-    wrong = np.flatnonzero(wrong_mask(got, expected, tolerance))
-    if not wrong.size:
-        return None
-    picks = wrong[np.unique(np.linspace(0, wrong.size - 1, min(SAMPLE, wrong.size)).round().astype(int))]
-    same_shape = got.shape == expected.shape
-    return {'shape': list(got.shape), 'wrong': int(wrong.size), 'at': [int(i) for i in picks],
-            'got': [number(v) for v in got.ravel()[picks]],
-            'reference': [number(v) for v in expected.ravel()[picks]] if same_shape else None}
 
 
 def test_prints(judging, out):

@@ -8,7 +8,7 @@ the SAME for the whole class: drawn from HMAC(course key, "hw1 staff shared"), a
 set or shared probe uses. The harness decides right or wrong by recomputing each output in numpy
 (judge/evidence.py's RoPE rotation and attention; an attention is judged from the weights its own
 call recorded and its own RoPE's outputs, so a copied RoPE bug is a lead on RoPE, not on every
-attention), and keeps a print (behaviour_prints.array_print) of each WRONG output: a pair whose
+attention), and keeps a print (array_prints.array_print) of each WRONG output: a pair whose
 prints agree shares a wrong output on inputs neither was graded on, whatever sets they drew.
 
 Never graded, never shown: the probe runs only through grade_results(observe=...) in a staff regrade
@@ -27,6 +27,7 @@ import numpy as np
 
 from autograder.judge import evidence, inputs, probe_job, registry
 from autograder.judge.set_aside import rotate
+from autograder.staff.regrade import array_prints
 
 PROBE = registry.STAFF_PROBES[0]   # child/probes_staff.py: probe_staff_shared
 # part -> the graded tests that judge it as the student's own: a part one of them named a known bug of is left
@@ -115,7 +116,7 @@ def expected(arrays, records, profile, tolerances):
     return {part: e for part, e in out.items() if e is not None and np.all(np.isfinite(e))}
 
 
-def run(judging):
+def run_probe(judging):
     """(the shared inputs, the probe's ProbeResult without its records, the records: evidence.take), or None where
     nothing may run: a file not graded, not imported, or stopped importing. Parts that hung in the grading are not
     run again. Its own sandbox session, after the grading's: it can take no time or budget from a graded probe."""
@@ -137,14 +138,13 @@ def run(judging):
 def wrong_outputs(outputs, arrays, records, profile, tolerances, left_out=()):
     """{part: {output key: print}} of the parts whose outputs (`outputs`: the probe's arrays) are wrong on the shared
     inputs `arrays`, by the harness's own recomputation (expected); `left_out`: parts not kept."""
-    from autograder.staff.regrade import behaviour_prints
     found = {}
     for part, exp in expected(arrays, records, profile, tolerances).items():
         got = outputs.get(part)
         if part in left_out or got is None:
             continue
         tol = tolerances['rope' if part == 'rope' else 'attention']
-        p = behaviour_prints.array_print(got, exp, SimpleNamespace(atol=tol['atol'], rtol=tol['rtol']))
+        p = array_prints.array_print(got, exp, SimpleNamespace(atol=tol['atol'], rtol=tol['rtol']))
         if p is not None:
             found[part] = {part: p}
     return found
@@ -156,7 +156,7 @@ def prints(judging, out, tolerances):
     left out)."""
     from autograder.staff.regrade import gradebook
     started = time.time()
-    ran = run(judging)
+    ran = run_probe(judging)
     if ran is None:
         return {}, round(time.time() - started, 2)
     arrays, result, records = ran
