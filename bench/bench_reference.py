@@ -168,7 +168,7 @@ def bench_sliding_window(seqs, window, heads, head_dim, repeats, max_dense_bytes
 
 
 class _NoMemory:
-    """Stand-in for AttentionMemory that measures nothing: shows what the CPU tracker costs."""
+    """A fake AttentionMemory that measures nothing: shows what the CPU tracker costs."""
 
     def __init__(self, device):
         self.net_bytes = self.peak_bytes = 0

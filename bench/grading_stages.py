@@ -8,7 +8,7 @@ Each grading is grade.grade_results as run_autograder calls it (its own Sandbox,
 with --batch as a batch worker does (one Sandbox and zygote for every grading: the first grading pays the start).
 The harness's functions below are wrapped with a clock (nothing else changes: every probe is its own fresh,
 walled process as always). A stage's "own" seconds leave out the stages it calls, so the own column sums to the
-grading's wall time; "harness, the rest" is what no stage names (the judge's loop, link answers, waiting on a
+grading's wall time; "harness, the rest" is what no stage names (the harness's loop, link answers, waiting on a
 probe process). Each probe process (self-test, import check, probes; second run included) is split by the
 harness's own clock: fork to its wall-up frame (the zygote's fork, namespaces, mounts, pivot_root, rlimits, user,
 seccomp, and the harness's outside check), wall-up to "model.py imported", and the rest to its exit (the probe's
@@ -38,7 +38,7 @@ STAGES = [
     (Sandbox, '__init__', 'Sandbox set-up (pool users, child python, seccomp program)'),
     (fixtures, 'load_for_grading', 'fixture loading'),
     (submission, 'locate', 'upload located'),
-    (grade.Judging, '__init__', 'upload read, parsed, checked; inputs drawn; cascade planned'),
+    (grade.Judging, '__init__', 'upload read, parsed, checked; inputs drawn; set-aside planned'),
     (session.Sandbox, '_begin', 'grading set-up (cgroup, scratch copy of the code)'),
     (session.Sandbox, '_grader_copies', 'copies check (copies of the grader on the machine)'),
     (session.Sandbox, '_selftest', 'self-test process (fork, wall, its checks)'),

@@ -10,7 +10,7 @@ For each grading (the first of each submission is a warm-up when --repeat > 1: t
 start is the worker's, not the grading's) it prints CPU seconds, never wall, so that a loaded
 machine moves the figures little:
 
-- harness: this process (the judge: set-up, inputs, reading back, judging, results.json);
+- harness: this process (the harness: set-up, inputs, reading back, judging, results.json);
 - zygote: the forking interpreter (its own work between forks);
 - probes: the grading cgroup's CPU (every probe process, the self-test and the import check),
   and per probe the CPU the harness measured for it (ProbeResult.harness['cpu_seconds']).

@@ -158,7 +158,7 @@ class _Properties:
 
 
 def _nothing(name):
-    """A stand-in that does nothing; one function object per name (torch._dynamo, if it is first imported
+    """A placeholder: does nothing; one function object per name (torch._dynamo, if it is first imported
     inside a view, refuses one object under two names)."""
     def nothing(*args, **kwargs):
         return None

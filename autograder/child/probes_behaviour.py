@@ -40,7 +40,7 @@ def probe_causality(ctx):
     """
     Outputs for the "future" inputs only: the original inputs of 3.1, 5.1 and 8.1 with their
     second half replaced. This probe's process never sees the originals (judge/inputs.probe_inputs);
-    the judge compares the first half of these outputs with what those tests' processes returned
+    the harness compares the first half of these outputs with what those tests' processes returned
     for the originals. Each input runs twice: outputs that change between two identical calls
     are told apart from a leak of future tokens.
     """

@@ -3,7 +3,7 @@ Probes of GPT.generate (8.2) and of the optional KV cache (12.1), run inside the
 every probes*.py module: they record tokens and logits and judge nothing.
 
 - generate: greedy tokens, and tokens sampled with top_k=1 and top_k=5 at torch.manual_seed(0),
-  short and past block_size. The judge compares them with the reference's tokens; no logits of
+  short and past block_size. The harness compares them with the reference's tokens; no logits of
   the student's model are recorded (they would be the student's own yardstick).
 - kv-cache, per configuration: one cached step through the KVCache interface (the logits of the
   prompt and of one more token fed alone, and each cache's length after both); the greedy tokens

@@ -37,7 +37,7 @@ def probe_memory(ctx):
     On a CPU both calls run in the CUDA view, so whatever guard the code uses, it measures, and
     its torch.cuda memory queries are answered by the harness from the kernel (RssAnon, VmHWM,
     clear_refs) and logged there; on a GPU the real allocator answers and each answer is sent on.
-    Only the figure forward returned comes from here; the judge reads everything else from the log.
+    Only the figure forward returned comes from here; the harness reads everything else from the log.
     """
     mem = ctx.profile['memory']
     T = mem['seq']
@@ -45,7 +45,7 @@ def probe_memory(ctx):
     warm = x.repeat(-(-mem['warmup_batch'] // x.size(0)), 1, 1)[:mem['warmup_batch']]
     if socket_link.connected():
         ask = socket_link.ask   # the harness answers and keeps the log: the evidence 9.1 judges
-    else:   # run in-process (tests): answered here, and nothing is evidence (the judge reads only the harness's log)
+    else:   # run in-process (tests): answered here, and nothing is evidence (the harness reads only the harness's log)
         local, pid = memory_readings.Readings(), os.getpid()
         ask = lambda payload: local(payload, pid)   # noqa: E731
     gpu = ctx.device.type == 'cuda'
@@ -79,7 +79,7 @@ def probe_sliding_window_memory(ctx):
     """
     banded_attention(q, k, v, window, dropout) at a long sequence, on the CPU, under an
     address-space limit in which one N x N float32 matrix does not fit. The whole output comes
-    back; the judge compares it with the reference at rows the harness picked, which only the
+    back; the harness compares it with the reference at rows the harness picked, which only the
     fixtures hold. No meter: the kernel's limit is the evidence (RLIMIT_AS = VmSize + the margin,
     set by runner.apply_limits from job['limits'] before model.py was imported).
     """

@@ -24,7 +24,7 @@ def probe_sliding_window(ctx):
                 return adapter.call_attention(module, x)[0]
         ctx.case('%s/window' % kind, compute)
         # the same module without a window: its reference output is what an attention that ignores
-        # config.sliding_window returns, so the judge can say "not implemented"
+        # config.sliding_window returns, so the harness can say "not implemented"
         ctx.case('%s/no_window' % kind, lambda compute=compute: compute(window=None))
     q, k, v = (ctx.t('sw/' + name) for name in 'qkv')
     for case, window, T in banded_cases(sw):

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from . import adapter
 from autograder.contract.configs import MODEL_CONFIGS
 
-# held-out sequences whose logits at the initial weights show the model's own forward (judge/cascade.py: a failed
+# held-out sequences whose logits at the initial weights show the model's own forward (judge/set_aside.py: a failed
 # part is set aside in 10.1 only where that forward is wrong); 8 x 16 positions are enough to see any part's bug
 INITIAL_SEQS = 8
 
@@ -51,7 +51,7 @@ def probe_loss_curve(ctx):
         text = f.read()
     heldout = ctx.t('heldout/idx') if 'heldout/idx' in ctx.inputs.files else None
     n_kv_head, rope, init_label = lc['n_kv_head'], lc['rope'], 'lc-init'
-    instead = ctx.gqa_set_aside(n_kv_head, rope, lc['n_query_head'])   # the student's GQA set aside (cascade.py)
+    instead = ctx.gqa_set_aside(n_kv_head, rope, lc['n_query_head'])   # the student's GQA set aside (set_aside.py)
     if instead == 'gqa':   # train the MHA model instead
         n_kv_head, init_label = lc['n_query_head'], 'lc-init-mha'
     elif instead == 'gqa_rope':   # train their GQA without RoPE (positions from wpe)
@@ -106,7 +106,7 @@ def probe_loss_curve(ctx):
 
 
 def _initial_logits(cfg, init, heldout, n_embd):
-    """The logits of a model of its own, at the initial weights, before any training (judge/cascade.py sets a failed
+    """The logits of a model of its own, at the initial weights, before any training (judge/set_aside.py sets a failed
     part aside in 10.1 only where this forward is wrong): the trained model's first forward stays inside the Trainer,
     so a part that makes parameters lazily at its first call trains exactly as it would without this check."""
     model = adapter.gpt(cfg)

@@ -75,7 +75,7 @@ def describe_exception(e):
 
 def fact_error(fact, text):
     """An error of kind `fact` about `text` (a repr); message_chars: its length, which the report's
-    cap may cut (the judge cuts its sentence as if the child had cut the whole sentence)."""
+    cap may cut (the harness cuts its sentence as if the child had cut the whole sentence)."""
     return {'fact': fact, 'message': text, 'message_chars': len(text)}
 
 

@@ -1,11 +1,11 @@
 """
 What a probe process builds in place of the submission's RotaryPositionalEmbeddings when the
 harness sets it aside (job['set_aside'] names 'rope': it fails 2.1 or 2.2, and a later test's
-own values showed it wrong there; judge/cascade.py). Runs INSIDE the sandboxed child.
+own values showed it wrong there; judge/set_aside.py). Runs INSIDE the sandboxed child.
 
 Nothing of the answer is here: GraderRoPE only carries the tensor it is given to the harness over
 the link and back (contract/rope_link.py); the rotation is computed outside this process by
-judge/set_aside.py, which answers only the probe processes it set RoPE aside for, and logs every
+judge/rope_service.py, which answers only the probe processes it set RoPE aside for, and logs every
 call. Its backward asks for the transposed rotation the same way, so training runs through it.
 
 The swap is by name in the student's module (mingpt.model.RotaryPositionalEmbeddings =

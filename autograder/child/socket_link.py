@@ -3,7 +3,7 @@ The child's end of the harness link: an AF_UNIX SOCK_SEQPACKET socketpair the ha
 before the probe process was forked, inherited as descriptor 3 (job.json's `link_fd`). One
 `ask(payload)` is one message to the harness and blocks until its one reply. The harness learns
 the sender's pid from the kernel (SCM_CREDENTIALS), never from the payload, and answers through
-the judge's service for this probe (probe_job.link_services, ProbeRun) (none: an empty reply).
+the harness's service for this probe (probe_job.link_services, ProbeRun) (none: an empty reply).
 
 Plain read/write on an inherited descriptor: it works under the seccomp filter, which denies
 socket(). Student code can use the descriptor too; what it says is never evidence by itself.

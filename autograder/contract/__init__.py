@@ -1,7 +1,7 @@
 """
 The contract both sides of the wall load: standard library only, no import of the rest of
 autograder. The harness imports it as autograder.contract; the zygote imports it under the same
-name from the same folder before the wall goes up, so the probe process and the judge read one
+name from the same folder before the wall goes up, so the probe process and the harness read one
 definition.
 
     report_schema.py    what a probe may report: file names, fields, types and limits; the facts

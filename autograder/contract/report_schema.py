@@ -39,7 +39,7 @@ ERROR_STAGES = ('import',)
 
 # The grader's own errors and notes in the child (child/adapter.py and the probes), as facts: a code
 # of these closed sets and its figures (names, numbers in decimal, the student's strings: `figures`,
-# strings only), worded by the judge (judge/messages.py CHILD_ERRORS, CHILD_NOTES) into the text the
+# strings only), worded by the harness (judge/messages.py CHILD_ERRORS, CHILD_NOTES) into the text the
 # child used to write. Code -> the least and most figures it takes. Student code runs in the child
 # and can forge any of them: a forged fact is worded like an honest one, no more than a forged
 # message could say; a fact whose figures do not fit its code makes the report invalid.
@@ -58,7 +58,7 @@ FACT_NOTES = {'matched_by_shape': (7, 7), 'kept_initial': (0, 6)}
 MAX_FIGURE_CHARS = 1500   # the child cut str(e) to 1500 characters: a figure's tail past them never shows
 MAX_FIGURE_CUT = 1 << 40  # `cut`: the characters a note's figures lost to MAX_FIGURE_CHARS (its length)
 
-# an error's kind, where the kind is a fact the judge words (judge/messages.py) around the error's
+# an error's kind, where the kind is a fact the harness words (judge/messages.py) around the error's
 # text (a repr): 'exit', student code called sys.exit(code); 'missing_module', model.py imports a
 # module the grader does not provide; or one of FACT_ERRORS, from its `figures` (its text is '').
 ERROR_FACTS = ('exit', 'missing_module') + tuple(FACT_ERRORS)
@@ -75,7 +75,7 @@ FIGURE_TYPES = ('int', 'float', 'tensor', 'str', 'none', 'bool', 'other')
 
 class FactError(Exception):
     """A grader's error in the child as a fact: a code of FACT_ERRORS and its figures (strings), in
-    `fact`; the judge words it. child/adapter.py's AdapterError is one."""
+    `fact`; the harness words it. child/adapter.py's AdapterError is one."""
 
     def __init__(self, code, *figures):
         super().__init__(code, *figures)
@@ -119,7 +119,7 @@ def error_fields(e):
 
 def note_fields(note):
     """The report's entry of a note, a tuple (code of FACT_NOTES, figures...): its figures cut, and
-    `cut`, the characters cut (the judge cuts the note as the child cut the whole sentence)."""
+    `cut`, the characters cut (the harness cuts the note as the child cut the whole sentence)."""
     code, figures, cut = _figures(note)
     return {'fact': code, 'figures': figures, 'cut': cut}
 
@@ -220,7 +220,7 @@ REPORT_FIELDS = {
     # the error's kind and stage (ERROR_FACTS, ERROR_STAGES) and its text's length before the cap
     'fact': _one_of(ERROR_FACTS), 'stage': _one_of(ERROR_STAGES), 'message_chars': _count,
     'stdout': _text(MAX_STDOUT_CHARS), 'where': _texts(MAX_WHERE, MAX_WHERE_CHARS),
-    # the adapter's notes, as facts (FACT_NOTES: note_fields), worded by the judge
+    # the adapter's notes, as facts (FACT_NOTES: note_fields), worded by the harness
     'notes': lambda v: isinstance(v, list) and len(v) <= MAX_NOTES and all(_note_ok(n) for n in v),
     'figures': lambda v: isinstance(v, list),   # checked with 'fact' (_error_facts_ok)
     'seconds': _number,
@@ -263,7 +263,7 @@ def _clip_text(s, limit, length=None):
     return s[:limit - 30] + ' [... %d characters cut]' % (length - limit + 30)
 
 
-clip_text = _clip_text   # the judge cuts a sentence it words from an error's facts as the child did
+clip_text = _clip_text   # the harness cuts a sentence it words from an error's facts as the child did
 
 
 def _clip_where(where):

@@ -4,7 +4,7 @@ The wire format of the grader's RoPE over the harness link (both sides; standard
 When a submission's RotaryPositionalEmbeddings fails its own tests (2.1, 2.2), a later test that
 runs it is judged again with the rotation computed by the grader, outside the student's process:
 the probe process sends the tensor it would have rotated (child/set_aside.py) and the harness
-answers with the rotated values (judge/set_aside.py), logging every call. One message carries
+answers with the rotated values (judge/rope_service.py), logging every call. One message carries
 at most MAX_VALUES values of `rows` sequences of `length` positions, `d` channels each:
 
     MAGIC, op (b'f' rotate by +angle, b'b' by -angle: the backward of a rotation is its transpose),

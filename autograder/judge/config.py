@@ -62,8 +62,8 @@ class Grading:
     sandbox: dict
     profiles: Dict[str, Profile]   # grading.yaml's profiles: cpu, gpu (judge/profiles.py)
     tests: List[TestSpec] = field(default_factory=list)
-    # 'insulate': a case spoiled by a failed part is judged again without it; 'charge': never
-    cascade: str = 'insulate'
+    # 'on_evidence': a case that showed a part wrong runs again without it (judge/set_aside.py); 'never': never
+    set_aside: str = 'on_evidence'
     # how close a recorded call must be to the harness's own recomputation: {'rope': {atol, rtol}, 'attention': ...}
     # (grading.yaml `evidence`, judge/evidence.py)
     evidence: Dict[str, dict] = field(default_factory=lambda: {k: {'atol': 1e-3, 'rtol': 1e-3}
@@ -188,11 +188,11 @@ def _parse(path, text):
         raise GradingConfigError("%s: not valid YAML: %s" % (path, e))
     v = _Validator(path)
     top = v.mapping(root, 'grading.yaml')
-    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests', 'cascade', 'evidence'}, 'grading.yaml',
+    v.check_keys(top, {'version', 'handout', 'sandbox', 'profiles', 'tests', 'set_aside', 'evidence'}, 'grading.yaml',
                  required=('version', 'handout', 'sandbox', 'profiles', 'tests'))
-    cascade = v.typed(top['cascade'][1], str, 'cascade') if 'cascade' in top else 'insulate'
-    if cascade not in ('insulate', 'charge'):
-        v.fail(top['cascade'][1], "cascade %r is not one of insulate, charge" % cascade)
+    set_aside = v.typed(top['set_aside'][1], str, 'set_aside') if 'set_aside' in top else 'on_evidence'
+    if set_aside not in ('on_evidence', 'never'):
+        v.fail(top['set_aside'][1], "set_aside %r is not one of on_evidence, never" % set_aside)
 
     version = v.typed(top['version'][1], int, 'version')
     if version != 1:
@@ -211,7 +211,7 @@ def _parse(path, text):
     evidence = _evidence(v, top['evidence'][1]) if 'evidence' in top else Grading.__dataclass_fields__[
         'evidence'].default_factory()
     return Grading(path=path, version=version, handout=handout, sandbox=sandbox, profiles=profiles, tests=tests,
-                   cascade=cascade, evidence=evidence)
+                   set_aside=set_aside, evidence=evidence)
 
 
 def _evidence(v, node):

@@ -1,11 +1,11 @@
 """
 The harness's own check of what the student's parts did inside each case of the first run
-(child/evidence.py recorded it): every RoPE call is recomputed here (judge/set_aside.rotate: the
+(child/evidence.py recorded it): every RoPE call is recomputed here (judge/rope_service.rotate: the
 handout's rotation at positions offset+1..offset+T), and every attention call from its input, its
 own projection weights and its own RoPE's outputs (causal softmax attention, scale 1/sqrt(head
 size), key/value head h // (n_query_head / n_kv_head) for query head h). numpy only, float64.
 
-What it decides (judge/cascade.py reads it): the parts SHOWN WRONG in a case. A record can only
+What it decides (judge/set_aside.py reads it): the parts SHOWN WRONG in a case. A record can only
 show a part wrong: a RoPE whose output is not the rotation of its input (or not its shape), an
 attention whose output is not what its own weights and its own RoPE's outputs give, or a part
 whose own code raised the case's error (unless a RoPE it called returned wrong values first: then
@@ -22,7 +22,7 @@ import numpy as np
 
 from autograder.contract import report_schema as rs
 from autograder.judge import registry
-from autograder.judge.set_aside import rotate
+from autograder.judge.rope_service import rotate
 
 BASE = 10_000   # the handout's RoPE base (RotaryPositionalEmbeddings(d, base=10_000))
 # the adapter's errors in a case that place it in an attention class (figure: the class's name at this index)

@@ -116,7 +116,7 @@ class Fixtures:
         return ()
 
     def excluded(self, probe_id, unit):
-        """Whether the cascade left a unit of this probe out of its test: never here (judge/plans.PlanView)."""
+        """Whether set_aside.py left a unit of this probe out of its test: never here (judge/plans.PlanView)."""
         return False
 
     def known_bug_outputs(self, probe_id):

@@ -1,7 +1,7 @@
 """
 Where a probe's process said it was when it was stopped: model.py's functions by line (from the parse
 submission.Upload.tree holds) and the innermost model.py frame of the stack dump the harness read back
-(ProbeResult.harness['hang']). Words only: the cascade (judge/cascade.py) places a hang from the harness's
+(ProbeResult.harness['hang']). Words only: judge/set_aside.py places a hang from the harness's
 own knowledge, never from what the process said.
 """
 

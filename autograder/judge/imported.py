@@ -33,7 +33,7 @@ class ImportVerdict:
 def import_verdict(located, problems, imp, import_hang, static):
     """The ImportVerdict of test 1.1. `imp`: the import check's ProbeResult (None where `located` or
     `problems` refuse the file); `static`: static_findings of model.py, computed once by Judging;
-    `import_hang`: where the import check stalled (the cascade's), if it did."""
+    `import_hang`: where the import check stalled (set_aside.py's), if it did."""
     head = (located.note,) if located.note else ()
     if located.problem or problems:
         return ImportVerdict(0.0, head + tuple(problems or [located.problem]), final=True)

@@ -338,7 +338,7 @@ def heldout(profile, data_file=None, seed=None):
     """
     (idx, targets), each (heldout_seqs, block_size) int64: text at positions the harness picks (from
     `seed`: shared_seed; default the profile's), on which the trained model's logits are scored (the
-    loss is computed here, not in the child). Only idx is shipped to the child; the judge rebuilds
+    loss is computed here, not in the child). Only idx is shipped to the child; the harness rebuilds
     targets from the corpus.
     """
     tokens = _corpus_tokens_of(data_file or DATA_FILE)

@@ -1,6 +1,6 @@
 """
 A grading's judging (Judging): the submission built into a plan, run in the sandbox (the first run,
-then judge/cascade.py's second) and judged one test at a time, once each; with the helpers it
+then judge/set_aside.py's second) and judged one test at a time, once each; with the helpers it
 reads: the tests graded, the arrays each probe may return, a probe's seconds for staff.
 grade.py's pipeline builds one per grading and hands its verdicts to results.py.
 """
@@ -10,7 +10,7 @@ import math
 import time
 
 from autograder.contract import report_schema
-from autograder.judge import (cascade, evidence, inputs, interface_check, messages, probe_job, registry, set_aside,
+from autograder.judge import (set_aside, evidence, inputs, interface_check, messages, probe_job, registry, rope_service,
                               student_text, submission, verdicts)
 from autograder.judge.areas import Verdict
 from autograder.judge.imported import import_verdict, static_findings, submission_verdict, upload_problems
@@ -62,7 +62,7 @@ class Judging:
     test at a time, once each: `verdict(spec)` (`final(spec)` for results.Results.from_verdicts)
     returns the verdict kept when the test was judged, as its probes ended
     (the partial results.json) or at the end. The run is a straight line of two: every probe on the
-    student's own code, then (judge/cascade.py) the cases that a failed part spoiled, again without
+    student's own code, then (judge/set_aside.py) the cases that a failed part spoiled, again without
     that part; the judges read the two merged.
     """
 
@@ -77,7 +77,7 @@ class Judging:
         self.upload = submission.read_upload(located.path) if located.path else None
         self.problems = upload_problems(self.upload) if self.upload is not None else []
         self.info = {'sandbox': 'not run'}
-        self.cascade = None
+        self.aside = None
         self.static = None
         # the student's own text of this grading, one budget for all tests (judge/student_text.py)
         self.text = student_text.Budget(grading.sandbox['student_text_chars'], grading.sandbox['student_text_budget'])
@@ -93,15 +93,15 @@ class Judging:
         # the input set drawn for these bytes (inputs.for_submission)
         self.drawn = inputs.for_submission(fx, profile, self.probe_ids, self.upload.raw)
         self.fx = self.drawn.fixtures
-        self.cascade = cascade.Cascade(grading, self.fx, self.upload.tree, self.specs, profile.model.n_query_head)
+        self.aside = set_aside.SetAside(grading, self.fx, self.upload.tree, self.specs, profile.model.n_query_head)
 
     def run_probes(self):
         """
         The first run (every probe on the student's own code, each test judged as soon as its probes
-        have ended and no second run may judge them again) and the cascade's second run; nothing to
+        have ended and no second run may judge them again) and the second run; nothing to
         run where the upload could not be run at all. Returns self.
         """
-        if self.cascade is None:
+        if self.aside is None:
             return self
         sandbox, profile, fx, drawn = self.sandbox, self.profile, self.fx, self.drawn
         probe_ids, started = self.probe_ids, time.time()
@@ -109,24 +109,24 @@ class Judging:
                        private=self.private,
                        budget_end=started + self.grading.sandbox['total_seconds'],
                        exits=submission.names_exit(self.upload.tree),
-                       # one budget of the grader's RoPE for the whole grading, both runs (judge/set_aside.py)
-                       rope_budget=set_aside.Budget(self.grading.sandbox['rope_service_calls'][self.profile_name],
+                       # one budget of the grader's RoPE for the whole grading, both runs (judge/rope_service.py)
+                       rope_budget=rope_service.Budget(self.grading.sandbox['rope_service_calls'][self.profile_name],
                                                     self.grading.sandbox['rope_service_mb'][self.profile_name]),
                        loss_curve_seeds=[profile.loss_curve.student_seed])
         # the first run records what the student's parts do inside each case (judge/evidence.py)
         recorded = [pid for pid in probe_ids if pid in registry.RECORDS]
         expected = dict(options['expected'])
         expected.update({pid: dict(expected.get(pid, {}), **evidence.slots()) for pid in recorded})
-        first = self._run(probe_ids, on_result=self._on_result(self.progress), skip=self.cascade.skip,
+        first = self._run(probe_ids, on_result=self._on_result(self.progress), skip=self.aside.skip,
                           probe_jobs={pid: {'record': True} for pid in recorded}, **dict(options, expected=expected))
         second = {}
         if first.import_result is not None and first.import_result.status == 'ok':
-            # the second run (judge/cascade.py): first the part tests a failed RoPE spoiled (whether their own part
+            # the second run (judge/set_aside.py): first the part tests a failed RoPE spoiled (whether their own part
             # fails waits for them), then every later case a failed part spoiled
-            second.update(self._second(self.cascade.part_reruns(), options))
-            self.cascade.settle_parts(second)
-            second.update(self._second(self.cascade.plan_later(), options))
-        probes, self.fx = self.cascade.merge(first.probes, second)
+            second.update(self._second(self.aside.part_tests_again(), options))
+            self.aside.settle_parts(second)
+            second.update(self._second(self.aside.plan_later(), options))
+        probes, self.fx = self.aside.merge(first.probes, second)
         self.run_result = dataclasses.replace(first, probes=probes)
         self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: probe_seconds(v) for k, v in first.probes.items()},
@@ -138,11 +138,11 @@ class Judging:
                                         for k in ('cpu', 'wall')} if first.import_result is not None else None,
                      'isolation': first.isolation, 'student_text': self.text.report()}
         self.info['evidence'] = {'records': {k: v if isinstance(v, int) else len(v) for k, v in self.records.items()},
-                                 'charged': dict(self.cascade.charged)}
+                                 'charged': dict(self.aside.charged)}
         if second:   # staff: what the second run did, and how many calls of the grader's RoPE it answered
-            self.info['second_run'] = {pid: dict(self.cascade.plans[pid].job(), seconds=probe_seconds(r),
-                                                 rope_calls=set_aside.calls_of((r.harness or {}).get('link')),
-                                                 rope_mb=set_aside.mb_of((r.harness or {}).get('link')))
+            self.info['second_run'] = {pid: dict(self.aside.plans[pid].job(), seconds=probe_seconds(r),
+                                                 rope_calls=rope_service.calls_of((r.harness or {}).get('link')),
+                                                 rope_mb=rope_service.mb_of((r.harness or {}).get('link')))
                                        for pid, r in second.items()}
         # the student's per-iteration losses, for staff pictures (autograder/staff/regrade/plots.py)
         curve = first.probes['loss-curve'].arrays.get('seed%d' % profile.loss_curve.student_seed) \
@@ -162,7 +162,7 @@ class Judging:
             other[pid] += ''.join('~' + c for c in jobs[pid]['set_aside'] if c in registry.OTHER_CONFIGURATIONS)
         shapes = expected_outputs(self.fx, list(other.values()), self.profile)
         expected = {pid: shapes[alt] for pid, alt in other.items()}
-        run_result = self._run(list(plans), second=True, skip=self.cascade.skip_second, probe_jobs=jobs,
+        run_result = self._run(list(plans), second=True, skip=self.aside.skip_second, probe_jobs=jobs,
                                **dict(options, expected=expected))
         return run_result.probes
 
@@ -181,7 +181,7 @@ class Judging:
 
     def _on_result(self, progress):
         """
-        The callback called as each probe of the first run ends: the cascade learns which parts
+        The callback called as each probe of the first run ends: set_aside.py learns which parts
         failed or hung (and plans that probe's second run); with `progress`, each test is judged as
         soon as its probes have ended and none of them waits for the second run (its verdict kept:
         verdict() returns it), and the verdicts so far are handed to it. Test 1.1 is judged once, as
@@ -194,7 +194,7 @@ class Judging:
 
         def on_result(probe_id, result):
             seen[probe_id] = self._student_text(probe_id, result)
-            self.cascade.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT},
+            self.aside.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT},
                                  self.records.get(probe_id, ()))
             if probe_id in self.records:   # weighed: only the count is kept (staff's extra_data.evidence)
                 self.records[probe_id] = len(self.records[probe_id])
@@ -207,7 +207,7 @@ class Judging:
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
-                        done[spec.id] = submission_verdict(self.import_judged, {}, self.cascade.import_hang) \
+                        done[spec.id] = submission_verdict(self.import_judged, {}, self.aside.import_hang) \
                             if spec.id == 'submission' else self.verdict(spec)
                     except Exception:  # noqa: BLE001  the final judging reports it
                         pass
@@ -239,7 +239,7 @@ class Judging:
         left it: judged once and kept (ImportVerdict)."""
         if self.import_judged is None:
             self.import_judged = import_verdict(self.located, self.problems, imported,
-                                                self.cascade.import_hang if self.cascade is not None else None,
+                                                self.aside.import_hang if self.aside is not None else None,
                                                 self.static)
         return self.import_judged
 
@@ -255,34 +255,34 @@ class Judging:
         if spec.id == 'submission':
             judged = self.judge_import(run_result.import_result if run_result is not None else None)
             return submission_verdict(judged, run_result.probes if run_result is not None else {},
-                                      self.cascade.import_hang if self.cascade is not None else None)
+                                      self.aside.import_hang if self.aside is not None else None)
         number = self.grading.test('submission').number   # the import test, that the lines below point to
         if located.problem or self.problems:
             return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]), number)])
         if run_result.import_result.status != 'ok':
-            if self.cascade is not None and self.cascade.import_hang:
-                return Verdict(0.0, [messages.not_run_import(self.cascade.import_hang, number)])
+            if self.aside is not None and self.aside.import_hang:
+                return Verdict(0.0, [messages.not_run_import(self.aside.import_hang, number)])
             return Verdict(0.0, [messages.not_graded_import_test(run_result.import_result.message, number)])
         result = run_result.probes[spec.id]
         if spec.optional_part:
             return self._optional_verdict(spec, result)
         if result.status == 'skipped':
             return Verdict(0.0, [result.message])
-        nothing = self.cascade.nothing_left(spec.id)
+        nothing = self.aside.nothing_left(spec.id)
         if nothing:
             return Verdict(0.0, [nothing] + self._part_causes(spec.id))
         verdict = verdicts.verdict_for(spec, result, self.fx, self.grading, run_result.probes)
-        verdict.lines[:0] = self.cascade.lines(spec.id, result)
+        verdict.lines[:0] = self.aside.lines(spec.id, result)
         if spec.id == 'loss-curve' and not verdict.passed:
             verdict.lines += self._gradients_cause()
         return verdict
 
     def final(self, spec):
         """The test's verdict in the final results.json: its kept verdict, at 0 where it is a part's own test and
-        that part was shown wrong, or hung, where a later test ran it (Cascade.charge; known only once every probe
+        that part was shown wrong, or hung, where a later test ran it (SetAside.charge; known only once every probe
         ended, so a partial results.json shows the part's own verdict)."""
         verdict = self.verdict(spec)
-        charged = self.cascade.charge(spec.id) if self.cascade is not None and self.run_result is not None else None
+        charged = self.aside.charge(spec.id) if self.aside is not None and self.run_result is not None else None
         if charged:
             return dataclasses.replace(verdict, fraction=0.0,
                                        lines=[charged] + self._sibling_causes(spec) + list(verdict.lines))
@@ -314,7 +314,7 @@ class Judging:
     def _part_causes(self, probe_id):
         """The known bug each failed part's own test named (Verdict.known_bug), said where a test has nothing left."""
         lines = []
-        for part, number in self.cascade.left_out_by(probe_id) or ():
+        for part, number in self.aside.left_out_by(probe_id) or ():
             judged = [self.verdict(t) for t in self.specs if t.number == number and t.id != probe_id]
             for bug_id in sorted({v.known_bug for v in judged if v.known_bug}):
                 lines.append(messages.part_likely_bug(part, number, KNOWN_BUGS[bug_id].description, bug_id))
@@ -322,10 +322,10 @@ class Judging:
 
     def _optional_verdict(self, spec, result):
         """An untouched optional part reads "Not attempted" whatever else fails (unless its tests pass anyway: code
-        written elsewhere); an attempted one is judged by the cascade's optional rules."""
+        written elsewhere); an attempted one is judged by the optional rules of judge/set_aside.py."""
         untouched = spec.optional_part in self.untouched
         try:
-            verdict = self.cascade.optional_verdict(spec, result, self.run_result.probes, self.specs, self.fx)
+            verdict = self.aside.optional_verdict(spec, result, self.run_result.probes, self.specs, self.fx)
         except Exception:  # noqa: BLE001  judged in full below, where it is not the handout's TODO
             if not untouched:
                 raise

@@ -1,5 +1,5 @@
 """
-The cascade's plans (judge/cascade.py decides them): what the second run does for one probe, per unit
+The set-aside plans (judge/set_aside.py decides them): what the second run does for one probe, per unit
 (a registry.CASE_PARTS entry), whether a unit's own forward values in the first run are already the
 reference's, the one ProbeResult the judges read from the two runs, and the fixtures as they read them.
 """

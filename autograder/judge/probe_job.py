@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 from autograder.contract import report_schema
-from autograder.judge import inputs, messages, set_aside
+from autograder.judge import inputs, messages, rope_service
 from autograder.judge.areas import memory
 from autograder.sandbox import LinkAnswer, ProbeJob, ProbeResult
 
@@ -34,8 +34,8 @@ def link_services(profile, rope_for=(), rope_budget=None):
     probe's torch.cuda queries are answered from the kernel's figures of the asking process and
     logged here (contract/memory_readings.py),
     the only readings 9.1 believes (ProbeResult.harness['link']); the probes of `rope_for` (the
-    cascade set their RoPE aside) get the grader's RoPE (judge/set_aside.py), every call logged, each
-    request counted against `rope_budget` (the grading's set_aside.Budget: what an honest submission needs,
+    set_aside.py set their RoPE aside) get the grader's RoPE (judge/rope_service.py), every call logged, each
+    request counted against `rope_budget` (the grading's rope_service.Budget: what an honest submission needs,
     with margin; None: no cap, for staff tools).
     """
     from autograder.contract.memory_readings import Readings
@@ -46,13 +46,13 @@ def link_services(profile, rope_for=(), rope_budget=None):
         reply = readings(payload, pid)
         return reply, readings.log[before:]   # the entries this query added (memory_stats adds two)
     services = {'memory': memory}
-    services.update({pid: set_aside.rope_service(rope_budget) for pid in rope_for})
+    services.update({pid: rope_service.for_probe(rope_budget) for pid in rope_for})
     return services
 
 
 @dataclass
 class RunResult:
-    """One run in the sandbox as the judge's loop assembled it: the import check, every probe (one
+    """One run in the sandbox as the harness's loop assembled it: the import check, every probe (one
     not run says why), and what staff read of the session."""
     import_result: ProbeResult
     probes: Dict[str, ProbeResult]
@@ -98,9 +98,9 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     """
     The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
-    link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts the cascade
+    link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts set_aside.py
     set aside: judge/plans.Plan.job) go into each probe's job; `rope_budget`: what the grader's RoPE may
-    answer in the whole grading (set_aside.Budget, shared by its runs; None: no cap); `options`: RunPlan's other fields
+    answer in the whole grading (rope_service.Budget, shared by its runs; None: no cap); `options`: RunPlan's other fields
     (expected, private, budget_end, second).
     """
     rope_budget = options.pop('rope_budget', None)
@@ -125,7 +125,7 @@ def process_job(job, probe_id, extra=None):
 def execute(sandbox, run_plan, skip=None, on_result=None):
     """
     Run `run_plan` (a RunPlan) in one grading session of `sandbox`: the import check, then each
-    probe the judge does not skip while the grading's budget lasts, each told what it needs as a
+    probe the harness does not skip while the grading's budget lasts, each told what it needs as a
     value. skip(probe id, {probe id: ProbeResult} so far) -> str | None, asked before each probe: a
     string, and the probe is not run (status 'skipped', that message). on_result(probe id,
     ProbeResult): called as each ends (results.json written as it goes); its failure never stops the
@@ -179,7 +179,7 @@ def _answer(service, request):
         reply = service(request.payload, request.pid)
     except Exception as e:  # noqa: BLE001  a service's bug costs this probe's link, not the grading
         return LinkAnswer(error='%s: %s' % (type(e).__name__, str(e)[:300]))
-    if isinstance(reply, LinkAnswer):   # the service's own answer: a stop past its cap (set_aside.rope_service)
+    if isinstance(reply, LinkAnswer):   # the service's own answer: a stop past its cap (rope_service.for_probe)
         return reply
     reply, log = reply if isinstance(reply, tuple) else (reply, None)
     entries = log if isinstance(log, list) else [] if log is None else [log]

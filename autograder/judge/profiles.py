@@ -1,7 +1,7 @@
 """
 grading.yaml's `profiles:` entries, typed: one frozen Profile per profile (cpu, gpu), one small
 frozen dataclass per section. config.py validates the YAML against the schema these fields declare
-(`schema()`) and builds them with `Profile.from_mapping`; the judge and staff code read
+(`schema()`) and builds them with `Profile.from_mapping`; the harness and staff code read
 `profile.loss_curve.student_seed`. The probe process gets `profile.as_json()` inside its job and
 reads plain dicts. Lists are tuples here, so a profile is hashable and nothing can change it in place.
 grading.yaml's comments say why each value is what it is.
@@ -67,7 +67,7 @@ class SlidingWindowSettings(_ReadsAsDict):
     memory_heads: int      # 11.2's heads
     memory_head_dim: int   # 11.2's head size
     memory_window: int     # 11.2's window
-    memory_rows: int       # output rows of 11.2 the fixtures keep and the judge compares
+    memory_rows: int       # output rows of 11.2 the fixtures keep and the harness compares
     memory_margin_mb: int  # 11.2's address-space limit above the process's size
 
 

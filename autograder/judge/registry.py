@@ -19,11 +19,11 @@ inputs makes the fixtures stale until `regenerate`.
 A judge may also read what OTHER probes of the same grading returned (`evidence`): the same
 model's answers given in another process, e.g. 7.1 compares the prefix outputs of its own probe
 with the outputs 3.1, 5.1 and 8.1 produced for the original input. Those probes then run
-whenever the judge runs, even if their own tests are skipped or switched off.
+whenever the harness runs, even if their own tests are skipped or switched off.
 
 Each probe also declares the parts of model.py it runs (`calls`), those it judges as the
-student's own (`owns`), and per case which parts that case runs (CASE_PARTS): the cascade
-(judge/cascade.py) judges a case again with a failed part set aside only where that part's own
+student's own (`owns`), and per case which parts that case runs (CASE_PARTS): set_aside.py
+(judge/set_aside.py) judges a case again with a failed part set aside only where that part's own
 values are wrong in the case, and skips a probe that would run a part that already hung.
 
 Adding a graded test (docs/ARCHITECTURE.md, "Adding a graded test"): an entry here naming its
@@ -49,10 +49,10 @@ class GradedTest:
     probed: bool = True             # False: no probe runs; grade.py judges it (the upload itself)
     needs_tolerance: bool = True    # compares numbers, so grading.yaml must say how close is close enough
     compares_known_bugs: bool = False     # its outputs are compared against the known bugs of known_bugs.py
-    values_in_fixtures: bool = True  # False: the judge reads only the keys and shapes of the reference's outputs
+    values_in_fixtures: bool = True  # False: the harness reads only the keys and shapes of the reference's outputs
     evidence: Tuple[str, ...] = ()  # other probes whose results its judge reads: judge(..., evidence={id: result})
     calls: Tuple[str, ...] = ()     # the parts of model.py (PARTS) its probe runs: a part that hung is not run again
-    owns: Tuple[str, ...] = ()      # the parts it judges as the student's own: never replaced by a stand-in here
+    owns: Tuple[str, ...] = ()      # the parts it judges as the student's own: never set aside here
 
     @property
     def probe(self):
@@ -65,7 +65,7 @@ class GradedTest:
         return self.judge.split(':')[0] if self.judge else None
 
 
-# The parts of model.py a probe can run, as the student reads them (hang messages and the cascade name them).
+# The parts of model.py a probe can run, as the student reads them (hang messages and set_aside.py name them).
 # 'generate' and 'load_pretrained' are GPT's own methods: a hang there is placed apart from GPT.forward's.
 PARTS = {'rope': 'RotaryPositionalEmbeddings', 'mha': 'CausalSelfAttention', 'gqa': 'GroupedQueryAttention',
          'gpt': 'GPT', 'banded': 'banded_attention', 'generate': 'GPT.generate',
@@ -95,7 +95,7 @@ TESTS = (
     # GPT case the same stand-ins as 8.1, whose outputs it is compared with. Its inputs are the
     # "future" ones only, never the originals 3.1, 5.1 and 8.1 answer (inputs.probe_inputs);
     # 'model/rope/', 'model/gqa/': the GPT case at n_kv_head = n_query_head, or without RoPE, when
-    # the cascade sets the student's GQA aside (judge/cascade.py)
+    # set_aside.py sets the student's GQA aside (judge/set_aside.py)
     GradedTest('causality', 'behaviour:judge_causality',
                ('attn/x_future', 'model/idx_future', 'w/mha-rope/', 'w/gqa-rope-kv2/',
                 'model/rope-gqa/', 'model/rope/', 'model/gqa/'),
@@ -162,7 +162,7 @@ TRAINING = ('loss-curve', 'gradients', 'load-pretrained')
 # ('gqa': fixtures '<probe>~gqa'), or, where their GQA fails only with RoPE (5.1, not 4.1), without RoPE
 # ('gqa_rope': fixtures '<probe>~gqa_rope'). Elsewhere a GQA case is set aside with nothing in its place: a test
 # with other configurations is judged on those.
-GQA_FALLBACK = {'causality': ('gpt',), 'generate': ('',), 'loss-curve': ('',)}
+GQA_SET_ASIDE = {'causality': ('gpt',), 'generate': ('',), 'loss-curve': ('',)}
 OTHER_CONFIGURATIONS = ('gqa', 'gqa_rope')   # the parts set aside by running another configuration
 # The outputs that show a case's own forward values (the last name of their keys), where they are not all of
 # the case's outputs: a training case is judged again without a failed part only where the same model's forward

@@ -56,7 +56,7 @@ class TestResult:
     output: str = ''
     visibility: str = 'visible'
     tags: List[str] = field(default_factory=list)
-    rows: List[tuple] = field(default_factory=list)   # the judge's table of expected against got (Verdict.rows)
+    rows: List[tuple] = field(default_factory=list)   # the harness's table of expected against got (Verdict.rows)
 
     @property
     def lost(self):
@@ -70,7 +70,7 @@ class TestResult:
             out['number'] = self.number
         if self.output:
             out['output'] = truncate(self.output, limit)
-            md = markdown.render(out['output'], self.rows)   # the judge's table of expected against got, if any
+            md = markdown.render(out['output'], self.rows)   # the harness's table of expected against got, if any
             if md is not None:
                 out['output'], out['output_format'] = md, markdown.FORMAT
         out['visibility'] = self.visibility
@@ -244,7 +244,7 @@ def result_of(spec, verdict, extra_credit=False, missing=None):
     implemented one "5 / 0"; one a required part it builds on fails (Verdict.not_judged) reads its lines
     at 0 / 0, passed: not its fault. A wrong implementation still fails (red), with what is wrong.
     A failed test's output ends with a line on its share of the points (messages.scored), after a blank
-    line, where it is worth points; `rows` keeps the judge's table of a test whose lines are shown whole.
+    line, where it is worth points; `rows` keeps the harness's table of a test whose lines are shown whole.
     """
     most = 0.0 if extra_credit else float(spec.weight)
     if verdict is None:

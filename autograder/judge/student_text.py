@@ -63,7 +63,7 @@ def clip_text(text, limit):
 def spoken(text, error):
     """
     The message of an error the child reported as facts (its `fact`, `stage` and
-    `message_chars`: report_schema.ERROR_FACTS), in the judge's words around its `text`
+    `message_chars`: report_schema.ERROR_FACTS), in the harness's words around its `text`
     (messages.error_words), cut to the report's cap as the child cut a whole message: from the
     sentence's full length, which message_chars gives where the cap cut `text`. An error without
     facts is its text. The grader's own errors in the child (report_schema.FACT_ERRORS) are
@@ -156,7 +156,7 @@ class Budget:
             info['notes'] = self._lines([noted(n) for n in info['notes']], whole)
         if isinstance(info.get('facts'), dict):
             info['facts'] = {k: self._lines(list(v)[:MAX_FACT_LINES], whole) for k, v in info['facts'].items()}
-        if isinstance(info.get('dtypes'), dict):   # compared by the judge: cut and counted, never replaced
+        if isinstance(info.get('dtypes'), dict):   # compared by the harness: cut and counted, never replaced
             info['dtypes'] = {k: [self.take(t, cut=DTYPE_CHARS) for t in v] if isinstance(v, list) else v
                               for k, v in info['dtypes'].items()}
         if whole and isinstance(info.get('stdout'), str):

@@ -89,7 +89,7 @@ def decode(raw):
 class Upload:
     """
     model.py as every check after `locate` takes it: read once and parsed once (read_upload). The
-    static check, test 1.1's import notes and interface, the optional parts' TODOs, the cascade's
+    static check, test 1.1's import notes and interface, the optional parts' TODOs, set_aside.py's
     function lines and the input set drawn for these bytes all read this value, never the file.
     """
     path: str

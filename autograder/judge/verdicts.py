@@ -1,5 +1,5 @@
 """
-The verdict of each graded test: the judge function that judges it (JUDGES, one per probed test,
+The verdict of each graded test: the harness function that judges it (JUDGES, one per probed test,
 derived from the `judge` each registry.py entry names) and `verdict_for`, which hands a judge its
 probe's result, shape-guarded, and the results of the other probes it reads as evidence.
 """
@@ -14,7 +14,7 @@ JUDGES_PACKAGE = 'autograder.judge.areas'
 
 
 def resolve(name):
-    """The judge function a registry entry names ('<area>:<function>' of areas/<area>.py)."""
+    """The harness function a registry entry names ('<area>:<function>' of areas/<area>.py)."""
     area, _, function = name.partition(':')
     try:
         return getattr(importlib.import_module('%s.%s' % (JUDGES_PACKAGE, area)), function)

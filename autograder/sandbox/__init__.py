@@ -3,12 +3,12 @@ The OS wall between the student's code (autograder/child/, run in a probe proces
 judge (the rest of autograder/). Standard library and ctypes only; nothing here imports torch or
 student code, and nothing of autograder/child/ imports this package.
 
-    session.py    Sandbox, and Sandbox.grading: one grading as a session the judge drives
+    session.py    Sandbox, and Sandbox.grading: one grading as a session the harness drives
                   (GradingSession: the import check and each probe it asks for, a ProbeJob value
-                  each), one fresh process per call, facts back (how a process ended: the judge
+                  each), one fresh process per call, facts back (how a process ended: the harness
                   words it); nothing here calls judge code: a probe's link questions are
-                  handed to the judge (ProbeRun yields LinkRequests, takes LinkAnswers)
-    runs.py       the values a session trades with the judge: ProbeJob, ProbeRun (a process while it runs),
+                  handed to the harness (ProbeRun yields LinkRequests, takes LinkAnswers)
+    runs.py       the values a session trades with the harness: ProbeJob, ProbeRun (a process while it runs),
                   SessionReport, ending_status (how an unread process is reported)
     settings.py   Settings: the sandbox's typed settings, given by the caller (never read from grading.yaml here)
     zygote_handle.py  the harness's handle on the zygote (child/zygote.py is the zygote process

@@ -55,7 +55,7 @@ IDLE_CPU = 0.1                   # CPU seconds: a process that used less over it
 KILL_GRACE = 30.0                # a process that is not reaped this long after SIGKILL means a broken machine
 UCRED = struct.Struct('3i')      # struct ucred: pid, uid, gid
 # how a process that did not finish was stopped: a hang, whether it spun (timeout), slept (wall), kept allocating
-# (memory) or ran into the grading's budget; its stack is asked for, and the judge charges it alike (status 'timeout')
+# (memory) or ran into the grading's budget; its stack is asked for, and the harness charges it alike (status 'timeout')
 HUNG = ('timeout', 'wall', 'budget', 'memory')
 
 
@@ -323,7 +323,7 @@ def watch(zygote, spec, log_path, deadlines, *, serve_link, check_ready, meter, 
     memory_limit_bytes and memory_bytes (where it ended 'memory'), link (the answers' log), link_messages,
     link_errors (facts:
     {'kind': unread_replies | messages (with 'count') | foreign_sender ('sender', 'pid') |
-    service_error ('error': the caller's LinkAnswer.error)}, worded by the judge, judge/messages.py), wall_error,
+    service_error ('error': the caller's LinkAnswer.error)}, worded by the harness, judge/messages.py), wall_error,
     imported_after (wall seconds to the runner's report_schema.IMPORTED frame; absent: it never came).
     `check_ready(pid)`: None, or why the process is not walled as it must be (it is then stopped).
     `meter`: sample() -> CPU seconds of every process of the probe so far; reaped(pid, seconds): the zygote

@@ -17,7 +17,7 @@ belong).
 - Any exception while reading one probe (MemoryError, RecursionError, zip/struct/Value/OS
   errors...) makes that probe 'invalid'; it never reaches the grading.
 - Nothing here is worded for the student: a refusal is a fact (ProbeResult.refusal, an array's
-  in ProbeResult.refused: a reason code and its figures) that the judge words
+  in ProbeResult.refused: a reason code and its figures) that the harness words
   (judge/messages.py, section "a probe's outputs refused").
 """
 
@@ -59,12 +59,12 @@ class ProbeResult:
     # hang ({'frames': [...]}: where model.py was when a deadline or wall cap stopped it; absent without a dump)
     harness: dict = field(default_factory=dict)
     # True: the process's outputs were not read (it was stopped, crashed, or exited leaving none);
-    # `harness` says how it ended and the judge words it (judge/messages.py), `message` is
+    # `harness` says how it ended and the harness words it (judge/messages.py), `message` is
     # empty until then
     unread: bool = False
     # why the outputs the process left were refused, as facts ({} when they were read): 'reason' (a
     # code of Unreadable, 'folder', 'status', or 'error' for any other exception) and its figures;
-    # `message` is empty until the judge words it (judge/messages.py)
+    # `message` is empty until the harness words it (judge/messages.py)
     refusal: dict = field(default_factory=dict)
 
     @property
@@ -77,7 +77,7 @@ class ProbeResult:
 
 class Unreadable(ValueError):
     """A file of the child's that the harness refuses to read: `reason` (a code) and its `figures`, which
-    the judge words (judge/messages.py); `error`: the exception name the wording gives (default its own)."""
+    the harness words (judge/messages.py); `error`: the exception name the wording gives (default its own)."""
 
     def __init__(self, reason, error=None, **figures):
         super().__init__(reason)

@@ -1,5 +1,5 @@
 """
-The values a grading session trades with the judge (session.py's GradingSession): ProbeJob, what one probe
+The values a grading session trades with the harness (session.py's GradingSession): ProbeJob, what one probe
 process is told; ProbeRun, that process while it runs (its link's questions up, LinkAnswers down, its
 ProbeResult at the end); SessionReport, what staff read of a grading's session once it has ended; and
 ending_status, the status of a process whose outputs were not read. Plain values and a driver: nothing here
@@ -14,13 +14,13 @@ from autograder.sandbox.probe import HUNG
 
 @dataclass(frozen=True)
 class ProbeJob:
-    """One probe process, as the judge decided it: a value, never kept or reread by the sandbox."""
+    """One probe process, as the harness decided it: a value, never kept or reread by the sandbox."""
     probe_id: str
     job: dict                          # what the process reads (profile, limit, what is set aside)
     inputs: dict                       # {key: array}: the inputs of its process
     cpu_limit: float                   # CPU seconds
     expected: Optional[dict] = None    # {key: reference shape} of what it may return (None: any)
-    serves_link: bool = False          # the judge answers what it asks over its harness link (ProbeRun)
+    serves_link: bool = False          # the harness answers what it asks over its harness link (ProbeRun)
 
 
 @dataclass(frozen=True)

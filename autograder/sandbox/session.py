@@ -1,7 +1,7 @@
 """
 Sandbox.grading: the student's model.py behind the wall, one fresh process per call of the session
-the judge drives, and only plain data back. See autograder/sandbox/__init__.py for the package's
-map. The loop over probes, what each is told and the words a student reads are the judge's
+the harness drives, and only plain data back. See autograder/sandbox/__init__.py for the package's
+map. The loop over probes, what each is told and the words a student reads are the harness's
 (judge/probe_job.py, worded in judge/messages.py): the sandbox reports facts (how a process ended).
 
 For each grading: claim a sandbox user (lock), make the grading's cgroup, copy the code into a
@@ -92,7 +92,7 @@ class Sandbox:
     @contextmanager
     def grading(self, model_py, private=(), need_data=False, budget_end=None):
         """
-        One grading of `model_py` as a session the judge drives (GradingSession: one call per
+        One grading of `model_py` as a session the harness drives (GradingSession: one call per
         process): the pool user claimed (lock), the grading's cgroup made, the code copied into
         scratch and the self-test run on entry; every process, file and folder of it removed on
         exit, and only then session.report set. private: paths student code must not be able to read
@@ -286,7 +286,7 @@ class Sandbox:
     def _probe(self, work, import_check=False):
         """One process of `work` (a ProbeJob) to its end, a generator (its link's questions pass through,
         where work.serves_link) returning its outputs read when it exited by itself, else a ProbeResult
-        whose status and harness say how it ended (`unread`: the judge words it).
+        whose status and harness say how it ended (`unread`: the harness words it).
         """
         tmpfs = (self.cfg.scratch_mb, self.cfg.scratch_inodes) if self.on['namespaces'] else None
         self.folders += 1   # a folder name that says nothing of the test (without namespaces its path is visible)
@@ -405,8 +405,8 @@ class Sandbox:
 
 class GradingSession:
     """
-    One grading's processes, one call each, as the judge asks for them (Sandbox.grading makes it):
-    the import check, then whichever probes the judge decides to run, each told all it needs as a
+    One grading's processes, one call each, as the harness asks for them (Sandbox.grading makes it):
+    the import check, then whichever probes the harness decides to run, each told all it needs as a
     value. Every process of the last call is dead and its user's files gone before a call returns.
     `budget_end`: the time.time() past which no process may run (a process running then is
     stopped, ended 'budget'); `report` (a SessionReport) once the grading has ended.
@@ -421,12 +421,12 @@ class GradingSession:
 
     def import_check(self, job, cpu_limit, serves_link=False):
         """model.py imported in a process of its own (report_schema.IMPORT), as a ProbeRun like probe()'s
-        (its link answered by the judge where `serves_link`: the judge serves none today, tests do)."""
+        (its link answered by the harness where `serves_link`: the harness serves none today, tests do)."""
         work = ProbeJob(report_schema.IMPORT, job, {}, cpu_limit, {}, serves_link)
         return ProbeRun(self._sandbox._probe(work, import_check=True))
 
     def probe(self, work):
-        """The probe `work` (a ProbeJob) in a fresh process, as a ProbeRun the judge drives to its end
+        """The probe `work` (a ProbeJob) in a fresh process, as a ProbeRun the harness drives to its end
         (answering the questions of its link, where work.serves_link), then reads `result` of. Never
         raises for anything the student's code does."""
         return ProbeRun(self._sandbox._probe(work))

@@ -125,7 +125,7 @@ def check_alloc_at_import(out, tests, root):
 
 
 def check_alloc_in_forward(out, tests, root):
-    # the allocation is in GroupedQueryAttention.forward: it costs the tests of that part; under cascade: insulate
+    # the allocation is in GroupedQueryAttention.forward: it costs the tests of that part; under set_aside: on_evidence
     # the training (10.1) runs at n_kv_head = n_query_head (the student's CausalSelfAttention) and judges that
     for tid in ('gqa', 'gqa-rope', 'memory'):
         assert tests[tid]['score'] == 0, tid
@@ -205,7 +205,7 @@ def gradescope_layout_stays_locked(root):
 
 def check_monkeypatch(out, tests, root):
     # the RoPE sign bug fails as it would without the patches: comparisons run in the harness (RoPE's own
-    # tests; under cascade: insulate the attention tests judge the attention again with the grader's RoPE)
+    # tests; under set_aside: on_evidence the attention tests judge the attention again with the grader's RoPE)
     for tid in ('rope', 'rope-cache'):
         assert tests[tid]['score'] == 0, tid
         assert 'max abs error' in tests[tid]['output']
@@ -214,7 +214,7 @@ def check_monkeypatch(out, tests, root):
 
 
 def check_nan_outputs(out, tests, root):
-    # RoPE's own tests see the NaN outputs; under cascade: insulate the tests built on RoPE run again with the grader's
+    # RoPE's own tests see the NaN outputs; under set_aside: on_evidence the tests built on RoPE run again with the grader's
     for tid in ('rope', 'rope-cache'):
         assert tests[tid]['score'] == 0, tid
         assert 'non-finite' in tests[tid]['output'], tests[tid]['output']
@@ -432,7 +432,7 @@ def test_corpus_matches_cases():
     sys.path.insert(0, HOSTILE)
     from os_cases import CASES as OS_CASES   # the attacks on the machine: tests/corpora/test_hostile_os.py
     on_disk = sorted(d for d in os.listdir(HOSTILE) if os.path.isfile(os.path.join(HOSTILE, d, 'model.py')))
-    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(CASCADE_ATTACKS)
+    assert on_disk == sorted(list(CASES) + list(OS_CASES) + list(EVIDENCE_ATTACKS) + list(SET_ASIDE_ATTACKS)
                              + list(TEXT_ATTACKS) + ['sleep_import']   # graded below, in Gradescope's mode
                              + list(HANG_PAIR) + list(SERVICE_FLOODS) + list(EVIDENCE_CASE_ATTACKS))
 
@@ -658,10 +658,10 @@ GRADESCOPE_ENV = {'HW1_SANDBOX_DISABLE': 'namespaces,cgroups'}
 ANSWER_ATTACKS = ('memorise_answers', 'dropout_only_at_p_one')
 
 
-# Attacks on the judge's own rules alone (issue 43: the suite in 15 minutes): the cascade's plan, evidence in the case,
+# Attacks on the harness's own rules alone (issue 43: the suite in 15 minutes): set_aside.py's plan, evidence in the case,
 # what the grader's process holds, the student's text budget. Each is graded in CI in the strongest mode only, beside
 # its honest control; its Gradescope-mode case is `slow` (`python -m pytest -m slow` runs it, as before). Why that
-# proves as much: what they attack is judge code (judge/cascade.py, judge/evidence.py, judge/student_text.py) and the
+# proves as much: what they attack is judge code (judge/set_aside.py, judge/evidence.py, judge/student_text.py) and the
 # probe's own hooks (child/), the same code in both modes, fed the same probe outputs; none reads, writes or signals
 # anything outside its probe process, so no OS defence stands between it and what it wants. Every OS defence stays
 # proven in both modes in CI by the OS-class attacks (tests/corpora/test_hostile_os*.py, tests/e2e/test_sandbox_process.py,
@@ -676,7 +676,7 @@ JUDGE_RULES_ONLY = ('fail_on_purpose', 'borrow_grader_rope', 'rope_in_block_fail
 
 def in_mode(env, *values, id, judge_rules_only=False):
     """A parameter set graded in `env`'s mode: in Gradescope's (no namespaces) it is `gradescope_mode` (tests/conftest.py),
-    and `slow` as well where the attack is on the judge's rules alone (JUDGE_RULES_ONLY: CI grades it in one mode)."""
+    and `slow` as well where the attack is on the harness's rules alone (JUDGE_RULES_ONLY: CI grades it in one mode)."""
     if env != GRADESCOPE_ENV:
         return pytest.param(*values, id=id)
     return pytest.param(*values, id=id, marks=[pytest.mark.gradescope_mode] + ([pytest.mark.slow] if judge_rules_only
@@ -693,10 +693,10 @@ def test_an_attack_on_evidence_gains_nothing(name, env, ag_root):
     assert total(attack_out) <= total(honest_out)
 
 
-# ----------------------------------------------------------------------------- round four: the cascade and the key
+# ----------------------------------------------------------------------------- round four: setting aside and the key
 # Each graded in both modes beside the same code without the attack (tests/hostile/build.py's HONEST): no test may
 # score more. What each tries to win:
-CASCADE_ATTACKS = {
+SET_ASIDE_ATTACKS = {
     'fail_on_purpose': 'fails 4.1 and 5.1 on purpose so that 10.1 and 10.2 set its K/V-detaching GQA aside',
     'borrow_grader_rope': 'the template scores with whatever RoPE or attention class the grader left in its process',
     'ask_grader_rope': 'a RoPE that is the grader\'s, asked over the link in every process',
@@ -706,8 +706,8 @@ CASCADE_ATTACKS = {
 
 @pytest.mark.parametrize('name,env', [in_mode(e, n, e, id=n + ('-gradescope' if e else ''),
                                               judge_rules_only=n in JUDGE_RULES_ONLY)
-                                      for n in sorted(CASCADE_ATTACKS) for e in (None, GRADESCOPE_ENV)])
-def test_an_attack_on_the_cascade_gains_nothing(name, env, ag_root):
+                                      for n in sorted(SET_ASIDE_ATTACKS) for e in (None, GRADESCOPE_ENV)])
+def test_an_attack_on_setting_aside_gains_nothing(name, env, ag_root):
     timeouts = {'dropout': 4} if name == 'forged_hang_dump' else {}   # its honest bug hangs 6.1: CI's minutes
     honest_out, honest, attack_out, attack, gained = _against_honest(ag_root, name, env, timeouts)
     assert not gained, 'the attack gained points (honest, attack): %s' % gained
@@ -839,7 +839,7 @@ def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
 
 # ----------------------------------------------------------------------------- round five: every service capped
 # rope_flood (tests/hostile/build.py) against its honest control (no RoPE: the second run gives every GPT case the
-# grader's RoPE), in both modes: ~900,000 calls once took the judge from 83 to 420 MB and a grading from 28 to 371 s;
+# grader's RoPE), in both modes: ~900,000 calls once took the harness from 83 to 420 MB and a grading from 28 to 371 s;
 # the grading's one budget of calls (grading.yaml's rope_service_calls) now stops the process that asks past it.
 SERVICE_FLOODS = ('rope_flood',)
 

@@ -44,7 +44,7 @@ def sandbox(request):
 
 
 def run(sandbox, tmp_path, code, probes=(), timeout=60, skip=None, **kwargs):
-    """The judge's loop (probe_job.execute) over a session of `sandbox` on `code`, the job JOB."""
+    """The harness's loop (probe_job.execute) over a session of `sandbox` on `code`, the job JOB."""
     path = tmp_path / ('model-%s.py' % uuid.uuid4().hex[:6])
     path.write_text('import os\nimport sys\nimport time\n\n' + code)
     plan = probe_job.RunPlan(str(path), dict(JOB), tuple(probes), timeout, **kwargs)

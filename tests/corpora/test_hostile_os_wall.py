@@ -177,7 +177,7 @@ def test_an_inotify_timed_append_gains_nothing(ag_root, monkeypatch, setup):
     assert total(out) <= possible(out)
     assert out['extra_data']['grader_peak_rss_mb'] < 250   # the bomb is never inflated: STORED members only
     for t in tests.values():   # a probe whose .npz got the bomb is lost, never read whole; a test that builds on
-        # a part lost that way reads Not judged (the cascade's words for a later test of a failed part)
+        # a part lost that way reads Not judged (the set-aside words for a later test of a failed part)
         assert (t['score'] == t['max_score'] or 'could not be read' in t['output'] or 'compressed' in t['output']
                 or t['output'].startswith('Not judged')), t
     lost = [t for t in tests.values() if 'could not be read' in t['output'] or 'compressed' in t['output']]

@@ -165,7 +165,7 @@ def test_buggy_submission_loses_the_rope_points(buggy_three_times):
     tests = by_id(buggy_three_times[0])
     assert tests['rope']['score'] < tests['rope']['max_score']  # (d = 2 has theta_1 = 1 for any base)
     assert 'Likely bug' in tests['rope']['output'] and 'rope-base' in tests['rope']['output'], tests['rope']['output']
-    # cascade: insulate: the tests that build on RoPE run again with the grader's RoPE in its place, and say so
+    # set_aside: on_evidence: the tests that build on RoPE run again with the grader's RoPE in its place, and say so
     for tid in ('mha-rope', 'gqa-rope', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
         assert full(tests[tid]), tests[tid]['output']
         assert "Judged with the grader's RoPE, computed outside your process, in place of yours, which fails 2.1." \

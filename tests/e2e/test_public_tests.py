@@ -290,7 +290,7 @@ def test_a_hang_costs_one_test_limit_and_each_reason_shows_as_it_happens(tmp_pat
     would run it again stops at once with the grader's sentence for a skipped test, so the whole file takes about
     one limit, and each reason is printed under its FAIL as it happens (before the summary).
     """
-    from autograder.judge.cascade import NOT_RUN, STOPPED_IN
+    from autograder.judge.set_aside import NOT_RUN, STOPPED_IN
     with open(os.path.join(REPO_ROOT, 'tests', 'submissions', 'buggy', 'starter_gqa_while_hang', 'model.py')) as f:
         source = f.read()
     line = next(i for i, text in enumerate(source.splitlines(), 1) if text.strip().startswith('while '))

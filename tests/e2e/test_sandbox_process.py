@@ -35,7 +35,7 @@ def sandbox(request):
 
 
 def run(sandbox, tmp_path, code, probes=(), timeout=60, skip=None, **kwargs):
-    """The judge's loop (probe_job.execute) over a session of `sandbox` on `code`, the job JOB."""
+    """The harness's loop (probe_job.execute) over a session of `sandbox` on `code`, the job JOB."""
     path = tmp_path / 'model.py'
     path.write_text('import os\nimport sys\nimport time\n\n' + code)
     job = dict(JOB, **kwargs.pop('job', {}))

@@ -1,5 +1,5 @@
 """
-The whole run's time budget (grading.yaml sandbox.total_seconds): a hang the cascade cannot
+The whole run's time budget (grading.yaml sandbox.total_seconds): a hang set_aside.py cannot
 place times out every test that runs it, and without a cap those timeouts add up past
 Gradescope's own limit, after which Gradescope shows no results at all. With the cap the
 grading ends on time and still writes a valid results.json.
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.alone
 BUDGET_S = 12   # the tests before 10.1 take ~6 s here, and 10.1-10.3's three timeouts ~14 s more
 PER_TEST_S = 4
 # Block.forward never returns while gradients are recorded (training), and model.py unsets the hang dump
-# (faulthandler.unregister). The harness places a hang only from its own knowledge (cascade.py): the part a probe
+# (faulthandler.unregister). The harness places a hang only from its own knowledge (set_aside.py): the part a probe
 # runs alone, or the one part of it no earlier probe proved returns. 7.1-8.2 run every part of the GPT without
 # gradients and return, so when 10.1 (training) hangs there is nothing left to place it on: every later probe that
 # trains or backpropagates (10.2, 10.3 and the second run's tries) runs into its 4 s timeout, and the budget ends it.
@@ -36,7 +36,7 @@ HIDDEN_HANG = [
 
 
 def test_a_hang_that_hides_where_it_is_stops_at_the_budget_with_valid_results(tmp_path):
-    """The budget is the defence left when the cascade cannot skip a hang: the grading ends at it, results valid."""
+    """The budget is the defence left when set_aside.py cannot skip a hang: the grading ends at it, results valid."""
     submission = tmp_path / 'model.py'
     submission.write_text(source_patches.patched_reference(HIDDEN_HANG, 'a Block.forward that hangs, dump unset'))
     from grader_runs import grading_text

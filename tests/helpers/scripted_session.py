@@ -1,5 +1,5 @@
 """
-A scripted grading session for the tests of the judge's loop (probe_job.execute, judging.Judging): the
+A scripted grading session for the tests of the harness's loop (probe_job.execute, judging.Judging): the
 interface of sandbox.GradingSession and of the Sandbox that makes it, without a process. A test says what
 the import check and each probe report (imported, probed); every call returns a ProbeRun that has ended.
 """
@@ -38,7 +38,7 @@ class ScriptedSession:
 
 
 class ScriptedSandbox:
-    """Sandbox's interface as the judge's loop drives it: every grading is `session`."""
+    """Sandbox's interface as the harness's loop drives it: every grading is `session`."""
     user_note = 'scripted'
 
     def __init__(self, session, cfg=None):

@@ -655,7 +655,7 @@ LEAK_INPUT_IN_ERROR = """        # HOSTILE: carry the whole input out in the mes
         raise ValueError('HOSTILE ' + ' '.join('%.6g' % v for v in x.flatten().tolist()))
 """
 
-# ----------------------------------------------------------------------------- round four: the cascade and the key
+# ----------------------------------------------------------------------------- round four: setting aside and the key
 
 IN_TEST = """
 
@@ -705,7 +705,7 @@ GQA_LOOP_ALLOCATES = [(GQA_FORWARD, "        kv_of, h = [], 0\n        while h <
                                     "            kv_of.append(h // (self.n_head // self.n_kv_head))\n" + GQA_FORWARD)]
 
 # round five: a RoPE wrong everywhere (no rotation) whose GQA, once the grader's RoPE stands in for it (the second
-# run), asks that RoPE over and over: ~900,000 calls once took the judge from 83 to 420 MB and a grading to 371 s
+# run), asks that RoPE over and over: ~900,000 calls once took the harness from 83 to 420 MB and a grading to 371 s
 ROPE_FLOOD = """        rope = getattr(self, 'query_rotary_pe', None)  # HOSTILE: flood the grader's RoPE where it stands in
         if rope is not None and type(rope).__name__ != 'RotaryPositionalEmbeddings':
             probe = torch.zeros(1, 1, 1, self.head_dim)
@@ -907,7 +907,7 @@ CASES = {
                                     (ROPE_FORWARD, ROPE_FORWARD + MEMORISE_FORWARD)]),
     'leak_input_in_error': ('RotaryPositionalEmbeddings.forward raises an error whose message is the whole input',
                             'reference', [(ROPE_FORWARD, ROPE_FORWARD + LEAK_INPUT_IN_ERROR)]),
-    # round four: the cascade, the grader's RoPE and the import (HONEST holds the same code without the attack)
+    # round four: setting aside, the grader's RoPE and the import (HONEST holds the same code without the attack)
     'fail_on_purpose': ('K/V detached in training, and the GQA returns zeros in the processes of 4.1 and 5.1 (its test '
                         'read from the runner\'s frame), so that later tests would set it aside', 'reference',
                         KV_DETACHED + [(IMPORTS_END, IMPORTS_END + IN_TEST)] + FAIL_ON_PURPOSE),

@@ -184,7 +184,7 @@ def test_the_shared_inputs_follow_the_key():
     assert np.array_equal(a['rope/x0'], b['rope/x0'])
     assert not np.array_equal(a['heldout/idx'], b['heldout/idx'])
     assert not np.array_equal(a['model/lc-init/transformer.wte.weight'], b['model/lc-init/transformer.wte.weight'])
-    targets = inputs.heldout(PROFILE, seed=one)[1]   # what the judge rebuilds from the corpus, at the same positions
+    targets = inputs.heldout(PROFILE, seed=one)[1]   # what the harness rebuilds from the corpus, at the same positions
     assert np.array_equal(targets[:, :-1], a['heldout/idx'][:, 1:])
 
 

@@ -55,7 +55,7 @@ def write_probe(out, pid='p', report=None, raw_report=None):
 
 
 def read_probe(*args, **kw):
-    """readback's result as the judges read it: readback reports a refusal as a fact, the judge's
+    """readback's result as the judges read it: readback reports a refusal as a fact, the harness's
     loop words it (messages.py)."""
     return probe_job.worded('p', readback.read_probe(*args, **kw), None)
 
@@ -275,7 +275,7 @@ def test_guard_turns_wrong_and_oversized_shapes_into_case_failures():
 
 
 def test_judging_a_huge_generate_output_is_fast():
-    """top-k over millions of positions used to loop in Python: the guard keeps it from the judge."""
+    """top-k over millions of positions used to loop in Python: the guard keeps it from the harness."""
     import time
     from autograder import GRADING_YAML
     from autograder.judge import config, fixtures

@@ -159,7 +159,7 @@ def test_forged_records_are_dropped_or_refused():
 
 
 def test_a_second_argument_read_as_an_offset_never_shows_a_right_rope_wrong():
-    from autograder.judge.set_aside import rotate
+    from autograder.judge.rope_service import rotate
     tol = config.load().evidence['rope']
     x = np.random.default_rng(0).standard_normal((2, 3, 7, 8))
     at = lambda first: rotate(x.reshape(-1, 7, 8), first, 10_000).reshape(x.shape)

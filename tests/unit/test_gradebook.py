@@ -30,22 +30,22 @@ INPUTS = {'profile': 'cpu', 'grading_yaml_sha256': 'y' * 64, 'fixtures_sha256': 
 def test_the_named_bug_pattern_reads_what_the_value_judge_prints():
     fx = fixtures.load(GRADING, 'cpu')
     spec = GRADING.test('rope')
-    for fp in ('rope-sign', 'rope-base-1000'):
-        arrays = dict(fx.probe('rope'), **fx.known_bug_outputs('rope')[fp])   # the bug's own outputs
+    for bug in ('rope-sign', 'rope-base-1000'):
+        arrays = dict(fx.probe('rope'), **fx.known_bug_outputs('rope')[bug])   # the bug's own outputs
         verdict = values.judge_values(spec, ProbeResult('ok', arrays=arrays), fx, GRADING)
         out = results.Results({'rope': results.TestResult('rope', spec.name, 0.0, spec.weight, 'failed', spec.number,
                                           '\n'.join(verdict.lines))})
-        assert gradebook.named_bugs(out) == [fp], verdict.lines
+        assert gradebook.named_bugs(out) == [bug], verdict.lines
 
 
 def test_a_single_number_names_no_bug():
     """A loss agreeing with a wrong variant's within 10x the tolerance is chance (the realistic class showed two)."""
     fx = fixtures.load(GRADING, 'cpu')
     tol = GRADING.test('model').tolerance
-    fps = fx.known_bug_outputs('model')
-    fp, arrays = next((fp, a) for fp, a in fps.items() if 'rope/loss' in a and 'rope/logits' in a)
-    assert values.known_bug_matches('rope/loss', arrays['rope/loss'], fps, tol) == []
-    assert fp in values.known_bug_matches('rope/logits', arrays['rope/logits'], fps, tol)
+    bugs = fx.known_bug_outputs('model')
+    bug, arrays = next((bug, a) for bug, a in bugs.items() if 'rope/loss' in a and 'rope/logits' in a)
+    assert values.known_bug_matches('rope/loss', arrays['rope/loss'], bugs, tol) == []
+    assert bug in values.known_bug_matches('rope/logits', arrays['rope/logits'], bugs, tol)
 
 
 def test_a_pdf_only_upload_is_not_graded_with_its_reason():

@@ -19,7 +19,7 @@ from autograder.sandbox import copies, protect_source
 
 
 def _copy(parent, *extra):
-    """An unpacked zip's layout under `parent`/source: the judge, the fixtures and their key."""
+    """An unpacked zip's layout under `parent`/source: the harness, the fixtures and their key."""
     copy = os.path.join(parent, 'source')
     for rel in ('autograder/judge/grade.py', 'autograder/fixtures/draw.key',
                 'autograder/fixtures/cpu/expected.npz') + extra:

@@ -3,10 +3,10 @@ Issue 40, items 3 and 5: a hang is a hang however it grows, and every service th
 
 - A probe process whose own memory grows past sandbox.probe_memory_mb is stopped by the harness (sandbox/probe.py)
   like one past its CPU deadline: ended 'memory', its stack asked for, status 'timeout' (ProbeResult.hung), worded
-  with the limit and charged by the cascade as a hang.
+  with the limit and charged by set_aside.py as a hang.
 - A process that exits without results is told its code may have called sys.exit or os._exit only where model.py
   names such a call (submission.names_exit: the harness's own reading of the source).
-- The grader's RoPE (judge/set_aside.py) answers at most a Cap of calls and MB per probe process; past it the
+- The grader's RoPE (judge/rope_service.py) answers at most a Cap of calls and MB per probe process; past it the
   process is stopped, unanswered, and the fact counts what it asked, no entry per call.
 """
 
@@ -14,7 +14,7 @@ import ast
 import os
 import time
 
-from autograder.judge import config, messages, probe_job, set_aside, submission
+from autograder.judge import config, messages, probe_job, rope_service, submission
 from autograder.contract import rope_link
 from autograder.sandbox import LinkAnswer, ProbeResult, Settings
 from autograder.sandbox import probe
@@ -110,8 +110,8 @@ def request(rows=1, length=4, d=8):
 
 
 def test_the_rope_service_answers_up_to_the_gradings_budget_then_stops_the_process():
-    budget = set_aside.Budget(calls=3, mb=1)
-    first, second = set_aside.rope_service(budget), set_aside.rope_service(budget)   # two probes, one grading
+    budget = rope_service.Budget(calls=3, mb=1)
+    first, second = rope_service.for_probe(budget), rope_service.for_probe(budget)   # two probes, one grading
     answered = [first(request(), 7), first(request(), 7), second(request(), 8)]
     assert all(isinstance(a, tuple) and len(a[0]) == 4 * 8 * 4 and a[1]['kind'] == 'rope' for a in answered)
     past = second(request(), 8)
@@ -119,7 +119,7 @@ def test_the_rope_service_answers_up_to_the_gradings_budget_then_stops_the_proce
     assert past.stop == {'kind': 'rope_cap', 'calls': 4, 'cap_calls': 3, 'mb': 0.0, 'cap_mb': 1}
     assert isinstance(first(request(), 7), LinkAnswer)   # spent for every probe of the grading
     # values: 1 MB in all, whatever the number of calls
-    service = set_aside.rope_service(set_aside.Budget(calls=1000, mb=1))
+    service = rope_service.for_probe(rope_service.Budget(calls=1000, mb=1))
     big = request(rows=60, length=30, d=8)   # ~57 KB
     answers = [service(big, 7) for _ in range(20)]
     stopped = [i for i, a in enumerate(answers) if isinstance(a, LinkAnswer)]
@@ -127,15 +127,15 @@ def test_the_rope_service_answers_up_to_the_gradings_budget_then_stops_the_proce
 
 
 def test_past_the_logged_calls_a_probe_keeps_one_entry_of_counts():
-    budget = set_aside.Budget(calls=100, mb=64, logged=5)
-    service, log = set_aside.rope_service(budget), []
+    budget = rope_service.Budget(calls=100, mb=64, logged=5)
+    service, log = rope_service.for_probe(budget), []
     for _ in range(30):
         reply, entry = service(request(), 7)
         assert len(reply) == 4 * 8 * 4   # still answered: only the log is counts
         if entry is not None:
             log.append(entry)
     assert len(log) == 6 and log[-1] == {'kind': 'rope', 'unlogged_calls': 25, 'bytes': 25 * len(request())}
-    assert set_aside.calls_of(log) == 30 and set_aside.mb_of(log) == round(30 * len(request()) / 2 ** 20, 2)
+    assert rope_service.calls_of(log) == 30 and rope_service.mb_of(log) == round(30 * len(request()) / 2 ** 20, 2)
 
 
 def test_the_caps_are_grading_yamls_per_profile():

@@ -10,7 +10,7 @@ included). Nothing runs back up:
     autograder/judge/      the harness: itself, the sandbox, the contract; never torch, child or staff
     autograder/staff/      staff tools: anything; nothing outside staff/ imports them
 
-and within the judge, loading grading.yaml (config) loads no judge, and the module graph has no
+and within the harness, loading grading.yaml (config) loads no judge, and the module graph has no
 cycle; no module imports a private name (one starting with `_`) of another.
 """
 
@@ -122,7 +122,7 @@ def test_nothing_outside_staff_imports_the_staff_tools():
 
 
 def test_the_sandbox_imports_nothing_of_the_judge():
-    # the zone rule above says so too; named here: the judge drives the sandbox, never the reverse
+    # the zone rule above says so too; named here: the harness drives the sandbox, never the reverse
     wrong = ['%s:%d imports %s' % (name, line, imported) for name, path in MODULES.items()
              if zone_of(name) == 'sandbox' for imported, line in imports_of(name, path)
              if zone_of(imported) == 'judge']
@@ -130,10 +130,10 @@ def test_the_sandbox_imports_nothing_of_the_judge():
 
 
 def test_the_sandbox_calls_back_into_nothing():
-    """The judge drives a grading session one process at a time (its loop: probe_job.execute): no
+    """The harness drives a grading session one process at a time (its loop: probe_job.execute): no
     public method of Sandbox, GradingSession or ProbeRun takes a callable, and no ProbeJob field is
-    one. What a process asks over its harness link is handed to the judge (ProbeRun yields each
-    LinkRequest, takes a LinkAnswer), so the sandbox calls none of the judge's code."""
+    one. What a process asks over its harness link is handed to the harness (ProbeRun yields each
+    LinkRequest, takes a LinkAnswer), so the sandbox calls none of the harness's code."""
     import dataclasses
     import inspect
     from autograder.sandbox import GradingSession, LinkAnswer, LinkRequest, ProbeJob, ProbeRun, Sandbox

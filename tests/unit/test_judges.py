@@ -65,8 +65,8 @@ def test_values_judge_gives_a_fraction_per_case_and_says_where():
 def test_values_judge_names_the_known_bug_the_outputs_match():
     expected = {'gqa/n_kv_head=2': ref((2, 13, 48))}
     tiled = ref((2, 13, 48), seed=5)
-    fps = {'gqa-tiled': {'gqa/n_kv_head=2': tiled}, 'gqa-no-scale': {'gqa/n_kv_head=2': ref((2, 13, 48), 6)}}
-    v = verdict_for(spec('gqa'), ok({'n_kv_head=2': tiled + 1e-6}), fixtures(expected, fps), GRADING)
+    bugs = {'gqa-tiled': {'gqa/n_kv_head=2': tiled}, 'gqa-no-scale': {'gqa/n_kv_head=2': ref((2, 13, 48), 6)}}
+    v = verdict_for(spec('gqa'), ok({'n_kv_head=2': tiled + 1e-6}), fixtures(expected, bugs), GRADING)
     assert v.fraction == 0.0
     assert v.lines[-1].startswith('Likely bug: ' + KNOWN_BUGS['gqa-tiled'].description), v.lines[-1]
 
@@ -121,7 +121,7 @@ def test_malformed_student_arrays_cost_the_test_not_the_grading():
     key = 'seed%d' % lc.student_seed
     expected = {'loss-curve/' + key: np.linspace(4.2, 2.5, lc.iters),
                 'loss-curve/%s/heldout_logits' % key: np.zeros((lc.heldout_seqs, lc.block_size, 90), np.float32)}
-    # a 0-d array where the held-out logits belong: the judge must answer, never raise
+    # a 0-d array where the held-out logits belong: the harness must answer, never raise
     v = verdict_for(spec('loss-curve'), ok({key: np.array(3.0), key + '/heldout_logits': np.array(3.0)}),
               fixtures(expected), GRADING)
     assert v.fraction == 0.0 and v.lines[0].startswith('FAIL')

@@ -230,9 +230,9 @@ def generate_fixtures():
     return exp
 
 
-def run_generate(arrays, fps=None, model=None):
+def run_generate(arrays, bugs=None, model=None):
     exp = generate_fixtures()
-    fx = fixtures({'generate/' + k: v for k, v in exp.items()}, fps)
+    fx = fixtures({'generate/' + k: v for k, v in exp.items()}, bugs)
     return judge_generate(GRADING.test('generate'), ok(arrays), fx, GRADING, {'model': model or ok({})})
 
 
@@ -252,12 +252,12 @@ def test_a_known_generate_bug_is_named_only_when_the_tokens_are_its_tokens():
     exp = generate_fixtures()
     ignored = exp['top_k=5'].copy()
     ignored[:, 6:] = 3
-    fps = {'generate-top-k-ignored': {'generate/top_k=5': ignored}}
-    v = run_generate(dict(exp, **{'top_k=5': ignored}), fps)
+    bugs = {'generate-top-k-ignored': {'generate/top_k=5': ignored}}
+    v = run_generate(dict(exp, **{'top_k=5': ignored}), bugs)
     assert 'Likely bug: generate samples from every token' in v.lines[-1]
     other = ignored.copy()
     other[0, 7] = 4
-    v = run_generate(dict(exp, **{'top_k=5': other}), fps)
+    v = run_generate(dict(exp, **{'top_k=5': other}), bugs)
     assert not any(line.startswith('Likely bug') for line in v.lines)
 
 

@@ -1,6 +1,6 @@
 """
 The harness link turned up (issue 34): the sandbox hands each question a probe process asks to the
-judge as a LinkRequest and takes a LinkAnswer back (sandbox.ProbeRun); the judge's loop answers with
+judge as a LinkRequest and takes a LinkAnswer back (sandbox.ProbeRun); the harness's loop answers with
 the probe's service (probe_job.served). A service's failure costs that probe's link, not the grading,
 and a run left early is closed, so that its process is killed.
 """

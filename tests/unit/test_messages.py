@@ -1,6 +1,6 @@
 """
-What a student reads lives in one module of the judge (the package autograder/judge/messages/): the judges and
-the judge's modules around them call it for every sentence they show, and the modules listed here
+What a student reads lives in one module of the harness (the package autograder/judge/messages/): the judges and
+the harness's modules around them call it for every sentence they show, and the modules listed here
 hold no string that reads as a sentence to the student. The heuristic is narrow on purpose (words a
 verdict line uses: "your", "expected", "must", "the reference", a line marker...), and a test plants
 a sentence to show it does fail.
@@ -17,11 +17,11 @@ from autograder.judge import areas, markdown, messages, student_text
 # patches: the handout build copies them, and the file is in the fixtures' probe-code hash)
 MOVED = ['judge/areas/%s' % f for f in sorted(os.listdir(os.path.join(PACKAGE_DIR, 'judge', 'areas')))
          if f.endswith('.py')] + ['judge/verdicts.py', 'judge/markdown.py', 'judge/student_text.py',
-                                  'judge/set_aside.py', 'judge/cascade.py', 'judge/grade.py', 'judge/judging.py', 'judge/imported.py',
+                                  'judge/rope_service.py', 'judge/set_aside.py', 'judge/grade.py', 'judge/judging.py', 'judge/imported.py',
                                   'judge/probe_job.py', 'judge/results.py', 'judge/submission.py',
                                   'judge/locating.py',
                                   'judge/interface_check.py',
-                                  # the sandbox reports facts: readback's refusals are worded by the judge
+                                  # the sandbox reports facts: readback's refusals are worded by the harness
                                   'sandbox/readback.py']
 # text in these functions is not the student's: results.json's validation errors go to extra_data
 # (staff), grade.py's staff_problem and main speak to the person at the command line (stderr, --help)
@@ -116,7 +116,7 @@ def words_modules():
 
 
 def test_messages_imports_nothing_of_the_package():
-    # any module of the judge may word through it without an import cycle: its modules import only each other
+    # any module of the harness may word through it without an import cycle: its modules import only each other
     imports = {name: [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
                for name, tree in words_modules().items()}
     assert len(imports) >= 10 and imports['__init__.py']
@@ -291,7 +291,7 @@ LENGTHS = (5, 300, 1400, 1499, 1500, 1501, 2000, 5000)   # figures short, near a
 
 
 def _reported(exc, stage=None):
-    """What the judge reads of a raised `exc`: runner.describe_exception's fields, clipped, through JSON and
+    """What the harness reads of a raised `exc`: runner.describe_exception's fields, clipped, through JSON and
     the report schema, worded by student_text.spoken."""
     import json
     from autograder.contract import report_schema
@@ -369,7 +369,7 @@ def test_a_forged_fact_is_refused_or_says_no_more_than_a_message():
 
 # the child's modules whose words a student reads (the others: set_aside, cuda_view and socket_link raise into
 # the student's own calls, whose code may read their text; selftest and zygote speak to staff); in
-# probes_pretrained, the `facts` field's lines are still words (the judge's pretrained area parses them)
+# probes_pretrained, the `facts` field's lines are still words (the harness's pretrained area parses them)
 CHILD_SCANNED = {'runner.py': set(), 'adapter.py': set(), 'probes_pretrained.py': {'_shape_facts', '_load_facts'}}
 CHILD_SCANNED.update({f: set() for f in os.listdir(os.path.join(PACKAGE_DIR, 'child'))
                       if f.startswith('probes') and f.endswith('.py') and f not in CHILD_SCANNED})

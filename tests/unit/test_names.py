@@ -128,7 +128,7 @@ RETIRED = {
     r'(?i)\bcascade': 'set aside (judge/set_aside.py; grading.yaml set_aside)',
     r'(?i)\binsulat': 'set aside (grading.yaml set_aside: on_evidence)',
     r'GQA_FALLBACK|(?i:\bGQA fallback)': 'GQA_SET_ASIDE',
-    r'part_reruns': 'the part tests settled in the second run',
+    r'part_reruns': 'part_tests_again',
     r'\bfp_|\bfps\b': 'known bug (bug, bug_outputs)',
     r'\b[Tt]he judge\b(?! of\b)(?!/)': 'the harness (a test\'s judge is "the judge of test N")',
 }
@@ -156,6 +156,8 @@ def test_no_retired_word_is_left():
         for word, instead in RETIRED.items():
             for m in re.finditer(word, text):
                 line = text.count('\n', 0, m.start()) + 1
+                if rel == 'docs/ARCHITECTURE.md' and text.split('\n')[line - 1].startswith('| **'):
+                    continue   # the glossary's rows name the words they retire
                 found.append('%s:%d: %r (say: %s)' % (rel, line, m.group(0), instead))
     assert not found, '%d retired words:\n' % len(found) + '\n'.join(found[:60])
 

@@ -1,7 +1,7 @@
 """
-The judge's loop over a grading session (judge/probe_job.execute) and the words it gives a process
+The harness's loop over a grading session (judge/probe_job.execute) and the words it gives a process
 whose outputs the sandbox did not read (probe_job.ending_message, in messages.py's words): the
-sandbox reports facts, the judge words them; a probe is told its job as a value of its own.
+sandbox reports facts, the harness words them; a probe is told its job as a value of its own.
 """
 
 from autograder.contract import report_schema

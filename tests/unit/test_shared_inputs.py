@@ -9,7 +9,7 @@ import numpy as np
 
 from autograder import GRADING_YAML
 from autograder.judge import config, evidence, inputs
-from autograder.judge.set_aside import rotate
+from autograder.judge.rope_service import rotate
 from autograder.staff.regrade import behaviour_match, shared_inputs, similarity
 
 GRADING = config.load(GRADING_YAML)

@@ -88,8 +88,8 @@ class ErrorsEverywhere(ScriptedSession):
 def test_the_harness_spends_the_budget_in_test_order_in_one_place(tmp_path):
     model = os.path.join(REFERENCE_DIR, 'mingpt', 'model.py')
     located = submission.locate(model, str(tmp_path))
-    # cascade: charge: one run, every probe of it told as it ends (a second run would take its texts after it)
-    charge = dataclasses.replace(GRADING, cascade='charge')
+    # set_aside: never: one run, every probe of it told as it ends (a second run would take its texts after it)
+    charge = dataclasses.replace(GRADING, set_aside='never')
     judging = grade.Judging(charge, 'cpu', located, fixtures.load(GRADING, 'cpu'),
                             ScriptedSandbox(ErrorsEverywhere())).run_probes()
     probes = list(judging.run_result.probes)

@@ -1,6 +1,6 @@
 """
 model.py is read once and parsed once per grading (submission.Upload): every check after `locate`
-(the static check, test 1.1's import notes and interface, the optional parts' TODOs, the cascade's
+(the static check, test 1.1's import notes and interface, the optional parts' TODOs, set_aside.py's
 function lines, the input set drawn for its bytes) takes the value, never the file.
 """
 

@@ -23,10 +23,10 @@ class Verdict:
     summary: str = ''   # one-line numeric summary (loss curve), shown first
     not_implemented: bool = False   # an optional part left untouched: reported as "not implemented (optional)"
     not_judged: bool = False   # an optional test that builds on a failed required part: 0 / 0, not red
-    # the table of expected against got (judge/markdown.py): one row per failing comparison, from the judge's own
+    # the table of expected against got (judge/markdown.py): one row per failing comparison, from the harness's own
     # numbers (compare's cells, generate's tokens), never read back from the lines, which may hold student text
     rows: List['Row'] = field(default_factory=list)
-    known_bug: str = ''   # the known bug (known_bugs.py) its outputs match, where the judge named one
+    known_bug: str = ''   # the known bug (known_bugs.py) its outputs match, where the harness named one
     training_gradients_differ: bool = False   # 10.2: the gradients of 10.1's own training run are missing or wrong
 
     @property

@@ -80,7 +80,7 @@ def judge_generate(test, result, fixtures, grading, evidence):
         lines.append(line)
         likely += [fp for fp in _likely(fixtures, 'generate', key, got) if fp not in likely]
     if passed < len(GENERATE_CASES):
-        aside = fixtures.set_aside_in('generate', '')   # the model it generated with (judge/cascade.py)
+        aside = fixtures.set_aside_in('generate', '')   # the model it generated with (judge/set_aside.py)
         label = 'rope' if 'gqa' in aside else 'gqa' if 'gqa_rope' in aside else 'rope-gqa'
         logits, _ = evidence_output(evidence, 'model', label + '/logits')
         ref_logits = fixtures.probe('model').get(label + '/logits')

@@ -106,7 +106,7 @@ def window_key(profile):
 
 
 def pick_rows(n, count, window):
-    """Rows of 11.2's output the judge compares: the first rows (a window cut by the sequence start), the
+    """Rows of 11.2's output the harness compares: the first rows (a window cut by the sequence start), the
     last, and random ones drawn here (regenerate), which nothing in the child can know."""
     w = window // 2 + 1
     rows = {0, w - 2, w - 1, w, n - 1}

@@ -35,7 +35,7 @@ def final_loss(losses, window):
 
 def _split_gradient_keys(expected):
     """{config label: [parameter names]} of the gradient fixtures ('<label>/logits', the same model's forward, is
-    for the cascade only: judge/cascade.py sets a failed part aside only where the forward is wrong)."""
+    for set_aside.py only: judge/set_aside.py sets a failed part aside only where the forward is wrong)."""
     cases = {}
     for key in expected:
         label, _, name = key.partition('/')
@@ -118,7 +118,7 @@ def judge_gradients(test, result, fixtures, grading, evidence):
         lines.append(messages.TRAINING_GRADIENTS_WRONG)
         return Verdict(0.0, [messages.gradient_checks(passed, len(cases) + 1)] + lines, rows=rows,
                        training_gradients_differ=differ)
-    # the configurations the cascade set aside are not here: the training's gradients are then the whole test
+    # the configurations set_aside.py set aside are not here: the training's gradients are then the whole test
     return Verdict(passed / len(cases) if cases else 1.0,
                    [messages.gradient_checks(passed + 1, len(cases) + 1)] + lines, rows=rows)
 

@@ -25,11 +25,11 @@ def group_cases(expected):
     return cases
 
 
-def known_bug_matches(key, observed, fp_outputs, tol):
+def known_bug_matches(key, observed, bug_outputs, tol):
     names = []
     if observed is None or observed.size < KNOWN_BUG_MIN_VALUES:
         return names
-    for fp, arrays in fp_outputs.items():
+    for fp, arrays in bug_outputs.items():
         if key in arrays and close(observed, arrays[key], tol.atol * KNOWN_BUG_SLACK, tol.rtol * KNOWN_BUG_SLACK):
             names.append(fp)
     return names
@@ -39,10 +39,10 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
     """Partial credit per case of the fixtures; `graded(key)` False leaves a reference-only key out."""
     tol = test.tolerance
     expected = {k: v for k, v in fixtures.probe(test.id).items() if graded is None or graded(k)}
-    fp_outputs = fixtures.known_bug_outputs(test.id)
+    bug_outputs = fixtures.known_bug_outputs(test.id)
     errors = result.info.get('case_errors', {})
     cases = group_cases(expected)
-    lines, rows, passed, fp_votes = [], [], 0, Counter()
+    lines, rows, passed, bug_votes = [], [], 0, Counter()
     for case, keys in cases.items():
         if case in errors:
             lines.append(messages.FAIL + case_error_line(case, errors[case]))
@@ -59,7 +59,7 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
                 case_ok = False
                 details.append(messages.output_differs(key, desc))
                 rows.append(row(key, desc))
-                fp_votes.update(known_bug_matches(key, result.arrays.get(key), fp_outputs, tol))
+                bug_votes.update(known_bug_matches(key, result.arrays.get(key), bug_outputs, tol))
         if case_ok:
             passed += 1
             lines.append(messages.case_ok(case))
@@ -69,13 +69,13 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
                 h = hint(case)
                 if h:
                     lines.append(messages.hint(h))
-    if fp_votes:
-        fp, _ = fp_votes.most_common(1)[0]
+    if bug_votes:
+        fp, _ = bug_votes.most_common(1)[0]
         lines.append(messages.likely_bug(BY_ID[fp].description, fp, BY_ID[fp].note))
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, messages.cases_match(passed, len(cases)))
     return Verdict(fraction, lines, rows=[r for r in rows if r],
-                   known_bug=fp_votes.most_common(1)[0][0] if fp_votes else '')
+                   known_bug=bug_votes.most_common(1)[0][0] if bug_votes else '')
 
 
 def judge_values(test, result, fixtures, grading):

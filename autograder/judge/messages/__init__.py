@@ -4,7 +4,7 @@ The sentences a student reads, in one package. The code that decides a verdict c
 arrays already formatted where formatting is the decision's logic) and gets back the exact text; no
 sentence a student reads is written anywhere else in the modules that use this one
 (tests/unit/test_messages.py keeps that rule). The child and the wall report facts; they are
-worded here, by the judge. Callers read every name as `messages.<name>`; the words live in one
+worded here, by the harness. Callers read every name as `messages.<name>`; the words live in one
 module per audience, and this package gathers them (each name is defined in one module only):
 - common.py: the status of a probe or a case (STATUS_WORDS) and the lines of a probe that did not
   finish; the child's facts (an error's kind, the grader's own errors, CHILD_ERRORS, and notes); the
@@ -16,7 +16,7 @@ module per audience, and this package gathers them (each name is defined in one 
   banded_attention at a long sequence), sliding_window.py, training.py, pretrained.py;
 - process.py: how a process in the sandbox ended (the wall's facts: ProbeResult.harness, worded by
   probe_job.execute);
-- cascade.py: hangs and the second run (judge/cascade.py): where a process was stopped, what a hang
+- set_aside.py: hangs and the second run (judge/set_aside.py): where a process was stopped, what a hang
   leaves unrun, a part charged, a test judged with a failed part set aside, an optional test not judged;
 - results.py: test 1.1, results.json's top line (grade.py), the grader's own failures, and results.json's
   frame (results.py): the "Autograder error" test, Not attempted, a cut output, a results.json written
@@ -39,7 +39,7 @@ the student's and stays where it is written.
 Line markers: a verdict's lines start with OK ('ok   ') or FAIL ('FAIL '); a detail under a
 line is indented by DETAIL (five spaces). Where a sentence is built from pieces, the pieces
 are joined here exactly as they always were: results.json must not change by a byte. These
-modules import nothing but each other's common.py, so any module of the judge may word through them.
+modules import nothing but each other's common.py, so any module of the harness may word through them.
 """
 
 from autograder.judge.messages.common import *  # noqa: F401,F403
@@ -51,6 +51,6 @@ from autograder.judge.messages.sliding_window import *  # noqa: F401,F403
 from autograder.judge.messages.training import *  # noqa: F401,F403
 from autograder.judge.messages.pretrained import *  # noqa: F401,F403
 from autograder.judge.messages.process import *  # noqa: F401,F403
-from autograder.judge.messages.cascade import *  # noqa: F401,F403
+from autograder.judge.messages.set_aside import *  # noqa: F401,F403
 from autograder.judge.messages.results import *  # noqa: F401,F403
 from autograder.judge.messages.upload import *  # noqa: F401,F403

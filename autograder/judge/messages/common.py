@@ -1,5 +1,5 @@
 """
-The words every part of the judge shares: the line markers, the status of a probe or a case and the lines of
+The words every part of the harness shares: the line markers, the status of a probe or a case and the lines of
 a probe that did not finish; the child's facts (an error's kind, the grader's own errors, CHILD_ERRORS, and the
 adapter's notes); the student's own text past the grading's budget; comparisons of an output with the
 reference's (areas.compare) and the shape guards; the line that names a known bug a failure matches (the

@@ -1,12 +1,12 @@
 """
 How a process in the sandbox ended: the wall reports facts (ProbeResult.harness: ended, cpu_limit,
-cpu_seconds, idle_seconds, wall_seconds, signal, exit_code, link_errors), and the judge's loop
+cpu_seconds, idle_seconds, wall_seconds, signal, exit_code, link_errors), and the harness's loop
 (probe_job.execute) words them with these.
 """
 
 # ----------------------------------------------------------------------------- how a process ended
 # The sandbox reports how a process ended as facts (ProbeResult.harness: ended, cpu_limit,
-# cpu_seconds, idle_seconds, wall_seconds, signal, exit_code, link_errors); the judge's loop
+# cpu_seconds, idle_seconds, wall_seconds, signal, exit_code, link_errors); the harness's loop
 # (probe_job.execute) words them with these.
 
 FLOODED = 'your code flooded or stopped reading the grader\'s channel (descriptor 3)'

@@ -46,7 +46,7 @@ from autograder.staff.regrade import worker_pool
 
 KNOWN_BUG_TARGET = 0.90
 CAUSE_TARGET = 0.90   # failing must-fail messages that name their submission's cause
-# The causes a message can name, as the judge words them: a known bug by its id ("... wrong variant: ID)"), a
+# The causes a message can name, as the harness words them: a known bug by its id ("... wrong variant: ID)"), a
 # low-precision grid (messages.low_precision, dropout_on_grid), a device written into the code (ERROR_CAUSES).
 # A message naming one of these that is not its submission's cause names a wrong one.
 NAMED_CAUSES = [(re.compile(r'wrong variant: ([a-z0-9-]+)\)'), None),

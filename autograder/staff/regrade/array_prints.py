@@ -18,7 +18,7 @@ def number(x):
 
 
 def wrong_mask(got, expected, tolerance):
-    """Boolean mask over `got` of the elements the judge's bound calls wrong (NaN in the reference: not judged)."""
+    """Boolean mask over `got` of the elements the harness's bound calls wrong (NaN in the reference: not judged)."""
     if got.shape != expected.shape:
         return np.ones(got.shape, dtype=bool)
     if tolerance is None or got.dtype.kind in 'biu' or expected.dtype.kind in 'biu':

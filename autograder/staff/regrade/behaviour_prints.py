@@ -7,7 +7,7 @@ results.json, which is what a student sees.
 
 A print is kept for a test that lost points, whose output names no known bug (a known bug is
 already named in the report), and whose judge compares the probe's arrays with the reference's
-values. Per array of the test's own probe: the elements the judge's bound calls wrong
+values. Per array of the test's own probe: the elements the harness's bound calls wrong
 (|got - reference| > atol + rtol |reference|, exact for tokens; a wrong shape makes every
 element wrong), their number, and up to SAMPLE of them (evenly spaced by rank) with their flat
 index, the student's value and the reference's. Elements a correct submission gets right are

@@ -119,7 +119,7 @@ def _test_note(weight, passed, r, graded):
 
 def bug_table(subs):
     """
-    Named bugs by number of submissions, with the students of each and what the judge told them.
+    Named bugs by number of submissions, with the students of each and what the harness told them.
     A submission counts once, under the bug named by its earliest test: the lower-numbered tests
     run smaller units (2.x the RoPE module alone), which tell more bugs apart than attention or the
     whole model do (RoPE with sin and cos swapped looks like a sign error once inside attention).

@@ -1,6 +1,6 @@
 """
 `python -m autograder plot RESULTS_JSON PNG [--profile cpu|gpu]`, and batch --png: staff
-pictures of test 10.1, drawn from what the judge grades (autograder/judge/areas/training.py):
+pictures of test 10.1, drawn from what the harness grades (autograder/judge/areas/training.py):
 the held-out loss, the cross-entropy the grader computes from the trained model's logits on
 held-out text, against the band [reference - atol, reference + atol], where the reference is
 the same computation on the reference's logits after training from the same start at the
@@ -23,7 +23,7 @@ import re
 import numpy as np
 
 MISSING = 'loss-curve PNG skipped: matplotlib is not installed (pip install matplotlib)'
-# the judge's wording for the number it grades ("held-out loss 2.509 (computed by the grader ..."); a test
+# the harness's wording for the number it grades ("held-out loss 2.509 (computed by the grader ..."); a test
 # holds this pattern to judge_loss_curve's output
 HELDOUT = re.compile(r'held-out loss (-?\d+\.\d+|nan|inf)')
 

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from autograder.judge import evidence, inputs, probe_job, registry
-from autograder.judge.set_aside import rotate
+from autograder.judge.rope_service import rotate
 from autograder.staff.regrade import array_prints
 
 PROBE = registry.STAFF_PROBES[0]   # child/probes_staff.py: probe_staff_shared
@@ -34,7 +34,7 @@ PROBE = registry.STAFF_PROBES[0]   # child/probes_staff.py: probe_staff_shared
 # out (the report names known bugs already; two students making the same known mistake are no lead)
 OWN_TESTS = {'rope': ('rope', 'rope-cache'), 'mha': ('mha-rope',), 'gqa': ('gqa', 'gqa-rope'),
              'banded': ('sliding-window',)}
-# cases a hung part would run again (cascade.hung): not run, so a hang costs the regrade nothing more
+# cases a hung part would run again (SetAside.hung): not run, so a hang costs the regrade nothing more
 CASE_PARTS = {'rope': ('rope',), 'mha': ('mha', 'rope'), 'gqa': ('gqa', 'rope'), 'banded': ('banded',)}
 GQA_KV = 2
 SEQ = 12        # positions of every input: past the banded window (cpu 6 -> w' = 4; gpu 32 -> 17 cuts at 12)
@@ -120,13 +120,13 @@ def run_probe(judging):
     """(the shared inputs, the probe's ProbeResult without its records, the records: evidence.take), or None where
     nothing may run: a file not graded, not imported, or stopped importing. Parts that hung in the grading are not
     run again. Its own sandbox session, after the grading's: it can take no time or budget from a graded probe."""
-    cascade, run_result = judging.cascade, judging.run_result
-    if cascade is None or run_result is None or cascade.import_hang or run_result.import_result is None \
+    aside, run_result = judging.aside, judging.run_result
+    if aside is None or run_result is None or aside.import_hang or run_result.import_result is None \
             or run_result.import_result.status != 'ok':
         return None
     profile = judging.profile
     arrays = build(profile, judging.fx.key)
-    skip = [case for case, parts in CASE_PARTS.items() if any(p in cascade.hung for p in parts)]
+    skip = [case for case, parts in CASE_PARTS.items() if any(p in aside.hung for p in parts)]
     plan = probe_job.plan(judging.located.path, profile, [PROBE], {PROBE: TIMEOUT},
                           judging.grading.test('submission').timeout, probe_inputs={PROBE: arrays},
                           expected={PROBE: shapes(arrays, profile)},

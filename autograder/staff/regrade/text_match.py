@@ -276,13 +276,13 @@ def unit_pairs(fa, fb):
     return out
 
 
-def _candidates(fps, limit, least):
+def _candidates(prints, limit, least):
     """Pairs of indices sharing at least `least` own K-grams (or a third of the smaller file's), counted with numpy."""
-    n = len(fps)
+    n = len(prints)
     if n <= ALL_PAIRS:
         return list(itertools.combinations(range(n), 2))
-    ids = np.concatenate([np.full(len(fp.own_hashes), i, dtype=np.int64) for i, fp in enumerate(fps)])
-    flat = np.concatenate([fp.own_hashes for fp in fps])
+    ids = np.concatenate([np.full(len(fp.own_hashes), i, dtype=np.int64) for i, fp in enumerate(prints)])
+    flat = np.concatenate([fp.own_hashes for fp in prints])
     order = np.argsort(flat, kind='stable')
     flat, ids = flat[order], ids[order]
     starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
@@ -293,7 +293,7 @@ def _candidates(fps, limit, least):
         a, b = np.triu_indices(m, 1)
         shared += np.bincount((block[:, a] * n + block[:, b]).ravel(), minlength=n * n)
     shared = shared.reshape(n, n)
-    size = np.array([len(fp.own_hashes) for fp in fps])
+    size = np.array([len(fp.own_hashes) for fp in prints])
     need = np.minimum(np.minimum(size[:, None], size[None, :]) / 3.0, least)
     a, b = np.nonzero(np.triu(shared >= np.maximum(need, 1), 1))
     return list(zip(a.tolist(), b.tolist()))

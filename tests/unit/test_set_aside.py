@@ -1,8 +1,8 @@
 """
-The cascade (autograder/judge/cascade.py) on made-up first runs against the real fixtures: which
+Setting a part aside (autograder/judge/set_aside.py) on made-up first runs against the real fixtures: which
 parts fail, which cases a second run judges without them (only where their own values are wrong),
 which are set aside with nothing in their place, where a hang is placed (never from the process's
-own dump) and the words. The grader's RoPE (judge/set_aside.py, child/set_aside.py) is checked
+own dump) and the words. The grader's RoPE (judge/rope_service.py, child/set_aside.py) is checked
 against the reference's, forward and backward.
 """
 
@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from autograder.judge import cascade, config, evidence, fixtures, plans, registry
+from autograder.judge import set_aside, config, evidence, fixtures, plans, registry
 from autograder.judge.interface_check import untouched_optional
 from autograder.sandbox.readback import ProbeResult
 from torch_free import needs_torch
@@ -45,9 +45,9 @@ def fx(grading):
     return fixtures.load_for_grading(grading, 'cpu').view(0)
 
 
-def make(grading, fx, passes=(), policy='insulate'):
-    """A Cascade whose part tests pass exactly for the ids in `passes`."""
-    c = cascade.Cascade(dataclasses.replace(grading, cascade=policy), fx, ast.parse(MODEL_PY),
+def make(grading, fx, passes=(), policy='on_evidence'):
+    """A SetAside whose part tests pass exactly for the ids in `passes`."""
+    c = set_aside.SetAside(dataclasses.replace(grading, set_aside=policy), fx, ast.parse(MODEL_PY),
                         grading.enabled_tests())
     c._passes = lambda probe_id, result, results: probe_id in passes
     return c
@@ -74,7 +74,7 @@ def wrong_in(c, probe_id, result, shown, monkeypatch):
     """Observe `result` of `probe_id` as if its recorded calls showed {unit: parts} wrong (judge/evidence.py is
     tested on real records in test_evidence.py)."""
     table = {unit: {p: evidence.Shown(unit or 'x', 'values', 3) for p in parts} for unit, parts in shown.items()}
-    monkeypatch.setattr(cascade.evidence, 'shown_wrong', lambda *args: table)
+    monkeypatch.setattr(set_aside.evidence, 'shown_wrong', lambda *args: table)
     c.observe(probe_id, result, {}, [])
     monkeypatch.undo()
 
@@ -198,7 +198,7 @@ def test_a_hang_is_placed_from_the_harness_own_knowledge(grading, fx):
     # charged like a part shown wrong: its own tests score 0, and later cases run without it
     assert c.charge('gqa').startswith('0 points: your GroupedQueryAttention did not return in test 6.1')
     assert c.skip('model') == c.hung['gqa'] and c.skip('generate') == c.hung['gqa']
-    assert c.stopped['dropout'].endswith(cascade.OWN_ACCOUNT) and 'line 9' in c.stopped['dropout']
+    assert c.stopped['dropout'].endswith(set_aside.OWN_ACCOUNT) and 'line 9' in c.stopped['dropout']
     # a GPT test that times out when every attention part is proven to return: the GPT's own code
     c = make(grading, fx, passes=('rope', 'rope-cache', 'mha-rope', 'gqa', 'gqa-rope'))
     first_run(c)
@@ -240,7 +240,7 @@ def test_a_part_test_spoiled_by_a_rope_shown_wrong_waits_for_its_second_run(grad
         c.observe(pid, ProbeResult('ok'), {})
     wrong_in(c, 'gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {'': ('rope',)}, monkeypatch)
     assert c.failed == {'rope': grading.test('rope').number} and c.pending == {'gqa': ['gqa-rope']}
-    assert list(c.part_reruns()) == ['gqa-rope'] and c.part_reruns()['gqa-rope'].job()['set_aside'] == ['rope']
+    assert list(c.part_tests_again()) == ['gqa-rope'] and c.part_tests_again()['gqa-rope'].job()['set_aside'] == ['rope']
     c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope')})   # right without the student's RoPE: the GQA works
     assert c.failed == {'rope': grading.test('rope').number} and c.pending == {}
     c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa'))
@@ -253,7 +253,7 @@ def test_a_part_test_spoiled_by_a_rope_shown_wrong_waits_for_its_second_run(grad
 
 
 def test_charge_sets_nothing_aside(grading, fx):
-    c = make(grading, fx, policy='charge')
+    c = make(grading, fx, policy='never')
     first_run(c, ('rope', 'gqa'))
     c.observe('model', ProbeResult('ok'), {})
     assert c.failed == {'rope': grading.test('rope').number, 'gqa': grading.test('gqa').number}
@@ -281,7 +281,7 @@ def test_the_grader_rope_is_the_reference_rope_forward_and_backward(monkeypatch)
     import sys
     from autograder import REPO_ROOT
     from autograder.child import set_aside as child_side, socket_link
-    from autograder.judge import set_aside as harness_side
+    from autograder.judge import rope_service as harness_side
     sys.path.insert(0, os.path.join(REPO_ROOT, 'reference'))
     try:
         ref = importlib.import_module('mingpt.model')
@@ -289,7 +289,7 @@ def test_the_grader_rope_is_the_reference_rope_forward_and_backward(monkeypatch)
         sys.path.remove(os.path.join(REPO_ROOT, 'reference'))
         for name in [n for n in sys.modules if n == 'mingpt' or n.startswith('mingpt.')]:
             del sys.modules[name]   # other tests import other mingpt packages
-    answer, log = harness_side.rope_service(), []
+    answer, log = harness_side.for_probe(), []
 
     def ask(payload):
         reply, entry = answer(payload, 0)

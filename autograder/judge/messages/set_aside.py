@@ -1,11 +1,11 @@
 """
-The words of hangs and of the second run (judge/cascade.py): where a probe was stopped, the tests a hang or
+The words of hangs and of the second run (judge/set_aside.py): where a probe was stopped, the tests a hang or
 an unfinished import leaves unrun, a part charged, a test judged with a failed part set aside, and an optional test
 not judged. Every test a sentence names is given by its number (grading.yaml's `number`, by id), never written.
 """
 
 # ------------------------------------------------------------------------- hangs, the second run
-# cascade.py: where a probe was stopped, the tests a hang or an unfinished import leaves unrun, the
+# set_aside.py: where a probe was stopped, the tests a hang or an unfinished import leaves unrun, the
 # words of a test judged with a failed part set aside, and an optional test not judged.
 
 # where a probe was stopped at its deadline, as its own process said (the public tests say the same)
