@@ -100,7 +100,8 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
     link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts set_aside.py
     set aside: judge/plans.Plan.job) go into each probe's job; `rope_budget`: what the grader's RoPE may
-    answer in the whole grading (rope_service.Budget, shared by its runs; None: no cap); `options`: RunPlan's other fields
+    answer in the whole grading (rope_service.Budget, shared by its runs; None: no cap); `options`: RunPlan's other
+    fields
     (expected, private, budget_end, second).
     """
     rope_budget = options.pop('rope_budget', None)

@@ -410,7 +410,8 @@ class SetAside:
         or a required test did not finish either; otherwise its verdict."""
         if result.status == 'not_implemented':
             return Verdict(0.0, [messages.optional_not_implemented(result.message)], not_implemented=True)
-        verdict = None if result.status in ('skipped', 'timeout') else verdict_for(spec, result, fixtures, self.grading, probes)
+        verdict = None if result.status in ('skipped', 'timeout') \
+            else verdict_for(spec, result, fixtures, self.grading, probes)
         if verdict is not None and (verdict.passed or verdict.not_implemented):
             if not verdict.not_implemented:
                 verdict.lines[:0] = self.lines(spec.id, result)

@@ -46,7 +46,8 @@ def test_a_hang_that_hides_where_it_is_stops_at_the_budget_with_valid_results(tm
     grading.write_text(grading_text(timeouts, edit=lambda d: d['sandbox'].update(total_seconds=BUDGET_S)))
 
     started = time.time()
-    out = grade_results(str(submission), results_path=str(tmp_path / 'results' / 'results.json'), grading_path=str(grading)).to_json()
+    out = grade_results(str(submission), results_path=str(tmp_path / 'results' / 'results.json'),
+                        grading_path=str(grading)).to_json()
     elapsed = time.time() - started
 
     results_mod.validate(out)

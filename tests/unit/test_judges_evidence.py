@@ -216,7 +216,8 @@ def test_causality_without_the_other_tests_output_says_which():
     arrays, results = causality_case()
     results['gqa-rope'] = ProbeResult('timeout', 'it ran longer than the 60 s allowed')
     v = run_causality(arrays, results)
-    assert v.fraction == pytest.approx(2 / 3) and ('test %s returned no output' % GRADING.test('gqa-rope').number) in '\n'.join(v.lines)
+    assert v.fraction == pytest.approx(2 / 3)
+    assert ('test %s returned no output' % GRADING.test('gqa-rope').number) in '\n'.join(v.lines)
 
 
 # ----------------------------------------------------------------------------- generate (8.2)
@@ -399,7 +400,8 @@ def test_renumbering_a_test_in_grading_yaml_renumbers_every_sentence_that_names_
     assert {t: renumbered.test(t).number for t in new} == new and GRADING.test('gqa').number not in new.values()
     _, _, good = dropout_case()
     v = judge_dropout(renumbered.test('dropout'), ok(good), fixtures({}), renumbered,
-                      {'gqa': ok({}, case_errors={'n_kv_head=2': {'status': 'error', 'message': 'RuntimeError: boom'}})})
+                      {'gqa': ok({}, case_errors={'n_kv_head=2': {'status': 'error',
+                                                                  'message': 'RuntimeError: boom'}})})
     assert 'which test 4.7 did not return' in v.lines[1], v.lines
     v = judge_causality(renumbered.test('causality'), ok(causality_case()[0]), fixtures({}), renumbered,
                         causality_case()[1])

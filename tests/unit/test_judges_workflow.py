@@ -100,7 +100,8 @@ def test_memory_a_call_that_raised_in_the_cuda_view_names_the_line():
                                          "attribute '_cuda_getDeviceCount'",
                                          'where': ['model.py line 251, in forward: torch._C._cuda_getDeviceCount()']}}
     v = memory.judge_memory(GRADING.test('memory'), r, Fixtures('cpu', {}, {}, {}), GRADING)
-    assert v.fraction == (len(LABELS) - 1) / len(LABELS) and 'model.py line 251' in v.lines[1] and 'CUDA view' in v.lines[1]
+    assert v.fraction == (len(LABELS) - 1) / len(LABELS)
+    assert 'model.py line 251' in v.lines[1] and 'CUDA view' in v.lines[1]
 
 
 # causality (7.1), generate (8.2) and the KV cache (12.1): tests/unit/test_judges_evidence.py

@@ -17,7 +17,8 @@ from autograder.judge import areas, markdown, messages, student_text
 # patches: the handout build copies them, and the file is in the fixtures' probe-code hash)
 MOVED = ['judge/areas/%s' % f for f in sorted(os.listdir(os.path.join(PACKAGE_DIR, 'judge', 'areas')))
          if f.endswith('.py')] + ['judge/verdicts.py', 'judge/markdown.py', 'judge/student_text.py',
-                                  'judge/rope_service.py', 'judge/set_aside.py', 'judge/grade.py', 'judge/judging.py', 'judge/imported.py',
+                                  'judge/rope_service.py', 'judge/set_aside.py', 'judge/grade.py', 'judge/judging.py',
+                                  'judge/imported.py',
                                   'judge/probe_job.py', 'judge/results.py', 'judge/submission.py',
                                   'judge/locating.py',
                                   'judge/interface_check.py',

@@ -105,7 +105,8 @@ def test_a_part_wrong_only_inside_the_model_costs_its_own_tests(grading, fx, mon
                  monkeypatch)
         c.plan_later()
         assert c.plans['model'].units == {'rope': 'native', 'gqa': 'excluded', 'rope-gqa': 'excluded'}
-        assert c.charge('gqa').startswith('0 points: your GroupedQueryAttention is wrong when test %s runs it' % grading.test('model').number)
+        assert c.charge('gqa').startswith('0 points: your GroupedQueryAttention is wrong when test %s runs it'
+                                          % grading.test('model').number)
         assert c.charge('gqa-rope') == c.charge('gqa') and c.charge('rope') is None and c.charge('model') is None
 
 
@@ -240,7 +241,8 @@ def test_a_part_test_spoiled_by_a_rope_shown_wrong_waits_for_its_second_run(grad
         c.observe(pid, ProbeResult('ok'), {})
     wrong_in(c, 'gqa-rope', outputs(fx, 'gqa-rope', wrong=('',)), {'': ('rope',)}, monkeypatch)
     assert c.failed == {'rope': grading.test('rope').number} and c.pending == {'gqa': ['gqa-rope']}
-    assert list(c.part_tests_again()) == ['gqa-rope'] and c.part_tests_again()['gqa-rope'].job()['set_aside'] == ['rope']
+    assert list(c.part_tests_again()) == ['gqa-rope']
+    assert c.part_tests_again()['gqa-rope'].job()['set_aside'] == ['rope']
     c.settle_parts({'gqa-rope': outputs(fx, 'gqa-rope')})   # right without the student's RoPE: the GQA works
     assert c.failed == {'rope': grading.test('rope').number} and c.pending == {}
     c = make(grading, fx, passes=('rope-cache', 'mha-rope', 'gqa'))

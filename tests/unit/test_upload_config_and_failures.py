@@ -133,7 +133,8 @@ def lines_of_grading():
 
 def yaml_node(lines, *path):
     """(its key node or None, its node) at `path` in grading.yaml's `lines`, found by key, never by value: mapping
-    keys, a test by its id, a list item by its index (('tests', 'gqa', 'weight'), ('profiles', 'cpu', 'kv_heads', 2))."""
+    keys, a test by its id, a list item by its index (('tests', 'gqa', 'weight'),
+    ('profiles', 'cpu', 'kv_heads', 2))."""
     key, node = None, yaml.compose(''.join(lines))
     for part in path:
         if isinstance(node, yaml.SequenceNode):
@@ -151,7 +152,8 @@ def key_line(lines, *path):
 
 
 def set_value(lines, path, text):
-    """The scalar at `path` replaced by `text` where it stands (its line keeps its number); returns that line's index."""
+    """The scalar at `path` replaced by `text` where it stands (its line keeps its number); returns that line's
+    index."""
     start, end = yaml_node(lines, *path)[1].start_mark, yaml_node(lines, *path)[1].end_mark
     assert start.line == end.line, path
     line = lines[start.line]
