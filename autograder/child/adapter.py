@@ -354,11 +354,3 @@ def generate(model, idx, max_new_tokens, **kw):
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
     raise AdapterError('generate_returned', type(out).__name__)
-
-
-def mem_as_int(mem):
-    if mem is None:
-        return -1
-    if isinstance(mem, torch.Tensor):
-        mem = mem.item()
-    return int(mem)
