@@ -97,8 +97,8 @@ def lockdown(sandbox, results_path, autograder_root=None):
     Under root with a sandbox user: nothing of the grader is readable by student code, for good (a lock given
     back at the end left them open to the next reader, or to a grading still running beside it). The grader's
     own copy (its fixtures and key, reference/, tests/, ...) is locked by the sandbox (Sandbox.lock_grader),
-    here and again before each grading's self-test. Here also: a results/ folder of its own, and Gradescope's /autograder
-    (AUTOGRADER_ROOT): its submission/, results/ and submission_metadata.json (earlier submissions' results)
+    here and again before each grading's self-test. Here also: a results/ folder of its own, and Gradescope's
+    /autograder (AUTOGRADER_ROOT): its submission/, results/ and submission_metadata.json (earlier submissions' results)
     root-only, then /autograder itself listable by nobody (0711), once what is inside is closed.
     """
     if not sandbox.user:
@@ -138,7 +138,8 @@ def grade_results(path, profile_name='cpu', results_path=DEFAULT_RESULTS, gradin
     try:
         grading = config.load(grading_path)
         if profile_name not in grading.profiles:
-            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)' % (profile_name, ', '.join(grading.profiles)))
+            raise config.GradingConfigError('unknown profile %r (grading.yaml has %s)'
+                                            % (profile_name, ', '.join(grading.profiles)))
         os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
         if sandbox is None:
             sandbox = Sandbox(grading.sandbox)  # finds the sandbox users once for the whole grading
@@ -166,7 +167,8 @@ def grade_results(path, profile_name='cpu', results_path=DEFAULT_RESULTS, gradin
         staff = traceback.format_exc()
         known = isinstance(e, (fixtures.StaleFixtures, config.GradingConfigError))
         message = messages.could_not_run(e) if known else messages.failed_internally(type(e).__name__)
-        out = Results.error(message, staff, time.time() - started, reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
+        out = Results.error(message, staff, time.time() - started,
+                            reason=str(e) if known else '%s: %s' % (type(e).__name__, e))
     finally:
         remove_upload_scratch(upload_scratch)
         if own_sandbox and sandbox is not None:
@@ -222,7 +224,8 @@ def main(argv):
     args = ap.parse_args(argv[1:])
     started = time.time()
     try:
-        out = grade_results(args.path, args.profile, args.results, autograder_root=args.autograder_root)  # always writes results.json (run_autograder relies on it)
+        # always writes results.json (run_autograder relies on it)
+        out = grade_results(args.path, args.profile, args.results, autograder_root=args.autograder_root)
     except GradingStopped:   # SIGTERM (run_autograder's watchdog) while a probe ran: one line, not a traceback
         print('grade: stopped by SIGTERM after %.0f s; %s keeps the tests that had finished'
               % (time.time() - started, args.results), file=sys.stderr)

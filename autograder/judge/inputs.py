@@ -11,8 +11,8 @@ Input sets: the fixtures hold the reference's outputs for `input_sets` sets of i
 built from a seed only the draw key gives (set_seed), and a grading draws one set from the
 key and the submission's bytes (draw). The shared probes' inputs (10.1's held-out positions and
 initial weights, 9.1's input) are the same in every set, from a seed the key gives too
-(shared_seed). The profile's own seed gives the public inputs that no grading uses. `for_submission` is the one door through which a
-grading gets its inputs and the fixtures of its set (docs/ARCHITECTURE.md, "Input sets").
+(shared_seed). The profile's own seed gives the public inputs that no grading uses. `for_submission` is the one
+door through which a grading gets its inputs and the fixtures of its set (docs/ARCHITECTURE.md, "Input sets").
 """
 
 import functools
@@ -84,7 +84,8 @@ SHARED_PROBES = ('loss-curve', 'memory')
 
 
 def set_seed(profile, key, index):
-    """The seed of input set `index`: HMAC(staff key, profile seed, index); without the key no set's inputs are known."""
+    """The seed of input set `index`: HMAC(staff key, profile seed, index); without the key no set's inputs are
+    known."""
     digest = hmac.new(key, b'hw1 input set %d %d' % (profile['seed'], index), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], 'big') >> 1
 
@@ -100,7 +101,8 @@ def shared_seed(profile, key):
 
 
 def draw(key, submission_bytes, set_count):
-    """The set a submission gets: HMAC(staff key, sha256(its bytes)) mod the number of sets; the same bytes, the same set."""
+    """The set a submission gets: HMAC(staff key, sha256(its bytes)) mod the number of sets; the same bytes, the same
+    set."""
     digest = hmac.new(key, b'hw1 draw ' + hashlib.sha256(submission_bytes).digest(), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], 'big') % max(1, set_count)
 
@@ -191,7 +193,8 @@ def build(profile, seed=None, shared=None):
     out['kv-cache/step'] = _rng(seed, 'kv-cache-step').integers(0, m['vocab_size'], (2, 1)).astype(np.int64)
 
     mem = profile['memory']
-    out['memory/x'] = _rng(shared, 'memory').standard_normal((mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
+    out['memory/x'] = _rng(shared, 'memory').standard_normal(
+        (mem['batch'], mem['seq'], mod['n_embd'])).astype(np.float32)
 
     sw = profile['sliding_window']
     out['sw/x'] = _rng(seed, 'sw').standard_normal((mod['batch'], sw['seq'], mod['n_embd'])).astype(np.float32)
@@ -344,6 +347,7 @@ def heldout(profile, data_file=None, seed=None):
     tokens = _corpus_tokens_of(data_file or DATA_FILE)
     lc = profile['loss_curve']
     T, n = lc['block_size'], lc['heldout_seqs']
-    starts = np.sort(_rng(profile['seed'] if seed is None else seed, 'heldout').choice(len(tokens) - T - 1, size=n, replace=False))
+    starts = np.sort(_rng(profile['seed'] if seed is None else seed, 'heldout').choice(len(tokens) - T - 1, size=n,
+                                                                                        replace=False))
     rows = tokens[starts[:, None] + np.arange(T + 1)]   # (n, T + 1)
     return rows[:, :-1].copy(), rows[:, 1:].copy()

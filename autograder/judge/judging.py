@@ -128,7 +128,8 @@ class Judging:
             second.update(self._second(self.aside.plan_later(), options))
         probes, self.fx = self.aside.merge(first.probes, second)
         self.run_result = dataclasses.replace(first, probes=probes)
-        self.info = {'input_set': drawn.set_index, 'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
+        self.info = {'input_set': drawn.set_index,
+                     'sandboxed_as': first.sandboxed_as or 'same user (%s)' % sandbox.user_note,
                      'probe_seconds': {k: probe_seconds(v) for k, v in first.probes.items()},
                      # each process's own memory at its most, as the harness read it (sandbox.probe_memory_mb)
                      'probe_memory_mb': {k: round((v.harness or {}).get('memory_peak_bytes', 0) / 2 ** 20, 1)
@@ -202,7 +203,8 @@ class Judging:
                 self.judge_import(seen[probe_id])
             if progress is None:
                 return
-            self.run_result = RunResult(seen.get(report_schema.IMPORT), {k: v for k, v in seen.items() if k != report_schema.IMPORT})
+            self.run_result = RunResult(seen.get(report_schema.IMPORT),
+                                        {k: v for k, v in seen.items() if k != report_schema.IMPORT})
             for spec in self.specs:   # a test whose probes a second run may judge again waits for the final judging
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):

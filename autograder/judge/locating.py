@@ -270,7 +270,8 @@ def what_was_found(folder):
 
 
 def what_the_zip_holds(zip_path):
-    """'the zip holds hw1/writeup.pdf': the first few files of an uploaded zip without a model.py, from its directory."""
+    """'the zip holds hw1/writeup.pdf': the first few files of an uploaded zip without a model.py, from its
+    directory."""
     try:
         with zipfile.ZipFile(zip_path) as z:
             names = [i.filename[:80] for i in z.infolist()[:MAX_ZIP_MEMBERS] if not i.is_dir()

@@ -264,7 +264,8 @@ class Sandbox:
             h['cgroup_peak_bytes'] = self.cgroup.memory_peak()
             # the kernel's OOM kill is the fact, even where the harness had just stopped the process past its memory
             # cap (one allocation that grew faster than the harness reads /proc: a blow-up, not a loop)
-            if (self.cgroup.oom_kills() or 0) > (oom_before or 0) and h['ended'] in ('signal', 'exit', 'wall', 'memory'):
+            if (self.cgroup.oom_kills() or 0) > (oom_before or 0) \
+                    and h['ended'] in ('signal', 'exit', 'wall', 'memory'):
                 h['ended'] = 'oom'
         h.update(cpu_limit=cpu_limit, wall_limit=wall_limit)
         self._keep_log(kind, folder.log)

@@ -57,7 +57,8 @@ STUDENT_READS = ('README.md', 'test_model.py', GRADER_RULES, MEMORY_CHECK, PUBLI
 
 # the placeholders in templates/tests/_support/grader_rules.py that the generator fills in with the grader's own code
 PLAN_PLACEHOLDER = "PROJECTION_PLAN = None  # filled in by build-template: the grader's layer matching\n"
-RULES_PLACEHOLDER = 'UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks (submission.py, interface_check.py)\n'
+RULES_PLACEHOLDER = ('UPLOAD_RULES = None  # filled in by build-template: the grader\'s own checks '
+                     '(submission.py, interface_check.py)\n')
 
 
 def _upload_rules_source():
@@ -81,7 +82,8 @@ def _upload_rules_source():
 def _projection_plan_source():
     """The grader's own layer matching (autograder/child/adapter.py), copied so public tests and grader agree."""
     from autograder.child import adapter
-    body = '\n\n'.join(handout_memory.code_only(inspect.getsource(f)) for f in (adapter._role_hint, adapter.plan_projections))
+    body = '\n\n'.join(handout_memory.code_only(inspect.getsource(f))
+                       for f in (adapter._role_hint, adapter.plan_projections))
     return '# copied by build-template from autograder/child/adapter.py: do not edit here\n' + body
 
 # ----------------------------------------------------------------------------- configuration
@@ -113,7 +115,8 @@ def expected_data(computed, likely, signatures, tolerances, rules):
     test_model_expected.json: one line per case, parameter, tolerance and known bug, so that a change reads as a
     small diff; the tolerances and rules are the grader's (grader_values), never written by hand in the handout.
     """
-    sections = {'expected': [(name, [shape, _rounded(values)]) for name, (shape, values) in computed['expected'].items()],
+    sections = {'expected': [(name, [shape, _rounded(values)])
+                             for name, (shape, values) in computed['expected'].items()],
                 'gpt_parameters': None, 'tolerances': list(tolerances.items()), 'rules': list(rules.items()),
                 'words': list(grader_values.words().items()), 'likely_bugs': list(likely.items()),
                 'bug_signatures': list(signatures.items())}

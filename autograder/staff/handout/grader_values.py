@@ -59,7 +59,8 @@ def words():
     """The grader's words for a low-precision output and for the causes an error's text shows (messages.py)."""
     from autograder.judge import areas, messages
     return {'low_precision': {grid: messages.low_precision(grid) for grid in ('bfloat16', 'float16')},
-            'error_causes': dict(messages.ERROR_CAUSES), 'error_cause_marks': [list(m) for m in areas.ERROR_CAUSE_MARKS]}
+            'error_causes': dict(messages.ERROR_CAUSES),
+            'error_cause_marks': [list(m) for m in areas.ERROR_CAUSE_MARKS]}
 
 
 def fails(values, expected, tolerance):

@@ -58,7 +58,8 @@ def _without_comments(text):
 
 
 def code_only(text):
-    """Top-level definitions without their docstrings and comments: the handout copies the grader's code, not its words."""
+    """Top-level definitions without their docstrings and comments: the handout copies the grader's code, not its
+    words."""
     dropped = _docstring_lines(ast.parse(text))
     kept = '\n'.join(line for i, line in enumerate(text.splitlines(), 1) if i not in dropped) + '\n'
     return _without_comments(kept) + '\n'
@@ -89,12 +90,13 @@ def grader_memory_code(repo_root=REPO_ROOT):
 def memory_module(template_text, repo_root=REPO_ROOT):
     """The handout's memory_check.py: the template with the grader's code in place of its placeholder."""
     if template_text.count(CODE_PLACEHOLDER) != 1:
-        raise ValueError('student_template/templates/tests/_support/memory_check.py must contain the line %r exactly once'
-                         % CODE_PLACEHOLDER.strip())
+        raise ValueError('student_template/templates/tests/_support/memory_check.py must contain the line %r '
+                         'exactly once' % CODE_PLACEHOLDER.strip())
     imports, definitions = grader_memory_code(repo_root)
     imports = [line for line in imports if '\n%s\n' % line not in template_text]
     code = '\n'.join(sorted(line for line in imports if 'torch' not in line) + [''] +
-                     sorted((line for line in imports if 'torch' in line), key=lambda line: (line.startswith('from'), line))) + '\n'
+                     sorted((line for line in imports if 'torch' in line),
+                            key=lambda line: (line.startswith('from'), line))) + '\n'
     previous_was_code = True
     for text in definitions:   # two blank lines around functions and classes, none between constants
         block = text.startswith(('def ', 'class ', '@'))

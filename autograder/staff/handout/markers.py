@@ -9,7 +9,8 @@ import re
 # optional parts known to the markers; grading.yaml handout.optional_parts switches them
 OPTIONAL_PARTS = ('sliding_window', 'kv_cache')
 
-_MARKER = re.compile(r'^(?P<indent>[ \t]*)# (?P<kind>BEGIN|END) (?P<block>SOLUTION|PROMPT|OPTIONAL)(?: (?P<name>\S+))?[ \t]*$')
+_MARKER = re.compile(r'^(?P<indent>[ \t]*)# (?P<kind>BEGIN|END) (?P<block>SOLUTION|PROMPT|OPTIONAL)'
+                     r'(?: (?P<name>\S+))?[ \t]*$')
 # any mention of a block marker that is not a well-formed marker line is refused, so a typo
 # ("#BEGIN SOLUTION", "# END SOLUTION here") cannot silently ship solution code
 _MARKER_WORDS = re.compile(r'\b(BEGIN|END) (SOLUTION|PROMPT|OPTIONAL)\b')
