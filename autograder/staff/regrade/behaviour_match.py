@@ -4,9 +4,9 @@ outputs agree (behaviour_prints.py keeps them per submission). Two prints of one
 when their submissions ran the same inputs: the same input set, or a probe every set shares
 (inputs.SHARED_PROBES: 10.1's training), or the staff-only inputs the whole class ran
 (shared_inputs.py: one print per part, keyed 'shared:<part>', whatever sets the two drew). They
-agree when the same elements are wrong (the same count within NOISE_COUNT, at least half of the sampled positions in common) and the values there
-are equal within float noise (|a - b| <= ATOL + RTOL |b|; float32 in another order of operations
-moves a value by about 1e-7 of itself). A pair agrees on a test when one of its arrays agrees and
+agree when the same elements are wrong (the same count within NOISE_COUNT, at least half of the sampled positions
+in common) and the values there are equal within float noise (|a - b| <= ATOL + RTOL |b|; float32 in another
+order of operations moves a value by about 1e-7 of itself). A pair agrees on a test when one of its arrays agrees and
 none disagrees.
 
 Submissions linked by agreement form clusters; a cluster larger than common_limit(n) is a
@@ -29,7 +29,8 @@ SHARED_PREFIX = 'shared:'   # BehaviourPair.tests keys of a part's outputs on th
 class BehaviourPair:
     a: str
     b: str
-    tests: Dict[str, List[str]] = field(default_factory=dict)   # test id (or 'shared:<part>') -> agreeing values, in words
+    # test id (or 'shared:<part>') -> agreeing values, in words
+    tests: Dict[str, List[str]] = field(default_factory=dict)
     common: bool = False    # inside a cluster too large to be a lead
 
 
@@ -44,7 +45,8 @@ def _numbers(values):
 
 def agree(pa, pb):
     """[(flat index, value a, value b, reference)] where two prints of one array agree, [] when they do not."""
-    if pa['shape'] != pb['shape'] or abs(pa['wrong'] - pb['wrong']) > max(2, NOISE_COUNT * max(pa['wrong'], pb['wrong'])):
+    if pa['shape'] != pb['shape'] \
+            or abs(pa['wrong'] - pb['wrong']) > max(2, NOISE_COUNT * max(pa['wrong'], pb['wrong'])):
         return []
     at_a = {i: n for n, i in enumerate(pa['at'])}
     common = [(at_a[i], n, i) for n, i in enumerate(pb['at']) if i in at_a]

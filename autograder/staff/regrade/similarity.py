@@ -47,7 +47,8 @@ def read_sources(book):
         for sub in sorted({r['submission'] for r in book.rows if r['status'] in ('graded', 'not graded')}):
             export = book.export_of(sub)
             sub_dir = os.path.join(export, sub) if export else None
-            located = submission.locate(sub_dir, os.path.join(scratch, sub)) if sub_dir and os.path.isdir(sub_dir) else None
+            located = (submission.locate(sub_dir, os.path.join(scratch, sub))
+                       if sub_dir and os.path.isdir(sub_dir) else None)
             if located is not None and located.path and not located.problem:
                 text, _ = submission.read_source(located.path)
                 if text is not None:
@@ -128,13 +129,15 @@ def section(book, folder, md_table, boilerplate=()):
     prints = behaviour_prints.gathered(book)
     ranked, common, note = leads(prints, read_sources(book), boilerplate)
     write_csv(os.path.join(folder, CSV_NAME), ranked, names, number)
-    given = ' and the boilerplate given (%s)' % ', '.join('`%s`' % os.path.basename(b) for b in boilerplate) if boilerplate else ''
+    given = (' and the boilerplate given (%s)' % ', '.join('`%s`' % os.path.basename(b) for b in boilerplate)
+             if boilerplate else '')
     lines = ['## Similarity (staff only: leads to read, not verdicts)', '',
              'Pairs whose WRONG outputs agree on a test where no known bug is named (same inputs, equal within '
              'float noise; outputs a correct submission gets right are never counted), or on the inputs the whole '
-             'class ran beside its grading ("shared inputs, <part>": never graded, never shown), and pairs whose code outside '
-             'the handout template%s is alike (Python tokens, names and formatting normalised; at least %d%% of one '
-             'file\'s own code in the other, or a class or function at least %d%% of each). Each text lead says by how '
+             'class ran beside its grading ("shared inputs, <part>": never graded, never shown), and pairs whose code '
+             'outside the handout template%s is alike (Python tokens, names and formatting normalised; '
+             'at least %d%% of one file\'s own code in the other, or a class or function at least %d%% of each). '
+             'Each text lead says by how '
              'many points it stands above the closest pair of this class that is not flagged. Two students can make '
              'the same mistake on their own: read both files before anything else. %d pair(s); the first %d below, '
              'every one in `%s`.' % (given, 100 * text_match.FLAG, 100 * text_match.UNIT_FLAG, len(ranked),
@@ -143,7 +146,8 @@ def section(book, folder, md_table, boilerplate=()):
         lines += [note + '.', '']
     import pandas as pd
     lines += [md_table(pd.DataFrame(_table(ranked[:SHOWN], names, number),
-                                    columns=['submissions', 'students', 'tests whose wrong outputs agree', 'text'])), '']
+                                    columns=['submissions', 'students', 'tests whose wrong outputs agree',
+                                             'text'])), '']
     if common:
         lines += ['Wrong outputs shared by more than %d submissions (a common mistake, worth a known bug, or a wide '
                   'ring): %s.' % (behaviour_match.common_limit(len(prints)),

@@ -56,12 +56,14 @@ TEMPLATE = REPO_ROOT + '/student_template/hw1/mingpt/model.py'
 
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
          tokenize.ENCODING, tokenize.ENDMARKER}
-_FSTRING = tuple(getattr(tokenize, n) for n in ('FSTRING_START', 'FSTRING_MIDDLE', 'FSTRING_END') if hasattr(tokenize, n))
+_FSTRING = tuple(getattr(tokenize, n) for n in ('FSTRING_START', 'FSTRING_MIDDLE', 'FSTRING_END')
+                 if hasattr(tokenize, n))
 _WORD = re.compile(r'[A-Za-z_]\w*|\d[\w.]*|\S')
 
 
 def common_limit(n):
-    """Files a K-gram may appear in before it counts as common code: COMMON_SHARE of the class, at least COMMON_FLOOR."""
+    """Files a K-gram may appear in before it counts as common code: COMMON_SHARE of the class, at least
+    COMMON_FLOOR."""
     return max(COMMON_FLOOR, math.ceil(COMMON_SHARE * n))
 
 
@@ -86,7 +88,8 @@ def _fallback_tokens(code):
     out = []
     for n, line in enumerate(code.splitlines(), 1):
         if not line.lstrip().startswith('#'):
-            out += [(tokenize.NAME if w[0].isalpha() or w[0] == '_' else tokenize.OP, w, n) for w in _WORD.findall(line)]
+            out += [(tokenize.NAME if w[0].isalpha() or w[0] == '_' else tokenize.OP, w, n)
+                    for w in _WORD.findall(line)]
     return out
 
 
@@ -246,7 +249,8 @@ def compare(fa, fb):
 
 
 def unit_pairs(fa, fb):
-    """[(name a, name b, share a, share b, lines a, lines b)] of each unit of a with the unit of b holding most of it."""
+    """[(name a, name b, share a, share b, lines a, lines b)] of each unit of a with the unit of b holding most of
+    it."""
     out = []
     ub = []
     for name, lo, hi in fb.units:
@@ -381,5 +385,6 @@ def leads(sources, template=TEMPLATE, boilerplate=(), flag=FLAG, unit_flag=UNIT_
 
 
 def pairs(sources, template=TEMPLATE, boilerplate=(), flag=FLAG, unit_flag=UNIT_FLAG):
-    """The TextPairs that are leads of {submission: model.py text}, most similar first (leads(), without the background)."""
+    """The TextPairs that are leads of {submission: model.py text}, most similar first (leads(), without the
+    background)."""
     return leads(sources, template, boilerplate, flag, unit_flag)[0]

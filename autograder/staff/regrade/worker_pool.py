@@ -90,8 +90,8 @@ def grade_job(profile_name, job, scratch, sandbox=None):
     from autograder.staff.regrade import behaviour_prints
     kept = {}
     observe = behaviour_prints.observer(kept.update) if job.behaviour_path else None
-    out = grade.grade_results(job.path, profile_name, os.path.join(scratch, 'results', 'results.json'), skip=tuple(job.skip),
-                              sandbox=sandbox, observe=observe)
+    out = grade.grade_results(job.path, profile_name, os.path.join(scratch, 'results', 'results.json'),
+                              skip=tuple(job.skip), sandbox=sandbox, observe=observe)
     if job.stamp and not out.is_error:
         out.extra_data['batch'] = dict(job.stamp, graded_at=datetime.datetime.now().isoformat(timespec='seconds'))
     if kept and not out.is_error:   # beside results.json, never in it, and first: a results.json stamped
@@ -149,7 +149,8 @@ class Worker:
     """One long-lived worker process and its pipes; `grade(job, timeout)` -> (status, message)."""
 
     def __init__(self, profile_name):
-        cmd = [sys.executable, '-c', 'import sys; from autograder.staff.regrade.worker_pool import serve; sys.exit(serve(sys.argv[1]))',
+        cmd = [sys.executable, '-c',
+               'import sys; from autograder.staff.regrade.worker_pool import serve; sys.exit(serve(sys.argv[1]))',
                profile_name]
         self.stderr = tempfile.TemporaryFile(mode='w+')   # read only after a crash: no pipe to fill up
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -318,8 +319,8 @@ class Engine:
         if out is None:
             return 'error', 'the grader wrote no readable results.json'
         if out.is_error:
-            return 'error', 'the grader failed: %s' % str(out.extra_data.get('grader_error') or
-                                                          next(iter(out.tests.values())).output)[:300].replace('\n', ' ')
+            cause = out.extra_data.get('grader_error') or next(iter(out.tests.values())).output
+            return 'error', 'the grader failed: %s' % str(cause)[:300].replace('\n', ' ')
         return 'graded', message or out.summary()
 
     def stop(self, signum=None, frame=None):
