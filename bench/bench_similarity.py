@@ -7,9 +7,9 @@ The similarity pass of the class report at the size of a class (run by hand, nev
 Times, in this process (CPU seconds and wall), the two halves of autograder/staff/regrade/
 similarity.py without grading anything:
 
-- text (text_match.pairs: token fingerprints, file and unit leads, margins) over the model.py files of class_export.realistic_submissions(N), the
-  class `bench_batch.py --class realistic` grades (each correct style sent by several students:
-  identical files, one fingerprint per distinct file), and over the same files made all distinct
+- text (text_match.pairs: token fingerprints, file and unit leads, margins) over the model.py files of
+  class_export.realistic_submissions(N), the class `bench_batch.py --class realistic` grades (each correct style
+  sent by several students: identical files, one fingerprint per distinct file), and over the same files made all distinct
   (a line with the student's own number added to each: no two alike once normalised, every
   file fingerprinted and the near-identical ones compared pair by pair: the worst case);
 - behaviour (behaviour_match.pairs) over prints shaped as a batch keeps them: the share of the
@@ -59,13 +59,16 @@ def prints(n):
         tests = {}
         for t, tid in enumerate(TESTS):
             scope = 0 if tid == 'loss-curve' else input_set
-            tests[tid] = {'case%d/out' % k: {'shape': [64, 65], 'wrong': 1000 + bug % 97, 'at': list(range(0, 4096, 86)),
-                                             'got': [float((bug * 31 + scope * 7 + k + j) % 1000) / 7.0 for j in range(48)],
+            tests[tid] = {'case%d/out' % k: {'shape': [64, 65], 'wrong': 1000 + bug % 97,
+                                             'at': list(range(0, 4096, 86)),
+                                             'got': [float((bug * 31 + scope * 7 + k + j) % 1000) / 7.0
+                                                     for j in range(48)],
                                              'reference': [0.0] * 48} for k in range(4)}
         # the class's shared inputs (shared_inputs.py): every mutant wrong on two parts, one print each, the same
         # values for one bug whatever its set: the whole class is one group there (the worst case)
         shared = {part: {part: {'shape': shape, 'wrong': 200 + bug % 13, 'at': list(range(0, 480, 10)),
-                                'got': [float((bug * 17 + j) % 1000) / 7.0 for j in range(48)], 'reference': [0.0] * 48}}
+                                'got': [float((bug * 17 + j) % 1000) / 7.0 for j in range(48)],
+                                'reference': [0.0] * 48}}
                   for part, shape in (('rope', [1, 2, 12, 8]), ('gqa', [1, 12, 48]))}
         out['submission_%d' % i] = {'input_set': input_set, 'shared': ['loss-curve', 'memory'], 'tests': tests,
                                     'shared_inputs': shared}
