@@ -8,9 +8,9 @@ Times, in this process (CPU seconds and wall), the two halves of autograder/staf
 similarity.py without grading anything:
 
 - text (text_match.pairs: token fingerprints, file and unit leads, margins) over the model.py files of
-  class_export.realistic_submissions(N), the class `bench_batch.py --class realistic` grades (each correct style
-  sent by several students: identical files, one fingerprint per distinct file), and over the same files made all distinct
-  (a line with the student's own number added to each: no two alike once normalised, every
+  class_export.realistic_submissions(N), the class `bench_batch.py --class realistic` grades (each correct
+  style sent by several students: identical files, one fingerprint per distinct file), and over the same files
+  made all distinct (a line with the student's own number added to each: no two alike once normalised, every
   file fingerprinted and the near-identical ones compared pair by pair: the worst case);
 - behaviour (behaviour_match.pairs) over prints shaped as a batch keeps them: the share of the
   class that is a mutant, each with 5 failing tests of 4 arrays of 48 sampled values, on one of 4
