@@ -108,7 +108,8 @@ def check_loop_at_import(out, tests, root):
 
 def check_loop_in_forward(out, tests, root):
     assert tests['rope-cache']['score'] == 0
-    assert 'timed out' in tests['rope-cache']['output'] and 'ran longer than the 4 s allowed' in tests['rope-cache']['output']
+    assert 'timed out' in tests['rope-cache']['output'] \
+        and 'ran longer than the 4 s allowed' in tests['rope-cache']['output']
     others = {i: t for i, t in tests.items() if i != 'rope-cache'}
     assert not [i for i, t in others.items() if 'timed out' in t['output']]
     # the rest is the reference: every point earned, but RoPE's own 2.1, which its hang charges (a part that hangs
@@ -312,7 +313,8 @@ def check_npz_malformed(out, tests, root):
     assert 'arrays must be stored' in tests['rope']['output']          # the corrupt deflate stream is never inflated
     assert 'BadZipFile' in tests['rope-cache']['output'] and 'CRC' in tests['rope-cache']['output']
     assert 'declares shape (1099511627776,)' in tests['mha-rope']['output']
-    assert 'holds 5000 files' in tests['gqa']['output'] and ('at most %d are allowed' % report_schema.MAX_ARRAYS) in tests['gqa']['output']
+    assert 'holds 5000 files' in tests['gqa']['output'] \
+        and ('at most %d are allowed' % report_schema.MAX_ARRAYS) in tests['gqa']['output']
     all_zero(tests)
 
 
@@ -664,9 +666,10 @@ ANSWER_ATTACKS = ('memorise_answers', 'dropout_only_at_p_one')
 # proves as much: what they attack is judge code (judge/set_aside.py, judge/evidence.py, judge/student_text.py) and the
 # probe's own hooks (child/), the same code in both modes, fed the same probe outputs; none reads, writes or signals
 # anything outside its probe process, so no OS defence stands between it and what it wants. Every OS defence stays
-# proven in both modes in CI by the OS-class attacks (tests/corpora/test_hostile_os*.py, tests/e2e/test_sandbox_process.py,
-# test_wall_everywhere.py), and what in these attacks passes through mode-specific machinery keeps both modes here: a
-# hang (CPU metered by the cgroup or by users.CpuMeter, the stack dump read back from out/: forged_hang_dump,
+# proven in both modes in CI by the OS-class attacks (tests/corpora/test_hostile_os*.py,
+# tests/e2e/test_sandbox_process.py, test_wall_everywhere.py), and what in these attacks passes through
+# mode-specific machinery keeps both modes here:
+# a hang (CPU metered by the cgroup or by users.CpuMeter, the stack dump read back from out/: forged_hang_dump,
 # rope_hangs_on_purpose, the hang pair), the link (ask_grader_rope, rope_flood), and the attacks on answers (issue 34's
 # choice: proven where students are graded). The seven Gradescope-mode cases left out took 11-25 s each, 112 s in all,
 # of the one serial Gradescope-mode group (docs/BENCHMARKS.md, "The suite": measured 2026-12-07, `-n 0`).
@@ -675,8 +678,9 @@ JUDGE_RULES_ONLY = ('fail_on_purpose', 'borrow_grader_rope', 'rope_in_block_fail
 
 
 def in_mode(env, *values, id, judge_rules_only=False):
-    """A parameter set graded in `env`'s mode: in Gradescope's (no namespaces) it is `gradescope_mode` (tests/conftest.py),
-    and `slow` as well where the attack is on the harness's rules alone (JUDGE_RULES_ONLY: CI grades it in one mode)."""
+    """A parameter set graded in `env`'s mode: in Gradescope's (no namespaces) it is `gradescope_mode`
+    (tests/conftest.py), and `slow` as well where the attack is on the harness's rules alone (JUDGE_RULES_ONLY: CI
+    grades it in one mode)."""
     if env != GRADESCOPE_ENV:
         return pytest.param(*values, id=id)
     return pytest.param(*values, id=id, marks=[pytest.mark.gradescope_mode] + ([pytest.mark.slow] if judge_rules_only
@@ -700,7 +704,8 @@ SET_ASIDE_ATTACKS = {
     'fail_on_purpose': 'fails 4.1 and 5.1 on purpose so that 10.1 and 10.2 set its K/V-detaching GQA aside',
     'borrow_grader_rope': 'the template scores with whatever RoPE or attention class the grader left in its process',
     'ask_grader_rope': 'a RoPE that is the grader\'s, asked over the link in every process',
-    'forged_hang_dump': 'a hang at dropout p = 1 whose forged stack dump names GPT.generate, so nothing else is skipped',
+    'forged_hang_dump': 'a hang at dropout p = 1 whose forged stack dump names GPT.generate, so nothing else is '
+                        'skipped',
 }
 
 
@@ -826,12 +831,15 @@ def test_a_hang_is_a_hang_however_it_grows(env, ag_root):
         assert re.search(r'stopped in GroupedQueryAttention\.forward \(model\.py line (%d|%d)\)' % _loop_lines(name),
                          msg), (name, msg)
         # 5.1 is the GQA's own test: the hang charges it whole, and says where it was not run
-        assert tests['gqa']['score'] == 0 and tests['gqa-rope']['score'] == 0 and tests['gqa-rope']['output'].startswith(
-            ('0 points: your GroupedQueryAttention did not return in test %s' % GRADING.test('gqa').number)) and \
-            ('not run: GroupedQueryAttention did not return in test %s' % GRADING.test('gqa').number) in tests['gqa-rope']['output'], \
+        assert tests['gqa']['score'] == 0 and tests['gqa-rope']['score'] == 0 \
+            and tests['gqa-rope']['output'].startswith(
+                ('0 points: your GroupedQueryAttention did not return in test %s' % GRADING.test('gqa').number)) \
+            and ('not run: GroupedQueryAttention did not return in test %s'
+                 % GRADING.test('gqa').number) in tests['gqa-rope']['output'], \
             (name, tests['gqa-rope']['output'])
         # its own part only: RoPE, the MHA, and every GPT test the harness judges without the GQA keep their points
-        for tid in ('rope', 'rope-cache', 'mha-rope', 'model', 'generate', 'loss-curve', 'gradients', 'load-pretrained'):
+        for tid in ('rope', 'rope-cache', 'mha-rope', 'model', 'generate', 'loss-curve', 'gradients',
+                    'load-pretrained'):
             assert full(tests[tid]), (name, tid, tests[tid]['output'][:300])
     assert 'memory kept growing past the %d MB' % GRADING.sandbox['probe_memory_mb'] in alloc['gqa']['output']
     assert 'ran longer than the 10 s allowed' in spin['gqa']['output']
@@ -863,8 +871,9 @@ def test_a_flood_of_the_graders_rope_costs_the_judge_nothing(env, ag_root):
 
 
 def test_print_grader_peak_memory():
-    """Runs last in its group (the module is in two: tests/conftest.py LOCKDOWN_PARTS): the grader's peak memory per case
-    that ran in this process, for the record (pytest -s)."""
+    """Runs last in its group (the module is in two: tests/conftest.py LOCKDOWN_PARTS): the grader's peak memory
+    per case that ran in this process, for the record (pytest -s)."""
     if PEAK_MB:
         known = {k: v for k, v in PEAK_MB.items() if v is not None}   # a case that failed before its figure: none
-        print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv for kv in sorted(known.items(), key=lambda kv: -kv[1])))
+        print('\ngrader peak RSS (MB): ' + ', '.join('%s %.1f' % kv
+                                                     for kv in sorted(known.items(), key=lambda kv: -kv[1])))

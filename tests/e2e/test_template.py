@@ -72,7 +72,8 @@ def test_handout_values_are_grading_yamls_and_the_graders(generated):
     assert data['rules']['known_bug_slack'] == values.KNOWN_BUG_SLACK
     assert all(len(data['expected'][name][1]) >= values.KNOWN_BUG_MIN_VALUES for name in data['bug_signatures'])
     for rel in (build.PUBLIC_CHECKS, 'test_model.py'):
-        assert not re.search(r'\b(ATOL\w*|SIGNATURE_ATOL|MIN_GRID|GRID_SHARE|GRID_RTOL)\s*=|atol=\d', generated[rel]), rel
+        assert not re.search(r'\b(ATOL\w*|SIGNATURE_ATOL|MIN_GRID|GRID_SHARE|GRID_RTOL)\s*=|atol=\d',
+                             generated[rel]), rel
 
 
 def test_shipped_files(generated):

@@ -191,7 +191,8 @@ def test_partial_results_and_what_the_watchdog_keeps(tmp_path):
     assert out.execution_time == 572.0   # the whole run's, not the last finished test's
     assert out.extra_data['partial'] is False and out.score('rope') == out['rope'].max_score
     assert out['loss-curve'].score == 0 and out['loss-curve'].output == 'did not run: Grading was stopped after 570 s.'
-    assert out['loss-curve'].status == 'failed' and out['loss-curve'].max_score == {s.id: s.weight for s in specs}['loss-curve']
+    assert out['loss-curve'].status == 'failed' \
+        and out['loss-curve'].max_score == {s.id: s.weight for s in specs}['loss-curve']
     assert out.output == 'Grading was stopped after 570 s. 2 test(s) had finished and are kept; the others did not run.'
     assert not results.finish_partial(path, 'again')   # only a partial file is finished, once
     Results.error('x', 'y', 1.0).write(path)
@@ -314,4 +315,5 @@ def test_each_entry_is_what_gradescope_utils_runner_writes_for_the_same_test(ext
             (w['name'], w['score'], w['max_score'], w['status'], w['number'], w.get('visibility', 'visible'),
              list(w.get('tags', []))), tid
         assert t.output == w.get('output', '').rstrip('\n'), tid
-    assert set(ours.extra_data['judge_errors']) == {s.id for i, s in enumerate(SPECS) if i % (len(kinds) + 1) == len(kinds)}
+    assert set(ours.extra_data['judge_errors']) == {s.id for i, s in enumerate(SPECS)
+                                                    if i % (len(kinds) + 1) == len(kinds)}
