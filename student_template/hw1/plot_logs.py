@@ -99,7 +99,8 @@ def schedule(chain):
     parts = []
     for run in chain:
         iters = setting(run, 'trainer', 'max_iters')
-        parts.append('%s at block %s' % (iters if iters is not None else 'until Ctrl-C', setting(run, 'data', 'block_size')))
+        parts.append('%s at block %s' % (iters if iters is not None else 'until Ctrl-C',
+                                         setting(run, 'data', 'block_size')))
     return ', then '.join(parts)
 
 
@@ -132,7 +133,8 @@ def loss_curves(folders):
     for chain in found:
         xs, losses, switches = [], [], []
         for previous, part in zip([None] + chain, chain):
-            old, new = (setting(previous, 'data', 'block_size') if previous else None), setting(part, 'data', 'block_size')
+            old = setting(previous, 'data', 'block_size') if previous else None
+            new = setting(part, 'data', 'block_size')
             if previous is not None and old != new:
                 switches.append((len(xs), old, new))
             own = part['logs']['train_losses']

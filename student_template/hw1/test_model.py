@@ -101,7 +101,8 @@ class PublicTests(unittest.TestCase):
             if not excess(y, want, 'dropout', low_precision_grid(y, want)) <= 0:  # NaN fails too
                 raise CheckFailed('GroupedQueryAttention(attn_pdrop=%g, resid_pdrop=%g) in train mode should give %s '
                                   '(max abs error %.3g). Apply self.attn_dropout to the attention weights and '
-                                  'self.resid_dropout after out_proj.\n%s' % (attn_pdrop, resid_pdrop, what, error, note))
+                                  'self.resid_dropout after out_proj.\n%s'
+                                  % (attn_pdrop, resid_pdrop, what, error, note))
         # eval mode drops nothing: p = 1 must give exactly what the same weights give at p = 0
         dropping, note = dropout_module(1.0, 1.0)
         plain, _ = dropout_module(0.0, 0.0)
@@ -120,8 +121,8 @@ class PublicTests(unittest.TestCase):
         y1, y2 = attention_output(module, x), attention_output(module, changed)
         error = float((y1[:, :5] - y2[:, :5]).detach().abs().max())
         if excess(y1[:, :5], y2[:, :5], 'causality') > 0:
-            raise CheckFailed('%s(%s): changing the inputs at positions 5.. changed the outputs at positions 0..4 by up '
-                              'to %.3g: a query must not attend to later keys (apply the causal mask).\n%s'
+            raise CheckFailed('%s(%s): changing the inputs at positions 5.. changed the outputs at positions 0..4 '
+                              'by up to %.3g: a query must not attend to later keys (apply the causal mask).\n%s'
                               % (cls_name, described, error, note))
 
     @student_code
@@ -160,7 +161,8 @@ class PublicTests(unittest.TestCase):
                                   % (n_kv_head, sentence))
 
     test_15_optional_sliding_window_mask = case_test(
-        'sliding_window_mask', "Optional: sliding_window_mask (the handout's N=6, w=4 example and an odd window)", optional=True)
+        'sliding_window_mask', "Optional: sliding_window_mask (the handout's N=6, w=4 example and an odd window)",
+        optional=True)
 
     test_16_optional_banded_attention = case_test(
         'banded_attention', 'Optional: banded_attention equals attention under the sliding-window mask', optional=True)

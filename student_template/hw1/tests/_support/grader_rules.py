@@ -120,7 +120,8 @@ def stopped_after(seconds, test=None):
 def function_at(line, path=MODEL_PY):
     """'Class.method' (or 'function') of model.py whose body holds `line`, the innermost; None at the top level."""
     try:
-        with open(path, encoding='utf-8-sig', errors='replace') as f:   # a byte-order mark read like any file (issue 41)
+        # a byte-order mark read like any file (issue 41)
+        with open(path, encoding='utf-8-sig', errors='replace') as f:
             tree = ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
         return None
@@ -145,7 +146,9 @@ def raised_in(trace):
     if not lines:
         return ''
     name = function_at(lines[-1])
-    return '(raised in %s, model.py line %d)' % (name, lines[-1]) if name else '(raised at model.py line %d)' % lines[-1]
+    if name:
+        return '(raised in %s, model.py line %d)' % (name, lines[-1])
+    return '(raised at model.py line %d)' % lines[-1]
 
 
 # ----------------------------------------------------------------------------- what the grader has
@@ -193,7 +196,8 @@ class GraderImports:
 
 
 def install_grader_imports():
-    """From now on, model.py can import only what the grader has (public_checks.py calls it before importing model.py)."""
+    """From now on, model.py can import only what the grader has (public_checks.py calls it before importing
+    model.py)."""
     if GraderImports not in sys.meta_path:
         sys.meta_path.insert(0, GraderImports)
 
@@ -234,7 +238,8 @@ def load_attention_weights(module, weights):
     if all(isinstance(getattr(module, name, None), nn.Linear) for name in PROJECTIONS):
         for name in PROJECTIONS:
             _copy_linear(cls, name, getattr(module, name), weights[name + '.weight'], weights[name + '.bias'])
-        used = ['%s.%s (Linear %d->%d)' % (cls, name, n_embd, weights[name + '.weight'].shape[0]) for name in PROJECTIONS]
+        used = ['%s.%s (Linear %d->%d)' % (cls, name, n_embd, weights[name + '.weight'].shape[0])
+                for name in PROJECTIONS]
     else:
         used = _load_by_shape(module, weights)
     note = 'Fixed weights were loaded into ' + ', '.join(used) + '.'
@@ -474,14 +479,16 @@ def nothing_to_grade_in(source, tree):
 
 
 def _runs_at_import(tree):
-    """The import statements that importing model.py executes: not those inside functions or under `if TYPE_CHECKING`."""
+    """The import statements that importing model.py executes: not those inside functions or under
+    `if TYPE_CHECKING`."""
     found = []
 
     def visit(nodes):
         for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 continue
-            if isinstance(node, ast.If) and ast.unparse(node.test) in ('TYPE_CHECKING', 'typing.TYPE_CHECKING', 'False'):
+            if isinstance(node, ast.If) \
+                    and ast.unparse(node.test) in ('TYPE_CHECKING', 'typing.TYPE_CHECKING', 'False'):
                 visit(node.orelse)
                 continue
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -503,8 +510,8 @@ def import_notes(tree):
     for node, name, top in imported_names(tree):
         if top in DENIED_NOTE:
             notes.append('model.py line %d imports %r: allowed, but a model has no use for it, and on the grader '
-                         'it cannot run other programs or reach the network, and what it writes is deleted after each test'
-                         % (node.lineno, name))
+                         'it cannot run other programs or reach the network, and what it writes is deleted after '
+                         'each test' % (node.lineno, name))
         elif top not in GRADER_MODULES and not _stdlib(top) and node not in at_import:
             notes.append('model.py line %d imports %r inside a function: the grader does not have it, so a test '
                          'that runs this code fails there (importing model.py still works)' % (node.lineno, name))
@@ -512,7 +519,8 @@ def import_notes(tree):
 
 
 def blocking_problem(path=MODEL_PY):
-    """(why the grader would grade nothing at all, or None; the syntax tree): missing, too large, not UTF-8, empty, a syntax error."""
+    """(why the grader would grade nothing at all, or None; the syntax tree): missing, too large, not UTF-8, empty,
+    a syntax error."""
     if not os.path.isfile(path):
         return 'there is no mingpt/model.py beside test_model.py: the tests read your model from there', None
     size = os.path.getsize(path)
@@ -528,7 +536,8 @@ def blocking_problem(path=MODEL_PY):
         return None, ast.parse(source, filename='model.py')
     except SyntaxError as e:
         line = (e.text or '').rstrip('\n')
-        return 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, ('\n    ' + line[:200]) if line else ''), None
+        shown = ('\n    ' + line[:200]) if line else ''
+        return 'syntax error in model.py line %s: %s%s' % (e.lineno, e.msg, shown), None
 
 
 def upload_findings(import_error, path=MODEL_PY):
@@ -602,7 +611,8 @@ class SummaryRunner(unittest.TextTestRunner):
             title = (case.shortDescription() or case.id().split('.')[-1])
             lines.append('  %-5s %s%s' % (kind, title, '\n        ' + message if message else ''))
         self.stream.writeln('\nSummary of the public tests\n' + '\n'.join(lines))
-        self.stream.writeln('%d passed, %d failed, %d not implemented yet, %d errors, %d not attempted (optional) (of %d)' % (
+        self.stream.writeln('%d passed, %d failed, %d not implemented yet, %d errors, %d not attempted (optional) '
+                            '(of %d)' % (
             counts.get('PASS', 0), counts.get('FAIL', 0), counts.get('TODO', 0), counts.get('ERROR', 0),
             counts.get('NOT ATTEMPTED', 0), sum(counts.values())))
         return result

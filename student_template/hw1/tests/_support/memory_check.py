@@ -518,14 +518,16 @@ def _measured_or_why_not(value, entries, floor, weights):
                        'measurement (a constant?); report torch.cuda.memory_allocated() after the attention minus '
                        'before it' % _kb(value))
     if value < 0:
-        return False, 'forward reported %d bytes: a negative figure, no difference of the readings your code took' % value
+        return False, ('forward reported %d bytes: a negative figure, no difference of the readings your code took'
+                       % value)
     scale = [value / d for d in sorted(honest, reverse=True) if d >= floor and 1 / 64 <= value / d <= 64]
     if scale:
         return False, ('forward reported %s, %.3g times the difference of readings your code took in this call: '
                        'report end - start itself, unscaled' % (_kb(value), scale[0]))
     if len(readings) == 1:
         return False, ('forward reported %s, but your code took only one memory reading during the call (%d): the '
-                       'figure is not end - start of two readings (a constant?)' % (_kb(value), int(readings[0]['value'])))
+                       'figure is not end - start of two readings (a constant?)'
+                       % (_kb(value), int(readings[0]['value'])))
     shown = ', '.join(str(d) for d in sorted(d for d in honest if d > 0)[-4:]) or 'none above 0'
     return False, ('forward reported %s, which is no difference of two readings your code took during the call '
                    '(the largest: %s): the figure is not a measurement of this call' % (_kb(value), shown))

@@ -188,7 +188,8 @@ def build_gpt(dtype=torch.float32):
         try:
             module = model.get_submodule(prefix)
         except AttributeError:
-            raise CheckFailed('GPT(%s) has no submodule %s: keep the given Block with its attn.' % (describe(config), prefix))
+            raise CheckFailed('GPT(%s) has no submodule %s: keep the given Block with its attn.'
+                              % (describe(config), prefix))
         note = load_attention_weights(module, weights)
         if 'by shape' in note or 'random' in note:  # say so only when the handout's names were not used
             notes.append(note.replace('Fixed weights were loaded into ', prefix + ': '))
@@ -217,7 +218,8 @@ def case_generate(dtype=torch.float32):
     n = config.block_size + 3   # longer than block_size: generate must crop to the LAST block_size tokens
     prompt = torch.tensor([[int((u + 1) / 2 * config.vocab_size) for u in lcg(seed, n)] for seed in (9, 10)])
     out = {}
-    for name, kwargs in (('generate_greedy', {'do_sample': False}), ('generate_top_k1', {'do_sample': True, 'top_k': 1})):
+    for name, kwargs in (('generate_greedy', {'do_sample': False}),
+                         ('generate_top_k1', {'do_sample': True, 'top_k': 1})):
         torch.manual_seed(0)
         with torch.no_grad():
             result = model.generate(prompt.clone(), 6, **kwargs)
@@ -353,7 +355,8 @@ def excess(got, want, name, grid=None):
 
 
 def compare(got, name, note, tokens=False):
-    """Fail with expected vs got, the largest error (the first wrong token) and where it is, and which module was used."""
+    """Fail with expected vs got, the largest error (the first wrong token) and where it is, and which module was
+    used."""
     shape, values = EXPECTED[name]
     expected = torch.tensor(values, dtype=torch.float64).reshape(shape)
     if not isinstance(got, torch.Tensor):
@@ -373,8 +376,8 @@ def compare(got, name, note, tokens=False):
     wrong = int(beyond.sum())
     if tokens:   # token ids are not sizes: the first wrong one, as integers
         where = tuple(int(i) for i in torch.nonzero(beyond)[0])
-        head = '%s: %d of %d tokens differ from the staff solution\'s; the first, at index %s, is token id %d (expected %d)' % (
-            name, wrong, error.numel(), where, int(got64[where]), int(expected[where]))
+        head = ('%s: %d of %d tokens differ from the staff solution\'s; the first, at index %s, is token id %d '
+                '(expected %d)' % (name, wrong, error.numel(), where, int(got64[where]), int(expected[where])))
     else:
         head = '%s: max abs error %.3g at index %s (tolerance %s); %d of %d values differ from the staff solution' % (
             name, worst, where, '%g + %g*|expected|' % (atol, rtol) if rtol else '%g' % atol, wrong, error.numel())
@@ -388,8 +391,10 @@ def compare(got, name, note, tokens=False):
         '  expected[%s, %d:%d] = %s\n'
         '  got     [%s, %d:%d] = %s\n'
         '%s' % (head, bugs,
-                ', '.join(map(str, row)), cols.start, min(cols.stop, shape[-1]), _show(expected[row][cols].tolist(), tokens),
-                ', '.join(map(str, row)), cols.start, min(cols.stop, shape[-1]), _show(got64[row][cols].tolist(), tokens),
+                ', '.join(map(str, row)), cols.start, min(cols.stop, shape[-1]),
+                _show(expected[row][cols].tolist(), tokens),
+                ', '.join(map(str, row)), cols.start, min(cols.stop, shape[-1]),
+                _show(got64[row][cols].tolist(), tokens),
                 note))
 
 
@@ -444,7 +449,8 @@ def student_code(test, optional=False):
             # the cause said, and the line of model.py that raised it (the traceback itself is not shown)
             lines = ['model.py line %d: %s' % (f.lineno, (f.line or '').strip())
                      for f in traceback.extract_tb(e.__traceback__) if f.filename.endswith('model.py')]
-            failure = CheckFailed('%s: %s%s%s' % (type(e).__name__, e, cause, ''.join('\n  at ' + l for l in lines[-1:])))
+            failure = CheckFailed('%s: %s%s%s' % (type(e).__name__, e, cause,
+                                                  ''.join('\n  at ' + l for l in lines[-1:])))
         if failure is None:
             self.skipTest(NOT_ATTEMPTED)
         raise failure   # outside the except block, so no "during handling of ..." traceback follows
