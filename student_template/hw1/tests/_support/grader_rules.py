@@ -146,9 +146,8 @@ def raised_in(trace):
     if not lines:
         return ''
     name = function_at(lines[-1])
-    if name:
-        return '(raised in %s, model.py line %d)' % (name, lines[-1])
-    return '(raised at model.py line %d)' % lines[-1]
+    return ('(raised in %s, model.py line %d)' % (name, lines[-1]) if name
+            else '(raised at model.py line %d)' % lines[-1])
 
 
 # ----------------------------------------------------------------------------- what the grader has
