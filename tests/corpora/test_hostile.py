@@ -215,7 +215,8 @@ def check_monkeypatch(out, tests, root):
 
 
 def check_nan_outputs(out, tests, root):
-    # RoPE's own tests see the NaN outputs; under set_aside: on_evidence the tests built on RoPE run again with the grader's
+    # RoPE's own tests see the NaN outputs; under set_aside: on_evidence the tests built on RoPE run again with
+    # the grader's
     for tid in ('rope', 'rope-cache'):
         assert tests[tid]['score'] == 0, tid
         assert 'non-finite' in tests[tid]['output'], tests[tid]['output']
@@ -660,7 +661,8 @@ GRADESCOPE_ENV = {'HW1_SANDBOX_DISABLE': 'namespaces,cgroups'}
 ANSWER_ATTACKS = ('memorise_answers', 'dropout_only_at_p_one')
 
 
-# Attacks on the harness's own rules alone (issue 43: the suite in 15 minutes): set_aside.py's plan, evidence in the case,
+# Attacks on the harness's own rules alone (issue 43: the suite in 15 minutes): set_aside.py's plan,
+# evidence in the case,
 # what the grader's process holds, the student's text budget. Each is graded in CI in the strongest mode only, beside
 # its honest control; its Gradescope-mode case is `slow` (`python -m pytest -m slow` runs it, as before). Why that
 # proves as much: what they attack is judge code (judge/set_aside.py, judge/evidence.py, judge/student_text.py) and the
