@@ -22,7 +22,7 @@ def _visible(results):
 
 def test_a_regrade_keeps_the_shared_outputs_in_behaviour_only(tmp_path):
     path = tmp_path / 'model.py'
-    path.write_text(source_patches.patched_reference(ROPE_BUG, 'tests/e2e/test_shared_inputs.py'))
+    path.write_text(source_patches.patched_reference(ROPE_BUG, 'tests/e2e/test_shared_inputs_grading.py'))
     kept, before = {}, {}
     behaviour = behaviour_prints.observer(kept.update)
 
