@@ -92,7 +92,7 @@ TESTS = (
                ('attn/x', 'w/gqa-kv2/', 'dropout/x', 'w/dropout/'),
                evidence=('gqa',), calls=('gqa',), owns=('gqa',)),
     # the attention cases run the student's modules (never replaced: their masks are judged), the
-    # GPT case the same stand-ins as 8.1, whose outputs it is compared with. Its inputs are the
+    # GPT case the same parts set aside as 8.1, whose outputs it is compared with. Its inputs are the
     # "future" ones only, never the originals 3.1, 5.1 and 8.1 answer (inputs.probe_inputs);
     # 'model/rope/', 'model/gqa/': the GPT case at n_kv_head = n_query_head, or without RoPE, when
     # set_aside.py sets the student's GQA aside (judge/set_aside.py)

@@ -124,7 +124,7 @@ def test_no_function_takes_a_dozen_parameters():
 # left out: an attack may look for names the grader no longer has.
 # word -> the name that replaced it (what the failure says)
 RETIRED = {
-    r'[Ss]tand-?[Ii]n(?![a-z])': 'the grader\'s RoPE / set aside (stand-ins were removed)',
+    r'[Ss]tand-?[Ii]ns?(?![a-z])': 'the grader\'s RoPE / set aside (stand-ins were removed)',
     r'(?i)\bcascade': 'set aside (judge/set_aside.py; grading.yaml set_aside)',
     r'(?i)\binsulat': 'set aside (grading.yaml set_aside: on_evidence)',
     r'GQA_FALLBACK|(?i:\bGQA fallback)': 'GQA_SET_ASIDE',
@@ -164,7 +164,8 @@ def test_no_retired_word_is_left():
 
 def test_the_check_finds_each_retired_word():
     # each pattern matches the word it retires, and not the words that stay
-    samples = {'stand-in': True, 'StandInRoPE': True, 'standing': False, 'stands in for': False,
+    samples = {'stand-in': True, "stand-ins' code": True, 'StandInRoPE': True, 'standing': False,
+               'stands in for': False,
                'the cascade': True, 'Cascade.plan': True, 'insulate': True, 'GQA_FALLBACK': True,
                'part_reruns': True, 'fp_outputs': True, 'the judge decides': True,
                'the judge of test 4.1': False, 'judge/grade.py': False, 'the harness': False}
