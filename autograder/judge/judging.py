@@ -10,7 +10,7 @@ import math
 import time
 
 from autograder.contract import report_schema
-from autograder.judge import (set_aside, evidence, inputs, interface_check, messages, probe_job, registry, rope_service,
+from autograder.judge import (evidence, inputs, interface_check, messages, probe_job, registry, rope_service, set_aside,
                               student_text, submission, verdicts)
 from autograder.judge.areas import Verdict
 from autograder.judge.imported import import_verdict, static_findings, submission_verdict, upload_problems

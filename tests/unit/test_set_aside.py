@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from autograder.judge import set_aside, config, evidence, fixtures, plans, registry
+from autograder.judge import config, evidence, fixtures, plans, registry, set_aside
 from autograder.judge.interface_check import untouched_optional
 from autograder.sandbox.readback import ProbeResult
 from torch_free import needs_torch
