@@ -9,7 +9,7 @@ A print is kept for a test that lost points, whose output names no known bug (a 
 already named in the report), and whose judge compares the probe's arrays with the reference's
 values. Per array of the test's own probe: the elements the harness's bound calls wrong
 (|got - reference| > atol + rtol |reference|, exact for tokens; a wrong shape makes every
-element wrong), their number, and up to SAMPLE of them (evenly spaced by rank) with their flat
+element wrong), their number, and up to array_prints.SAMPLE of them (evenly spaced by rank) with their flat
 index, the student's value and the reference's. Elements a correct submission gets right are
 left out by construction: outputs every correct submission shares are no evidence.
 
@@ -25,8 +25,7 @@ import os
 
 from autograder.judge import inputs, registry
 from autograder.staff.regrade import gradebook, shared_inputs
-# the print of a wrong array (its names stay this module's too)
-from autograder.staff.regrade.array_prints import SAMPLE, array_print, number, wrong_mask  # noqa: F401
+from autograder.staff.regrade.array_prints import array_print
 
 FILE = 'behaviour.json'
 NOT_COMPARED = ('dropout', 'causality')
