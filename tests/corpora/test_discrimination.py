@@ -62,7 +62,8 @@ def test_a_hang_is_named_and_costs_only_the_tests_that_run_it(report):
     rows, s = report
     hang = next(r for r in rows if r['name'] == 'starter_gqa_while_hang')
     # within 3 minutes on this machine: the grading's own time (results.json execution_time); the job's
-    # grade_seconds also counts the course's tests, whose runner waits out the same loop for 45 s
+    # grade_seconds also counts the course's tests, whose runner waits out the same loop for
+    # course_tests.check_model's 10 s
     assert hang['execution_time'] <= 180, (hang['execution_time'], hang['grade_seconds'])
     for tid in ('rope', 'rope-cache', 'mha-rope'):
         assert hang['tests'][tid]['score'] == hang['tests'][tid]['max_score'], hang['tests'][tid]['output']
