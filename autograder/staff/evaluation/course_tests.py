@@ -207,8 +207,8 @@ def check_model(model_py, timeout=10):
     """
     {check: {'ok': bool, 'message': str}} for one model.py; 'passed' is True when all four pass.
     `timeout`: wall seconds; the four checks took at most 0.22 s on any corpus model.py once torch is imported
-    (docs/BENCHMARKS.md, round seven), so only a hang reaches 10 s, which it spins out on a core (45 s before: a
-    quarter of the hang mutant's grading job). One process per evaluate worker answers every model.py; a
+    (docs/BENCHMARKS.md, round seven), so only a hang reaches 10 s, which it spins out on a core (45 s before, on top
+    of the hang mutant's own grading). One process per evaluate worker answers every model.py; a
     submission that kills it or hangs in C code gets a new one.
     """
     if not _SERVER:
