@@ -47,8 +47,7 @@ def top_output(located, problems, judging=None):
         return messages.not_graded_top(first_line(located.problem or problems[0]))
     run_result = judging.run_result if judging is not None else None
     if run_result is not None and run_result.import_result is not None and run_result.import_result.status != 'ok':
-        hang = judging.aside.import_hang if judging.aside is not None else None
-        return messages.not_graded_import_top(hang, judging.grading.test('submission').number)
+        return messages.not_graded_import_top(judging.import_hang, judging.grading.test('submission').number)
     return messages.located_top(located.note) if located.note else ''
 
 

@@ -111,7 +111,7 @@ class Judging:
                        exits=submission.names_exit(self.upload.tree),
                        # one budget of the grader's RoPE for the whole grading, both runs (judge/rope_service.py)
                        rope_budget=rope_service.Budget(self.grading.sandbox['rope_service_calls'][self.profile_name],
-                                                    self.grading.sandbox['rope_service_mb'][self.profile_name]),
+                                                       self.grading.sandbox['rope_service_mb'][self.profile_name]),
                        loss_curve_seeds=[profile.loss_curve.student_seed])
         # the first run records what the student's parts do inside each case (judge/evidence.py)
         recorded = [pid for pid in probe_ids if pid in registry.RECORDS]
@@ -196,7 +196,7 @@ class Judging:
         def on_result(probe_id, result):
             seen[probe_id] = self._student_text(probe_id, result)
             self.aside.observe(probe_id, seen[probe_id], {k: v for k, v in seen.items() if k != report_schema.IMPORT},
-                                 self.records.get(probe_id, ()))
+                               self.records.get(probe_id, ()))
             if probe_id in self.records:   # weighed: only the count is kept (staff's extra_data.evidence)
                 self.records[probe_id] = len(self.records[probe_id])
             if probe_id == report_schema.IMPORT:
@@ -209,7 +209,7 @@ class Judging:
                 if spec.id not in done and all(p in seen for p in needs[spec.id]) \
                         and not set(registry.CASE_PARTS) & set(needs[spec.id]):
                     try:
-                        done[spec.id] = submission_verdict(self.import_judged, {}, self.aside.import_hang) \
+                        done[spec.id] = submission_verdict(self.import_judged, {}, self.import_hang) \
                             if spec.id == 'submission' else self.verdict(spec)
                     except Exception:  # noqa: BLE001  the final judging reports it
                         pass
@@ -236,13 +236,17 @@ class Judging:
         return dataclasses.replace(run_result, import_result=imported,
                                    probes={k: self._student_text(k, v) for k, v in run_result.probes.items()})
 
+    @property
+    def import_hang(self):
+        """The sentence for model.py's import that did not finish (SetAside.import_hang); None where it did or nothing
+        ran."""
+        return self.aside.import_hang if self.aside is not None else None
+
     def judge_import(self, imported):
         """Test 1.1 as the import check (`imported`, its ProbeResult; None where the file could not be run)
         left it: judged once and kept (ImportVerdict)."""
         if self.import_judged is None:
-            self.import_judged = import_verdict(self.located, self.problems, imported,
-                                                self.aside.import_hang if self.aside is not None else None,
-                                                self.static)
+            self.import_judged = import_verdict(self.located, self.problems, imported, self.import_hang, self.static)
         return self.import_judged
 
     def verdict(self, spec):
@@ -257,13 +261,13 @@ class Judging:
         if spec.id == 'submission':
             judged = self.judge_import(run_result.import_result if run_result is not None else None)
             return submission_verdict(judged, run_result.probes if run_result is not None else {},
-                                      self.aside.import_hang if self.aside is not None else None)
+                                      self.import_hang)
         number = self.grading.test('submission').number   # the import test, that the lines below point to
         if located.problem or self.problems:
             return Verdict(0.0, [messages.not_graded_test(first_line(located.problem or self.problems[0]), number)])
         if run_result.import_result.status != 'ok':
-            if self.aside is not None and self.aside.import_hang:
-                return Verdict(0.0, [messages.not_run_import(self.aside.import_hang, number)])
+            if self.import_hang:
+                return Verdict(0.0, [messages.not_run_import(self.import_hang, number)])
             return Verdict(0.0, [messages.not_graded_import_test(run_result.import_result.message, number)])
         result = run_result.probes[spec.id]
         if spec.optional_part:

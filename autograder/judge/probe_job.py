@@ -33,8 +33,8 @@ def link_services(profile, rope_for=(), rope_budget=None):
     its harness link (execute calls it; the sandbox only hands the questions over)}: the memory
     probe's torch.cuda queries are answered from the kernel's figures of the asking process and
     logged here (contract/memory_readings.py),
-    the only readings 9.1 believes (ProbeResult.harness['link']); the probes of `rope_for` (the
-    set_aside.py set their RoPE aside) get the grader's RoPE (judge/rope_service.py), every call logged, each
+    the only readings 9.1 believes (ProbeResult.harness['link']); the probes of `rope_for` (whose
+    RoPE judge/set_aside.py set aside) get the grader's RoPE (judge/rope_service.py), every call logged, each
     request counted against `rope_budget` (the grading's rope_service.Budget: what an honest submission needs,
     with margin; None: no cap, for staff tools).
     """
@@ -98,11 +98,10 @@ def plan(model_py, profile, probe_ids, timeouts, import_timeout, loss_curve_seed
     """
     The RunPlan of `probe_ids` on `model_py` with the job, the inputs cut per probe (`probe_inputs`
     as inputs.for_submission cut them, else from `arrays`, default inputs.build(profile)) and the
-    link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts set_aside.py
+    link services; `probe_jobs` ({probe id: what that probe alone is told}, e.g. the parts judge/set_aside.py
     set aside: judge/plans.Plan.job) go into each probe's job; `rope_budget`: what the grader's RoPE may
     answer in the whole grading (rope_service.Budget, shared by its runs; None: no cap); `options`: RunPlan's other
-    fields
-    (expected, private, budget_end, second).
+    fields (expected, private, budget_end, second).
     """
     rope_budget = options.pop('rope_budget', None)
     if probe_inputs is None:

@@ -22,8 +22,8 @@ with the outputs 3.1, 5.1 and 8.1 produced for the original input. Those probes 
 whenever the harness runs, even if their own tests are skipped or switched off.
 
 Each probe also declares the parts of model.py it runs (`calls`), those it judges as the
-student's own (`owns`), and per case which parts that case runs (CASE_PARTS): set_aside.py
-(judge/set_aside.py) judges a case again with a failed part set aside only where that part's own
+student's own (`owns`), and per case which parts that case runs (CASE_PARTS):
+judge/set_aside.py judges a case again with a failed part set aside only where that part's own
 values are wrong in the case, and skips a probe that would run a part that already hung.
 
 Adding a graded test (docs/ARCHITECTURE.md, "Adding a graded test"): an entry here naming its

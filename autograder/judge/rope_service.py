@@ -1,6 +1,6 @@
 """
 The grader's RoPE, computed in the harness for a probe process whose RotaryPositionalEmbeddings
-set_aside.py set aside (judge/set_aside.py): the process sends the tensor it would have rotated
+judge/set_aside.py set aside: the process sends the tensor it would have rotated
 (child/set_aside.py, over contract/rope_link.py's format) and gets it back rotated. It lives
 outside the sandbox, so nothing of it is in memory, importable or readable where student code
 runs; a process can only ask, and only where RoPE was set aside for it. Every call is logged

@@ -29,9 +29,9 @@ def known_bug_matches(key, observed, bug_outputs, tol):
     names = []
     if observed is None or observed.size < KNOWN_BUG_MIN_VALUES:
         return names
-    for fp, arrays in bug_outputs.items():
+    for bug_id, arrays in bug_outputs.items():
         if key in arrays and close(observed, arrays[key], tol.atol * KNOWN_BUG_SLACK, tol.rtol * KNOWN_BUG_SLACK):
-            names.append(fp)
+            names.append(bug_id)
     return names
 
 
@@ -69,13 +69,13 @@ def judge_cases(test, result, fixtures, extra_check=None, hint=None, graded=None
                 h = hint(case)
                 if h:
                     lines.append(messages.hint(h))
-    if bug_votes:
-        fp, _ = bug_votes.most_common(1)[0]
-        lines.append(messages.likely_bug(BY_ID[fp].description, fp, BY_ID[fp].note))
+    likely = bug_votes.most_common(1)[0][0] if bug_votes else ''
+    if likely:
+        lines.append(messages.likely_bug(BY_ID[likely].description, likely, BY_ID[likely].note))
     fraction = passed / len(cases) if cases else 0.0
     lines.insert(0, messages.cases_match(passed, len(cases)))
     return Verdict(fraction, lines, rows=[r for r in rows if r],
-                   known_bug=bug_votes.most_common(1)[0][0] if bug_votes else '')
+                   known_bug=likely)
 
 
 def judge_values(test, result, fixtures, grading):
